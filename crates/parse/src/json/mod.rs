@@ -1,0 +1,1 @@
+//! Incremental, repairing JSON.

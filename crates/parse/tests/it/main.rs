@@ -1,0 +1,1 @@
+//! Integration tests of toolshim-parse (one binary, see the house style).
