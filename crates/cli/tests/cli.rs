@@ -1,1 +1,452 @@
+//! End-to-end tests of the `toolshim` binary, run through [`TestCommand`].
+//!
+//! Index:
+//! - help, version and exit-code documentation
+//! - usage errors: exit 2 with a message that says what to fix
+//! - the output contract: keys, --pretty, --events, --chunk-size, stdin, closed stdout
+//! - ENGINE-DEPENDENT (fail against the placeholder `StreamParser`, which emits all input as
+//!   text; they pass once the engine lands): `big_integer_in_arguments_survives_exactly`,
+//!   `hermes_example_gives_two_calls_with_their_arguments`,
+//!   `call_objects_have_keys_in_contract_order`, `call_events_stream_the_arguments`,
+//!   `unknown_tool_is_rejected_and_hide_rejected_removes_its_text`.
+#![expect(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test helpers outside #[test] fns fail the test the same way an assertion does"
+)]
 
+use std::{
+    io::Write,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+};
+
+use serde_json::{Value, value::RawValue};
+
+/// The workspace root: tests run there so `examples/…` paths work as in `--help`.
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A `toolshim` invocation: arguments, optional stdin, run in the workspace root.
+struct TestCommand {
+    cmd: Command,
+    stdin: Vec<u8>,
+}
+
+impl TestCommand {
+    fn new(args: &[&str]) -> TestCommand {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolshim"));
+        cmd.args(args).current_dir(workspace_root());
+        TestCommand { cmd, stdin: Vec::new() }
+    }
+
+    fn stdin(mut self, input: impl Into<Vec<u8>>) -> TestCommand {
+        self.stdin = input.into();
+        self
+    }
+
+    fn run(mut self) -> Outcome {
+        let mut child = self
+            .cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("toolshim starts");
+        let mut stdin = child.stdin.take().expect("stdin is piped");
+        let input = std::mem::take(&mut self.stdin);
+        // A thread, so a big input cannot deadlock against a full stdout pipe.
+        let writer = std::thread::spawn(move || {
+            let _ = stdin.write_all(&input);
+        });
+        let output = child.wait_with_output().expect("toolshim runs");
+        writer.join().expect("the stdin writer does not panic");
+        Outcome {
+            code: output.status.code().expect("toolshim exits normally"),
+            stdout: String::from_utf8(output.stdout).expect("stdout is UTF-8"),
+            stderr: String::from_utf8(output.stderr).expect("stderr is UTF-8"),
+        }
+    }
+
+    /// Runs and expects exit 0 with nothing on stderr; returns stdout.
+    fn ok(self) -> String {
+        let outcome = self.run();
+        assert_eq!(outcome.code, 0, "stderr: {}", outcome.stderr);
+        assert_eq!(outcome.stderr, "");
+        outcome.stdout
+    }
+
+    /// Runs and expects a usage error (exit 2, nothing on stdout); returns stderr.
+    fn usage_error(self) -> String {
+        let outcome = self.run();
+        assert_eq!(outcome.code, 2, "stdout: {}\nstderr: {}", outcome.stdout, outcome.stderr);
+        assert_eq!(outcome.stdout, "");
+        assert!(outcome.stderr.starts_with("error: "), "{}", outcome.stderr);
+        outcome.stderr
+    }
+}
+
+#[derive(Debug)]
+struct Outcome {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// A fresh directory for files a test writes.
+fn scratch_dir(test: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli").join(test);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn write_file(dir: &Path, name: &str, contents: &[u8]) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, contents).unwrap();
+    path.to_str().unwrap().to_owned()
+}
+
+/// The keys of a JSON object, in the order they appear in its text.
+fn keys_in_order(object: &str) -> Vec<String> {
+    object_entries(object).into_iter().map(|(key, _)| key).collect()
+}
+
+/// The entries of a JSON object, in text order, with their values as raw JSON text.
+fn object_entries(object: &str) -> Vec<(String, &RawValue)> {
+    let rest = object.trim().strip_prefix('{').expect("an object");
+    let mut entries = Vec::new();
+    let mut rest = rest.trim_start();
+    if let Some(after) = rest.strip_prefix('}') {
+        assert_eq!(after.trim(), "");
+        return entries;
+    }
+    loop {
+        let mut keys = serde_json::Deserializer::from_str(rest).into_iter::<String>();
+        let key = keys.next().expect("a key").expect("a string key");
+        rest = rest.get(keys.byte_offset()..).unwrap().trim_start().strip_prefix(':').unwrap();
+        let mut values = serde_json::Deserializer::from_str(rest).into_iter::<&RawValue>();
+        let value = values.next().expect("a value").expect("valid JSON");
+        entries.push((key, value));
+        rest = rest.get(values.byte_offset()..).unwrap().trim_start();
+        match rest.strip_prefix(',') {
+            Some(after) => rest = after,
+            None => {
+                assert_eq!(rest.strip_prefix('}').map(str::trim), Some(""), "trailing text");
+                return entries;
+            }
+        }
+    }
+}
+
+fn json(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|err| panic!("not JSON ({err}): {text}"))
+}
+
+const OBJECT_KEYS: [&str; 6] =
+    ["calls", "content", "reasoning", "rejected", "warnings", "saw_tool_syntax"];
+const FLAGS: [&str; 6] =
+    ["FILE", "--tools", "--chunk-size", "--events", "--pretty", "--hide-rejected"];
+const EXAMPLES: [&str; 2] = ["examples/hermes.txt", "examples/bare_json.txt"];
+
+// ---- help, version and exit-code documentation ----
+
+#[test]
+fn parse_help_explains_every_flag_exit_codes_and_examples() {
+    for help in ["--help", "-h"] {
+        let text = TestCommand::new(&["parse", help]).ok();
+        for flag in FLAGS {
+            assert!(text.contains(flag), "`parse {help}` does not mention {flag}:\n{text}");
+        }
+        assert!(text.contains("Exit codes:"), "{text}");
+        for code in ["0  ", "1  ", "2  "] {
+            assert!(text.contains(code), "exit code {code} is not documented:\n{text}");
+        }
+        assert!(text.contains("toolshim parse examples/hermes.txt --tools examples/tools.json"));
+        assert!(text.contains("--chunk-size 3 --events"));
+    }
+}
+
+#[test]
+fn top_level_help_describes_toolshim_and_lists_subcommands() {
+    let text = TestCommand::new(&["--help"]).ok();
+    assert!(text.contains("tool calls"), "{text}");
+    assert!(text.contains("parse"), "{text}");
+    // Without a subcommand toolshim shows the same help, as a usage error.
+    let outcome = TestCommand::new(&[]).run();
+    assert_eq!(outcome.code, 2);
+    assert!(outcome.stderr.contains("parse"), "{}", outcome.stderr);
+}
+
+#[test]
+fn version_is_printed() {
+    let text = TestCommand::new(&["--version"]).ok();
+    assert_eq!(text, format!("toolshim {}\n", env!("CARGO_PKG_VERSION")));
+}
+
+// ---- usage errors ----
+
+#[test]
+fn missing_input_file_is_a_usage_error() {
+    let stderr = TestCommand::new(&["parse", "examples/no-such-file.txt"]).usage_error();
+    assert!(stderr.contains("cannot read the input file examples/no-such-file.txt"), "{stderr}");
+}
+
+#[test]
+fn missing_tools_file_is_a_usage_error() {
+    let stderr = TestCommand::new(&["parse", "--tools", "no-such-tools.json"]).usage_error();
+    assert!(stderr.contains("--tools no-such-tools.json: cannot read the file"), "{stderr}");
+}
+
+#[test]
+fn tools_file_that_is_not_json_is_a_usage_error() {
+    let dir = scratch_dir("tools_not_json");
+    let tools = write_file(&dir, "tools.json", b"[{\"name\": ");
+    let stderr = TestCommand::new(&["parse", "--tools", &tools]).stdin("hi").usage_error();
+    assert!(stderr.contains(&format!("--tools {tools}: ")), "{stderr}");
+    assert!(stderr.contains("not valid JSON"), "{stderr}");
+}
+
+#[test]
+fn tool_without_a_name_is_a_usage_error_that_shows_the_expected_shape() {
+    let dir = scratch_dir("tool_without_name");
+    let tools = write_file(&dir, "tools.json", br#"[{"type": "function", "parameters": {}}]"#);
+    let stderr = TestCommand::new(&["parse", "--tools", &tools]).stdin("hi").usage_error();
+    assert!(stderr.contains(&format!("error: --tools {tools}: tool 0 has no `name`")), "{stderr}");
+    assert!(stderr.contains("expected an OpenAI tool"), "{stderr}");
+}
+
+#[test]
+fn chunk_size_zero_is_a_usage_error() {
+    let stderr = TestCommand::new(&["parse", "--chunk-size", "0"]).stdin("hi").usage_error();
+    assert!(stderr.contains("--chunk-size"), "{stderr}");
+    assert!(stderr.contains("at least 1"), "{stderr}");
+}
+
+#[test]
+fn unknown_flag_is_a_usage_error() {
+    let stderr = TestCommand::new(&["parse", "--bogus"]).stdin("hi").usage_error();
+    assert!(stderr.contains("--bogus"), "{stderr}");
+    assert!(stderr.contains("Usage: toolshim parse"), "{stderr}");
+}
+
+#[test]
+fn input_that_is_not_utf8_is_a_usage_error() {
+    let stderr = TestCommand::new(&["parse"]).stdin(b"ok \xff\xfe".to_vec()).usage_error();
+    assert!(stderr.contains("standard input is not UTF-8 text"), "{stderr}");
+    assert!(stderr.contains("offset 3"), "{stderr}");
+
+    let dir = scratch_dir("not_utf8");
+    let file = write_file(&dir, "latin1.txt", b"caf\xe9");
+    let stderr = TestCommand::new(&["parse", &file]).usage_error();
+    assert!(stderr.contains(&format!("the input file {file} is not UTF-8 text")), "{stderr}");
+}
+
+// ---- the output contract ----
+
+#[test]
+fn stdin_is_read_without_a_file_and_with_dash() {
+    let input = std::fs::read_to_string(workspace_root().join("examples/hermes.txt")).unwrap();
+    let from_file = TestCommand::new(&["parse", "examples/hermes.txt"]).ok();
+    assert_eq!(TestCommand::new(&["parse"]).stdin(input.clone()).ok(), from_file);
+    assert_eq!(TestCommand::new(&["parse", "-"]).stdin(input).ok(), from_file);
+}
+
+#[test]
+fn plain_text_comes_back_as_content() {
+    let stdout = TestCommand::new(&["parse"]).stdin("Just \"text\", no calls.\n").ok();
+    assert_eq!(
+        stdout,
+        "{\"calls\":[],\"content\":\"Just \\\"text\\\", no calls.\\n\",\"reasoning\":\"\",\
+         \"rejected\":[],\"warnings\":[],\"saw_tool_syntax\":false}\n"
+    );
+}
+
+#[test]
+fn output_is_one_line_with_keys_in_contract_order() {
+    for example in EXAMPLES {
+        for args in
+            [vec!["parse", example], vec!["parse", example, "--tools", "examples/tools.json"]]
+        {
+            let stdout = TestCommand::new(&args).ok();
+            let line = stdout.strip_suffix('\n').expect("ends with a newline");
+            assert!(!line.contains('\n'), "{stdout}");
+            assert_eq!(keys_in_order(line), OBJECT_KEYS);
+        }
+    }
+}
+
+#[test]
+fn pretty_output_is_the_same_json_indented_by_two() {
+    for example in EXAMPLES {
+        let compact = TestCommand::new(&["parse", example]).ok();
+        let pretty = TestCommand::new(&["parse", example, "--pretty"]).ok();
+        assert!(pretty.starts_with("{\n  \"calls\": ["), "{pretty}");
+        assert!(pretty.ends_with("\n}\n"), "{pretty}");
+        assert_eq!(keys_in_order(&pretty), OBJECT_KEYS);
+        assert_eq!(json(&pretty), json(&compact));
+    }
+}
+
+#[test]
+fn events_are_json_lines_with_a_type_that_fold_to_the_object() {
+    for example in EXAMPLES {
+        for chunking in [&[][..], &["--chunk-size", "3"][..], &["--chunk-size", "1"][..]] {
+            let mut args = vec!["parse", example, "--events", "--pretty"];
+            args.extend_from_slice(chunking);
+            let stdout = TestCommand::new(&args).ok();
+            let object = json(&TestCommand::new(&["parse", example]).ok());
+            let (mut content, mut reasoning) = (String::new(), String::new());
+            for line in stdout.lines() {
+                let event = json(line);
+                let kind = event["type"].as_str().unwrap_or_else(|| panic!("no type: {line}"));
+                assert_eq!(keys_in_order(line)[0], "type");
+                match kind {
+                    "text" => content.push_str(event["text"].as_str().unwrap()),
+                    "reasoning" => reasoning.push_str(event["text"].as_str().unwrap()),
+                    "call_start" | "args_delta" | "call_end" | "rejected" | "warning" => {}
+                    other => panic!("unknown event type {other}: {line}"),
+                }
+            }
+            assert_eq!(content, object["content"].as_str().unwrap(), "{example} {chunking:?}");
+            assert_eq!(reasoning, object["reasoning"].as_str().unwrap(), "{example} {chunking:?}");
+        }
+    }
+}
+
+#[test]
+fn chunk_size_one_gives_byte_identical_output() {
+    for example in EXAMPLES {
+        for tools in [&[][..], &["--tools", "examples/tools.json"][..]] {
+            let mut args = vec!["parse", example];
+            args.extend_from_slice(tools);
+            let whole = TestCommand::new(&args).ok();
+            for size in ["1", "2", "7"] {
+                let mut chunked = args.clone();
+                chunked.extend(["--chunk-size", size]);
+                assert_eq!(TestCommand::new(&chunked).ok(), whole, "{chunked:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn closed_stdout_exits_zero_quietly() {
+    // Far more output than a pipe buffer holds, written after the reader is gone.
+    let input = "x".repeat(20_000);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolshim"))
+        .args(["parse", "--events", "--chunk-size", "1"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&output.stderr), "");
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn write_error_exits_one() {
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        return;
+    };
+    let output = Command::new(env!("CARGO_BIN_EXE_toolshim"))
+        .args(["parse", "examples/hermes.txt"])
+        .current_dir(workspace_root())
+        .stdout(full)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.starts_with("error: cannot write the output: "), "{stderr}");
+}
+
+// ---- ENGINE-DEPENDENT: these fail against the placeholder StreamParser ----
+
+#[test]
+fn big_integer_in_arguments_survives_exactly() {
+    let input = r#"<tool_call>{"name": "get_weather", "arguments": {"city": "Paris", "station": 123456789012345678901234567890}}</tool_call>"#;
+    let stdout = TestCommand::new(&["parse"]).stdin(input).ok();
+    assert!(
+        stdout.contains(r#""arguments":{"city":"Paris","station":123456789012345678901234567890}"#),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn hermes_example_gives_two_calls_with_their_arguments() {
+    let stdout =
+        TestCommand::new(&["parse", "examples/hermes.txt", "--tools", "examples/tools.json"]).ok();
+    let object = json(&stdout);
+    let calls: Vec<(&str, String)> = object["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|call| (call["name"].as_str().unwrap(), call["arguments"].to_string()))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            ("get_weather", r#"{"city":"Paris","unit":"celsius"}"#.to_owned()),
+            ("get_time", r#"{"timezone":"Europe/Paris"}"#.to_owned()),
+        ],
+        "{stdout}"
+    );
+    assert!(object["content"].as_str().unwrap().starts_with("I'll check the weather"));
+    assert!(!object["content"].as_str().unwrap().contains("<tool_call>"), "{stdout}");
+    assert_eq!(object["saw_tool_syntax"], true);
+}
+
+#[test]
+fn call_objects_have_keys_in_contract_order() {
+    let stdout = TestCommand::new(&["parse", "examples/hermes.txt"]).ok();
+    let entries = object_entries(&stdout);
+    let calls: Vec<&RawValue> = serde_json::from_str(entries[0].1.get()).unwrap();
+    assert_eq!(calls.len(), 2, "{stdout}");
+    for call in calls {
+        assert_eq!(keys_in_order(call.get()), ["id", "name", "arguments"]);
+    }
+}
+
+#[test]
+fn call_events_stream_the_arguments() {
+    let stdout =
+        TestCommand::new(&["parse", "examples/hermes.txt", "--events", "--chunk-size", "3"]).ok();
+    let events: Vec<Value> = stdout.lines().map(json).collect();
+    for call_idx in 0..2 {
+        let of_call = |kind: &str| {
+            events
+                .iter()
+                .filter(|event| event["type"] == kind && event["call_idx"] == call_idx)
+                .cloned()
+                .collect::<Vec<_>>()
+        };
+        let (starts, deltas, ends) =
+            (of_call("call_start"), of_call("args_delta"), of_call("call_end"));
+        assert_eq!((starts.len(), ends.len()), (1, 1), "call {call_idx}: {stdout}");
+        let streamed: String = deltas.iter().map(|delta| delta["json"].as_str().unwrap()).collect();
+        assert_eq!(json(&streamed), ends[0]["call"]["arguments"], "call {call_idx}");
+        assert_eq!(starts[0]["name"], ends[0]["call"]["name"]);
+    }
+}
+
+#[test]
+fn unknown_tool_is_rejected_and_hide_rejected_removes_its_text() {
+    let input = "Checking.\n<tool_call>\n{\"name\": \"get_stock_price\", \"arguments\": {\"symbol\": \"ACME\"}}\n</tool_call>";
+    let kept =
+        json(&TestCommand::new(&["parse", "--tools", "examples/tools.json"]).stdin(input).ok());
+    assert_eq!(kept["calls"], serde_json::json!([]));
+    assert_eq!(kept["rejected"][0]["name"], "get_stock_price", "{kept}");
+    assert!(kept["content"].as_str().unwrap().contains("get_stock_price"), "{kept}");
+
+    let args = ["parse", "--tools", "examples/tools.json", "--hide-rejected"];
+    let hidden = json(&TestCommand::new(&args).stdin(input).ok());
+    assert_eq!(hidden["rejected"][0]["name"], "get_stock_price", "{hidden}");
+    assert!(!hidden["content"].as_str().unwrap().contains("get_stock_price"), "{hidden}");
+}

@@ -1,29 +1,332 @@
-//! The one engine: `StreamParser` (placeholder until the engine lands).
+//! The one engine: [`StreamParser`].
+//!
+//! The parser keeps the unsettled input in `buf` and walks it with a cursor. Text
+//! goes out as soon as it can no longer start a marker; a possible marker (`<tool_c`
+//! at the end of a chunk, say) is held until the next bytes decide. Call syntax is
+//! read by resumable machines (the JSON reader, the tag reader), so every byte is
+//! looked at a bounded number of times and the total work is linear in the input.
 
-use crate::{Config, Event};
+use std::ops::Range;
 
-/// Incremental parser: feed chunks, then finish.
+use crate::format::call::Out;
+use crate::format::envelope::{Envelope, Origin, push_text};
+use crate::format::markup::{self, Markup};
+use crate::json::reader::Reader;
+use crate::{Config, Event, WarningCode};
+
+/// Incremental parser for one model output: [`feed`](StreamParser::feed) chunks,
+/// then [`finish`](StreamParser::finish).
+///
+/// For every chunking of an input, the events fold (with [`crate::Parsed::push`])
+/// to exactly what [`crate::parse`] returns.
 #[derive(Debug)]
 pub struct StreamParser {
     config: Config,
+    /// Unsettled input. `buf[0]` is at absolute offset `base`.
+    /// Invariant: `settled <= pos <= buf.len()`; `buf[..settled]` has been emitted
+    /// or consumed; `buf[settled..pos]` is held back.
+    buf: String,
+    base: usize,
+    pos: usize,
+    settled: usize,
+    state: State,
+    n_calls: usize,
+}
+
+#[derive(Debug)]
+enum State {
+    /// Plain text.
+    Text,
+    /// Inside `<think>`; the reasoning text is emitted up to `pos`.
+    Think,
+    /// Tool-call syntax (or something that may turn out to be).
+    Region(Box<Region>),
+}
+
+/// A stretch of input that holds (or may hold) calls.
+#[derive(Debug)]
+pub(crate) struct Region {
+    pub(crate) env: Envelope,
+    pub(crate) markup: Markup,
+    /// A JSON value being read, if any.
+    pub(crate) json: Option<Reader>,
+    /// Absolute offset where the region began.
+    pub(crate) start: usize,
+}
+
+/// What one step of a region did.
+pub(crate) enum RegionStep {
+    /// Consumed this many bytes; keep going.
+    Consumed(usize),
+    /// Needs more input to decide.
+    NeedMore,
+    /// The region ends after consuming this many bytes.
+    End(usize),
+}
+
+const THINK_CLOSE: &str = "</think>";
+
+/// Bytes that may start a marker in plain text.
+fn is_trigger(b: u8) -> bool {
+    matches!(b, b'<' | b'{' | b'[' | b'`')
 }
 
 impl StreamParser {
     /// A parser for one model output.
     pub fn new(config: &Config) -> StreamParser {
-        StreamParser { config: config.clone() }
-    }
-
-    /// Feeds the next chunk; pushes the events it settles.
-    pub fn feed(&mut self, chunk: &str, out: &mut Vec<Event>) {
-        let _ = &self.config;
-        if !chunk.is_empty() {
-            out.push(Event::Text(chunk.to_owned()));
+        StreamParser {
+            config: config.clone(),
+            buf: String::new(),
+            base: 0,
+            pos: 0,
+            settled: 0,
+            state: State::Text,
+            n_calls: 0,
         }
     }
 
-    /// Ends the input; pushes the remaining events.
-    pub fn finish(self, out: &mut Vec<Event>) {
-        let _ = out;
+    /// Feeds the next chunk and pushes the events it settles.
+    pub fn feed(&mut self, chunk: &str, out: &mut Vec<Event>) {
+        self.buf.push_str(chunk);
+        self.run(out, false);
+        self.compact();
+    }
+
+    /// Ends the input and pushes the remaining events: held text, and calls cut
+    /// off by the end of the output (closed, with a warning).
+    pub fn finish(mut self, out: &mut Vec<Event>) {
+        self.run(out, true);
+    }
+
+    fn run(&mut self, events: &mut Vec<Event>, eof: bool) {
+        let StreamParser { config, buf, base, pos, settled, state, n_calls } = self;
+        let mut out = Out { events, config, n_calls };
+        loop {
+            let progressed = match state {
+                State::Text => step_text(buf, *base, pos, settled, state, &mut out, eof),
+                State::Think => step_think(buf, pos, settled, state, &mut out, eof),
+                State::Region(region) => {
+                    let step = region.step(buf, *base, *pos, &mut out, eof);
+                    let (consumed, ended) = match &step {
+                        RegionStep::Consumed(n) => (*n, false),
+                        RegionStep::NeedMore if eof => (0, true),
+                        RegionStep::NeedMore => (0, false),
+                        RegionStep::End(n) => (*n, true),
+                    };
+                    *pos += consumed;
+                    let end = *base + *pos;
+                    if ended {
+                        region.end(buf, *base, end, &mut out);
+                        *settled = region.env.seg - *base;
+                        *state = State::Text;
+                        true
+                    } else {
+                        // Show what the region knows to be text; enforce the hold limit.
+                        let held = end - region.env.seg;
+                        if held > out.config.max_held_bytes && region.force_data() {
+                            out.warn(
+                                WarningCode::LimitReached,
+                                format!(
+                                    "{held} bytes could not be told apart from a tool call; shown as text"
+                                ),
+                                None,
+                                region.env.seg..end,
+                            );
+                        }
+                        if region.env.shows_text(out.config) {
+                            let from = region.env.seg;
+                            show(buf, *base, &mut out, from..end);
+                            region.env.seg = end;
+                        }
+                        *settled = region.env.seg - *base;
+                        // `Consumed(0)` changed the region's state (it set up a reader), so
+                        // it is progress; only `NeedMore` stops the loop.
+                        !matches!(step, RegionStep::NeedMore)
+                    }
+                }
+            };
+            if !progressed {
+                break;
+            }
+        }
+        if let State::Region(region) = state {
+            region.env.flush(&mut out);
+        }
+        if eof {
+            // Anything still held is text.
+            if let Some(rest) = buf.get(*settled..) {
+                push_text(out.events, rest);
+            }
+            *settled = buf.len();
+        }
+    }
+
+    /// Drops settled input so the buffer holds only what is still undecided.
+    fn compact(&mut self) {
+        if self.settled == 0 {
+            return;
+        }
+        // Keep the buffer when it is small relative to what is held; draining is
+        // linear in what remains, so do it only when it pays.
+        if self.settled < self.buf.len() / 2 && self.settled < 4096 {
+            return;
+        }
+        self.buf.drain(..self.settled);
+        self.base += self.settled;
+        self.pos -= self.settled;
+        self.settled = 0;
     }
 }
+
+/// Pushes `range` (absolute offsets) of the input as text.
+pub(crate) fn show(buf: &str, base: usize, out: &mut Out<'_>, range: Range<usize>) {
+    if let Some(text) = buf.get(range.start.saturating_sub(base)..range.end.saturating_sub(base)) {
+        push_text(out.events, text);
+    }
+}
+
+/// Emits `buf[settled..upto]` as text.
+fn emit_text(buf: &str, settled: &mut usize, upto: usize, out: &mut Out<'_>) {
+    if upto > *settled {
+        if let Some(text) = buf.get(*settled..upto) {
+            push_text(out.events, text);
+        }
+        *settled = upto;
+    }
+}
+
+/// One step in plain text. Returns whether it made progress.
+fn step_text(
+    buf: &str,
+    base: usize,
+    pos: &mut usize,
+    settled: &mut usize,
+    state: &mut State,
+    out: &mut Out<'_>,
+    eof: bool,
+) -> bool {
+    let bytes = buf.as_bytes();
+    let start = *pos;
+    let mut i = start;
+    while bytes.get(i).is_some_and(|&b| !is_trigger(b)) {
+        i += 1;
+    }
+    if i >= bytes.len() {
+        *pos = i;
+        emit_text(buf, settled, i, out);
+        return false;
+    }
+    let rest = buf.get(i..).unwrap_or_default();
+    let abs = base + i;
+    match markup::open(rest, eof) {
+        markup::Open::No => {
+            *pos = i + 1;
+            emit_text(buf, settled, *pos, out);
+            true
+        }
+        markup::Open::NeedMore => {
+            // Hold from the possible marker on.
+            *pos = i;
+            emit_text(buf, settled, i, out);
+            false
+        }
+        markup::Open::Think(n) => {
+            emit_text(buf, settled, i, out);
+            *pos = i + n;
+            *settled = *pos;
+            *state = State::Think;
+            true
+        }
+        markup::Open::Region(opener) => {
+            emit_text(buf, settled, i, out);
+            let mut region = Box::new(Region {
+                env: Envelope::new(Origin::Marked, abs, out.config.max_depth),
+                markup: Markup::default(),
+                json: None,
+                start: abs,
+            });
+            let n = region.begin(opener, rest, abs, buf, base, out);
+            *pos = i + n;
+            *state = State::Region(region);
+            true
+        }
+    }
+}
+
+/// One step inside `<think>`. Returns whether it made progress.
+fn step_think(
+    buf: &str,
+    pos: &mut usize,
+    settled: &mut usize,
+    state: &mut State,
+    out: &mut Out<'_>,
+    eof: bool,
+) -> bool {
+    let bytes = buf.as_bytes();
+    let from = *pos;
+    let Some(rest) = bytes.get(from..) else { return false };
+    let Some(lt) = memchr::memchr(b'<', rest) else {
+        emit_reasoning(buf, settled, bytes.len(), out);
+        *pos = bytes.len();
+        return false;
+    };
+    let at = from + lt;
+    let tail = buf.get(at..).unwrap_or_default();
+    if tail.starts_with(THINK_CLOSE) {
+        emit_reasoning(buf, settled, at, out);
+        *pos = at + THINK_CLOSE.len();
+        *settled = *pos;
+        *state = State::Text;
+        return true;
+    }
+    if THINK_CLOSE.starts_with(tail) && !eof {
+        emit_reasoning(buf, settled, at, out);
+        *pos = at;
+        return false;
+    }
+    *pos = at + 1;
+    emit_reasoning(buf, settled, *pos, out);
+    true
+}
+
+fn emit_reasoning(buf: &str, settled: &mut usize, upto: usize, out: &mut Out<'_>) {
+    if upto > *settled {
+        if let Some(text) = buf.get(*settled..upto) {
+            if let Some(Event::Reasoning(last)) = out.events.last_mut() {
+                last.push_str(text);
+            } else {
+                out.events.push(Event::Reasoning(text.to_owned()));
+            }
+        }
+        *settled = upto;
+    }
+}
+
+impl Region {
+    /// Forces a pending decision to "data". Returns whether it changed anything.
+    fn force_data(&mut self) -> bool {
+        let before = self.env.decision;
+        self.env.force_data();
+        before != self.env.decision
+    }
+
+    /// Ends the region at absolute offset `end`, settling every byte before it.
+    fn end(&mut self, buf: &str, base: usize, end: usize, out: &mut Out<'_>) {
+        let mut show_fn = |out: &mut Out<'_>, range: Range<usize>| show(buf, base, out, range);
+        let mut truncated = false;
+        if let Some(mut reader) = self.json.take() {
+            self.env.repairing = true;
+            let mut sink = self.env.sink(out, &mut show_fn);
+            truncated = reader.finish(end, &mut sink);
+            self.env.repairing = false;
+        }
+        markup::end(self, end, truncated, out, &mut show_fn);
+        self.env.end(end, truncated, out, &mut show_fn);
+        if !self.env.has_calls() && self.env.seg < end {
+            // Tool-call markup with nothing usable inside.
+            show_fn(out, self.env.seg..end);
+            self.env.seg = end;
+        }
+    }
+}
+

@@ -177,7 +177,10 @@ impl ToolSet {
             if set.exact.insert(tool.name.clone(), idx).is_some() {
                 return Err(Error::new(
                     ErrorKind::DuplicateTool,
-                    format!("tool `{}` is declared twice; give each tool a distinct name", tool.name),
+                    format!(
+                        "tool `{}` is declared twice; give each tool a distinct name",
+                        tool.name
+                    ),
                 ));
             }
             insert_unique(&mut set.folded, tool.name.to_lowercase(), idx);
@@ -213,9 +216,8 @@ impl ToolSet {
 
     /// Like [`ToolSet::from_json`], from JSON text.
     pub fn from_json_str(text: &str) -> Result<ToolSet, Error> {
-        let value: Value = serde_json::from_str(text).map_err(|err| {
-            invalid_tools(format!("the tools are not valid JSON ({err})"))
-        })?;
+        let value: Value = serde_json::from_str(text)
+            .map_err(|err| invalid_tools(format!("the tools are not valid JSON ({err})")))?;
         ToolSet::from_json(&value)
     }
 

@@ -1,1 +1,4 @@
-//! Incremental, repairing JSON.
+//! Incremental, repairing JSON: the reader and the canonical writer.
+
+pub(crate) mod canon;
+pub(crate) mod reader;

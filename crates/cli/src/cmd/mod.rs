@@ -1,0 +1,86 @@
+//! One module per subcommand, each with `run(&Args) -> anyhow::Result<()>`, and the errors
+//! that decide the exit code.
+
+use std::{fmt, io};
+
+use crate::args::Command;
+
+mod parse;
+
+/// Exit code for a mistake in how toolshim was invoked ([`UsageError`]).
+pub(crate) const EXIT_USAGE: u8 = 2;
+/// Exit code for any other failure: the output could not be written, or a bug.
+pub(crate) const EXIT_FAILURE: u8 = 1;
+
+/// Runs the chosen subcommand.
+pub(crate) fn run(command: &Command) -> anyhow::Result<()> {
+    match command {
+        Command::Parse(args) => parse::run(args),
+    }
+}
+
+/// A mistake in the command line or in the files it names; exits with [`EXIT_USAGE`].
+/// The message says what is wrong and, where it can, what to do about it.
+#[derive(Debug)]
+pub(crate) struct UsageError(String);
+
+impl UsageError {
+    pub(crate) fn new(message: impl Into<String>) -> UsageError {
+        UsageError(message.into())
+    }
+}
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// How a failed command ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Failure {
+    /// Standard output was closed early (`toolshim … | head`): exit 0, print nothing.
+    BrokenPipe,
+    /// Print the error and exit with this code.
+    Exit(u8),
+}
+
+impl Failure {
+    pub(crate) fn of(err: &anyhow::Error) -> Failure {
+        let broken_pipe = err.chain().any(|cause| {
+            cause
+                .downcast_ref::<io::Error>()
+                .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+        });
+        if broken_pipe {
+            Failure::BrokenPipe
+        } else if err.is::<UsageError>() {
+            Failure::Exit(EXIT_USAGE)
+        } else {
+            Failure::Exit(EXIT_FAILURE)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use anyhow::Context;
+
+    use super::*;
+
+    #[test]
+    fn failures_map_to_exit_codes() {
+        let usage = anyhow::Error::new(UsageError::new("--tools x: not found"));
+        assert_eq!(Failure::of(&usage), Failure::Exit(EXIT_USAGE));
+
+        let full: Result<(), io::Error> = Err(io::Error::from(io::ErrorKind::StorageFull));
+        let full = full.context("cannot write the output").unwrap_err();
+        assert_eq!(Failure::of(&full), Failure::Exit(EXIT_FAILURE));
+
+        let pipe: Result<(), io::Error> = Err(io::Error::from(io::ErrorKind::BrokenPipe));
+        let pipe = pipe.context("cannot write the output").unwrap_err();
+        assert_eq!(Failure::of(&pipe), Failure::BrokenPipe);
+    }
+}

@@ -1,0 +1,240 @@
+//! `toolshim parse`: one model output in, one JSON object (or JSON event lines) out.
+//!
+//! The JSON shapes are a contract other tools depend on; they are written by
+//! [`render_parsed`] and [`render_event`] and nowhere else.
+
+use std::{
+    io::{self, BufWriter, Read, Write},
+    num::NonZeroUsize,
+    path::Path,
+};
+
+use anyhow::Context;
+use serde_json::value::RawValue;
+use toolshim_parse::{Config, Event, Parsed, RejectedText, StreamParser, ToolCall, ToolSet};
+
+use crate::{args::ParseArgs, cmd::UsageError};
+
+mod json;
+#[cfg(test)]
+mod tests;
+
+use self::json::{Json, Layout};
+
+pub(crate) fn run(args: &ParseArgs) -> anyhow::Result<()> {
+    // The tools come first: a bad --tools file is reported before we block on stdin.
+    let config = config(args)?;
+    let input = read_input(args.input.as_deref())?;
+    let mut stdout = io::stdout().lock();
+    if args.events {
+        let mut out = BufWriter::new(stdout);
+        write_events(&input, &config, args.chunk_size, &mut out)?;
+        return out.flush().context("cannot write the output");
+    }
+    let parsed = match args.chunk_size {
+        None => toolshim_parse::parse(&input, &config),
+        Some(size) => parse_in_chunks(&input, &config, size),
+    };
+    let layout = if args.pretty { Layout::Pretty } else { Layout::Compact };
+    let mut text = render_parsed(&parsed, layout)?;
+    text.push('\n');
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .context("cannot write the output")
+}
+
+fn config(args: &ParseArgs) -> anyhow::Result<Config> {
+    let mut config = match &args.tools {
+        Some(path) => Config::with_tools(read_tools(path)?),
+        None => Config::default(),
+    };
+    if args.hide_rejected {
+        config.rejected_text = RejectedText::Hide;
+    }
+    Ok(config)
+}
+
+fn read_tools(path: &Path) -> Result<ToolSet, UsageError> {
+    let shown = path.display();
+    let text = std::fs::read_to_string(path)
+        .map_err(|err| UsageError::new(format!("--tools {shown}: cannot read the file: {err}")))?;
+    ToolSet::from_json_str(&text).map_err(|err| UsageError::new(format!("--tools {shown}: {err}")))
+}
+
+/// Reads the whole model output from `path`, or from stdin when `path` is `None` or `-`.
+fn read_input(path: Option<&Path>) -> Result<String, UsageError> {
+    let mut bytes = Vec::new();
+    let source = match path.filter(|path| *path != Path::new("-")) {
+        Some(path) => {
+            let shown = path.display();
+            bytes = std::fs::read(path).map_err(|err| {
+                UsageError::new(format!("cannot read the input file {shown}: {err}"))
+            })?;
+            format!("the input file {shown}")
+        }
+        None => {
+            io::stdin().lock().read_to_end(&mut bytes).map_err(|err| {
+                UsageError::new(format!("cannot read the input from standard input: {err}"))
+            })?;
+            "the input from standard input".to_owned()
+        }
+    };
+    String::from_utf8(bytes).map_err(|err| {
+        let offset = err.utf8_error().valid_up_to();
+        UsageError::new(format!(
+            "{source} is not UTF-8 text (invalid byte at offset {offset}); \
+             convert it to UTF-8 first, e.g. with `iconv -t UTF-8`"
+        ))
+    })
+}
+
+/// Splits `input` into chunks of `size` characters (the last may be shorter).
+fn char_chunks(input: &str, size: NonZeroUsize) -> impl Iterator<Item = &str> {
+    let mut rest = input;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let end = rest.char_indices().nth(size.get()).map_or(rest.len(), |(idx, _)| idx);
+        let (chunk, tail) = rest.split_at(end);
+        rest = tail;
+        Some(chunk)
+    })
+}
+
+/// Streams `input` through a [`StreamParser`] in chunks of `size` characters and folds the events.
+fn parse_in_chunks(input: &str, config: &Config, size: NonZeroUsize) -> Parsed {
+    let mut parser = StreamParser::new(config);
+    let mut parsed = Parsed::default();
+    let mut events = Vec::new();
+    for chunk in char_chunks(input, size) {
+        parser.feed(chunk, &mut events);
+        events.drain(..).for_each(|event| parsed.push(event));
+    }
+    parser.finish(&mut events);
+    events.drain(..).for_each(|event| parsed.push(event));
+    parsed
+}
+
+/// Streams `input` through a [`StreamParser`], in chunks of `size` characters or as one chunk,
+/// writing each event as one JSON line as soon as the parser settles it.
+fn write_events(
+    input: &str,
+    config: &Config,
+    size: Option<NonZeroUsize>,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    let mut parser = StreamParser::new(config);
+    let mut events = Vec::new();
+    let chunks: Box<dyn Iterator<Item = &str>> = match size {
+        Some(size) => Box::new(char_chunks(input, size)),
+        None => Box::new(std::iter::once(input)),
+    };
+    for chunk in chunks {
+        parser.feed(chunk, &mut events);
+        write_event_lines(&mut events, out)?;
+    }
+    parser.finish(&mut events);
+    write_event_lines(&mut events, out)
+}
+
+fn write_event_lines(events: &mut Vec<Event>, out: &mut impl Write) -> anyhow::Result<()> {
+    for event in events.drain(..) {
+        let mut line = render_event(&event)?;
+        line.push('\n');
+        out.write_all(line.as_bytes()).context("cannot write the output")?;
+    }
+    Ok(())
+}
+
+/// The output object: `{"calls":[…],"content":…,"reasoning":…,"rejected":[…],"warnings":[…],
+/// "saw_tool_syntax":…}`, keys in that order. Fails only if a call's arguments are not valid
+/// JSON, which the parser guarantees never happens.
+fn render_parsed(parsed: &Parsed, layout: Layout) -> anyhow::Result<String> {
+    let calls = parsed.calls.iter().map(call).collect::<anyhow::Result<_>>()?;
+    let rejected = parsed
+        .rejected
+        .iter()
+        .map(|rejected| {
+            Json::Object(vec![
+                ("name", Json::Str(&rejected.name)),
+                ("reason", Json::Str(&rejected.reason)),
+            ])
+        })
+        .collect();
+    let warnings = parsed
+        .warnings
+        .iter()
+        .map(|warning| {
+            Json::Object(vec![
+                ("code", Json::Str(warning.code.as_str())),
+                ("message", Json::Str(&warning.message)),
+            ])
+        })
+        .collect();
+    let object = Json::Object(vec![
+        ("calls", Json::Array(calls)),
+        ("content", Json::Str(&parsed.content)),
+        ("reasoning", Json::Str(&parsed.reasoning)),
+        ("rejected", Json::Array(rejected)),
+        ("warnings", Json::Array(warnings)),
+        ("saw_tool_syntax", Json::Bool(parsed.saw_tool_syntax)),
+    ]);
+    Ok(object.render(layout))
+}
+
+/// One event as a compact JSON object with a `"type"` key first.
+fn render_event(event: &Event) -> anyhow::Result<String> {
+    let object = match event {
+        Event::Text(text) => vec![("type", Json::Str("text")), ("text", Json::Str(text))],
+        Event::Reasoning(text) => {
+            vec![("type", Json::Str("reasoning")), ("text", Json::Str(text))]
+        }
+        Event::CallStart { call_idx, id, name } => vec![
+            ("type", Json::Str("call_start")),
+            ("call_idx", Json::Index(*call_idx)),
+            ("id", Json::optional_str(id.as_deref())),
+            ("name", Json::Str(name)),
+        ],
+        Event::ArgsDelta { call_idx, json } => vec![
+            ("type", Json::Str("args_delta")),
+            ("call_idx", Json::Index(*call_idx)),
+            ("json", Json::Str(json)),
+        ],
+        Event::CallEnd { call_idx, call: ended } => vec![
+            ("type", Json::Str("call_end")),
+            ("call_idx", Json::Index(*call_idx)),
+            ("call", call(ended)?),
+        ],
+        Event::Rejected(rejected) => vec![
+            ("type", Json::Str("rejected")),
+            ("name", Json::Str(&rejected.name)),
+            ("reason", Json::Str(&rejected.reason)),
+        ],
+        Event::Warning(warning) => vec![
+            ("type", Json::Str("warning")),
+            ("code", Json::Str(warning.code.as_str())),
+            ("message", Json::Str(&warning.message)),
+            ("call_idx", warning.call_idx.map_or(Json::Null, Json::Index)),
+        ],
+    };
+    Ok(Json::Object(object).render(Layout::Compact))
+}
+
+/// `{"id":…,"name":…,"arguments":{…}}` with the arguments text embedded verbatim, so big
+/// numbers, key order and escapes come out exactly as the parser produced them.
+fn call(call: &ToolCall) -> anyhow::Result<Json<'_>> {
+    let arguments = serde_json::from_str::<&RawValue>(&call.arguments).with_context(|| {
+        format!(
+            "internal error: the arguments of call `{}` are not valid JSON: {}; \
+             please report this bug with the input",
+            call.name, call.arguments
+        )
+    })?;
+    Ok(Json::Object(vec![
+        ("id", Json::optional_str(call.id.as_deref())),
+        ("name", Json::Str(&call.name)),
+        ("arguments", Json::Raw(arguments)),
+    ]))
+}

@@ -1,0 +1,240 @@
+//! One call being assembled, and the output it goes to.
+
+use std::ops::Range;
+
+use crate::json::canon::{ArgsNote, ArgsWriter};
+use crate::{Config, Event, Rejected, ToolCall, Warning, WarningCode};
+
+/// Shows a range of the input (absolute offsets) as text.
+pub(crate) type Show<'s> = dyn FnMut(&mut Out<'_>, Range<usize>) + 's;
+
+/// Where dialects send what they find. Owned by the engine.
+pub(crate) struct Out<'a> {
+    pub(crate) events: &'a mut Vec<Event>,
+    pub(crate) config: &'a Config,
+    pub(crate) n_calls: &'a mut usize,
+}
+
+impl Out<'_> {
+    pub(crate) fn warn(
+        &mut self,
+        code: WarningCode,
+        message: String,
+        call_idx: Option<usize>,
+        span: Range<usize>,
+    ) {
+        self.events.push(Event::Warning(Warning { code, message, call_idx, span }));
+    }
+}
+
+#[derive(Debug)]
+pub(crate) enum Status {
+    /// The name is not known yet.
+    Unnamed,
+    Accepted {
+        call_idx: usize,
+        name: String,
+        sent: usize,
+    },
+    Rejected {
+        name: String,
+        reason: String,
+    },
+}
+
+/// A call under construction. Its arguments are written by `args` as they arrive;
+/// once accepted, `sent` bytes of them have gone out as `ArgsDelta`.
+#[derive(Debug)]
+pub(crate) struct CallState {
+    pub(crate) name: Option<String>,
+    pub(crate) id: Option<String>,
+    pub(crate) args: ArgsWriter,
+    pub(crate) status: Status,
+    /// An arguments field has begun.
+    pub(crate) args_seen: bool,
+    /// Absolute offset where the call's own syntax begins.
+    pub(crate) start: usize,
+    /// The call had to be closed because its input ended or broke off.
+    pub(crate) truncated: bool,
+    pub(crate) extra_notes: Vec<(WarningCode, String)>,
+}
+
+/// A call whose syntax is complete, waiting for the end of its span.
+#[derive(Debug)]
+pub(crate) struct Finished {
+    pub(crate) call: CallState,
+}
+
+impl CallState {
+    pub(crate) fn new(start: usize) -> CallState {
+        CallState {
+            name: None,
+            id: None,
+            args: ArgsWriter::new(None),
+            status: Status::Unnamed,
+            args_seen: false,
+            start,
+            truncated: false,
+            extra_notes: Vec::new(),
+        }
+    }
+
+    pub(crate) fn is_accepted(&self) -> bool {
+        matches!(self.status, Status::Accepted { .. })
+    }
+
+    pub(crate) fn is_rejected(&self) -> bool {
+        matches!(self.status, Status::Rejected { .. })
+    }
+
+    /// Decides the call once its name is known: accepted (CallStart goes out with
+    /// the arguments written so far) or rejected.
+    pub(crate) fn resolve(&mut self, out: &mut Out<'_>) {
+        if !matches!(self.status, Status::Unnamed) {
+            return;
+        }
+        let Some(raw) = self.name.as_deref().map(str::trim) else { return };
+        if raw.is_empty() {
+            self.status = Status::Rejected {
+                name: String::new(),
+                reason: "the call has an empty name".into(),
+            };
+            return;
+        }
+        let (name, tool) = match &out.config.tools {
+            None => (raw.to_owned(), None),
+            Some(tools) => match tools.resolve(raw) {
+                Some(tool) => (tool.name().to_owned(), Some(tool.clone())),
+                None => {
+                    let declared: Vec<&str> = tools.tools().iter().map(|t| t.name()).collect();
+                    let reason = if declared.is_empty() {
+                        format!("`{raw}` is not a declared tool; no tools are declared")
+                    } else {
+                        format!("`{raw}` is not a declared tool; declared: {}", declared.join(", "))
+                    };
+                    self.status = Status::Rejected { name: raw.to_owned(), reason };
+                    return;
+                }
+            },
+        };
+        if tool.is_some() {
+            self.args.set_tool(tool);
+        }
+        let call_idx = *out.n_calls;
+        *out.n_calls += 1;
+        out.events.push(Event::CallStart { call_idx, id: self.id.clone(), name: name.clone() });
+        self.status = Status::Accepted { call_idx, name, sent: 0 };
+        self.flush(out);
+    }
+
+    /// Sends the arguments written since the last flush.
+    pub(crate) fn flush(&mut self, out: &mut Out<'_>) {
+        if let Status::Accepted { call_idx, sent, .. } = &mut self.status {
+            let text = &self.args.canon.out;
+            if let Some(delta) = text.get(*sent..).filter(|d| !d.is_empty()) {
+                out.events.push(Event::ArgsDelta { call_idx: *call_idx, json: delta.to_owned() });
+                *sent = text.len();
+            }
+        }
+    }
+
+    /// Ends the call with the span it covers; pushes warnings and CallEnd or Rejected.
+    /// A call that never got a name is returned as `Err` so the caller can show its text.
+    pub(crate) fn end(mut self, out: &mut Out<'_>, span: Range<usize>) -> Result<(), CallState> {
+        if matches!(self.status, Status::Unnamed) {
+            return Err(self);
+        }
+        let arguments = self.args.finish().to_owned();
+        match std::mem::replace(&mut self.status, Status::Unnamed) {
+            Status::Accepted { call_idx, name, sent } => {
+                if let Some(delta) = arguments.get(sent..).filter(|d| !d.is_empty()) {
+                    out.events.push(Event::ArgsDelta { call_idx, json: delta.to_owned() });
+                }
+                self.warnings(out, call_idx, &span);
+                let call = ToolCall { id: self.id.clone(), name, arguments, span };
+                out.events.push(Event::CallEnd { call_idx, call });
+            }
+            Status::Rejected { name, reason } => {
+                out.events.push(Event::Rejected(Rejected { name, reason, span }));
+            }
+            Status::Unnamed => {}
+        }
+        Ok(())
+    }
+
+    fn warnings(&mut self, out: &mut Out<'_>, call_idx: usize, span: &Range<usize>) {
+        let idx = Some(call_idx);
+        let mut repairs: Vec<&'static str> = Vec::new();
+        for note in &self.args.notes {
+            match note {
+                ArgsNote::Repaired(what) => {
+                    if !repairs.contains(what) {
+                        repairs.push(what);
+                    }
+                }
+                ArgsNote::Coerced { key, to } => out.warn(
+                    WarningCode::Coerced,
+                    format!(
+                        "`{key}` was a string; converted to {} as the schema declares",
+                        to.as_str()
+                    ),
+                    idx,
+                    span.clone(),
+                ),
+            }
+        }
+        for (code, message) in std::mem::take(&mut self.extra_notes) {
+            if code == WarningCode::RepairedJson {
+                out.warn(code, message, idx, span.clone());
+            } else {
+                out.warn(code, message, idx, span.clone());
+            }
+        }
+        if !repairs.is_empty() {
+            out.warn(WarningCode::RepairedJson, repairs.join("; "), idx, span.clone());
+        }
+        if self.truncated {
+            out.warn(
+                WarningCode::Truncated,
+                "the call was cut off; its open strings and brackets were closed".into(),
+                idx,
+                span.clone(),
+            );
+        }
+        if let Some(tool) = self.args.tool() {
+            let missing: Vec<&str> = tool
+                .required()
+                .iter()
+                .filter(|key| !self.args.keys.contains(key))
+                .map(String::as_str)
+                .collect();
+            if !missing.is_empty() {
+                out.warn(
+                    WarningCode::MissingRequired,
+                    format!("required parameter(s) missing: {}", missing.join(", ")),
+                    idx,
+                    span.clone(),
+                );
+            }
+            let unknown: Vec<&str> = self
+                .args
+                .keys
+                .iter()
+                .filter(|key| !tool.declares(key))
+                .map(String::as_str)
+                .collect();
+            if !unknown.is_empty() {
+                out.warn(
+                    WarningCode::UnknownParameter,
+                    format!(
+                        "parameter(s) not in the schema of `{}`: {}",
+                        tool.name(),
+                        unknown.join(", ")
+                    ),
+                    idx,
+                    span.clone(),
+                );
+            }
+        }
+    }
+}

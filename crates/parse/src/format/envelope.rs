@@ -1,0 +1,716 @@
+//! JSON call envelopes: `{"name":…,"arguments":{…}}` and its relatives.
+//!
+//! Recognized shapes: one call object; a list of them; a `{"tool_calls":[…]}`
+//! wrapper; the OpenAI shape `{"type":"function","function":{"name":…,"arguments":"…"}}`.
+//! Name keys are `name`, `function`, `tool`, `tool_name`; argument keys `arguments`,
+//! `parameters`, `input`, `params`, `args`; arguments given as a JSON string are
+//! decoded once. The envelope is a [`Sink`] over the JSON reader's tokens: it never
+//! touches the input buffer, only offsets the reader reports.
+
+use std::ops::Range;
+
+use crate::config::RejectedText;
+use crate::format::call::{CallState, Out, Show};
+use crate::json::reader::{Frame, Reader, Sink, Status};
+use crate::{Event, WarningCode};
+
+/// How strong the evidence is that the JSON is a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// Found in prose: a call only once it has a name and arguments.
+    Bare,
+    /// Inside tool-call markup or a fence: a call as soon as it has a name.
+    Marked,
+    /// The value is the arguments of a call whose name the markup gave.
+    ArgsOnly,
+}
+
+/// What the region's bytes are, as far as the envelope can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// Not known yet: hold the text.
+    Pending,
+    /// It is tool-call syntax.
+    Calls,
+    /// It is data, not a call: show the text.
+    Data,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Level {
+    /// A call object; its state is the innermost entry of `calls`.
+    Call,
+    /// The `function` object of the OpenAI shape; keys apply to the innermost call.
+    Function,
+    /// A list of call objects.
+    List,
+    /// Inside the arguments value.
+    Args,
+    /// A value that is ignored.
+    Skip,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Role {
+    Name,
+    Function,
+    Args,
+    Id,
+    Calls,
+    Ignore,
+    /// A key toolshim does not use.
+    Other(String),
+}
+
+const NAME_KEYS: &[&str] = &["name", "tool", "tool_name", "function_name", "toolName"];
+const ARGS_KEYS: &[&str] = &["arguments", "parameters", "input", "params", "args"];
+const ID_KEYS: &[&str] = &["id", "call_id", "tool_call_id"];
+const CALLS_KEYS: &[&str] = &["tool_calls", "calls", "function_calls", "tool_uses"];
+
+fn classify(key: &str) -> Role {
+    if key == "function" {
+        Role::Function
+    } else if NAME_KEYS.contains(&key) {
+        Role::Name
+    } else if ARGS_KEYS.contains(&key) {
+        Role::Args
+    } else if ID_KEYS.contains(&key) {
+        Role::Id
+    } else if CALLS_KEYS.contains(&key) {
+        Role::Calls
+    } else if key == "type" {
+        Role::Ignore
+    } else {
+        Role::Other(key.to_owned())
+    }
+}
+
+/// The capture of a string value the envelope needs (name, id, arguments text).
+#[derive(Debug)]
+enum Capture {
+    None,
+    Name(String),
+    Id(String),
+    /// Arguments given as a JSON string: decoded text goes through a second reader.
+    ArgsText {
+        reader: Reader,
+        failed: bool,
+        raw: String,
+    },
+}
+
+const MAX_CAPTURE: usize = 512;
+
+/// Interprets one JSON value as zero or more calls.
+#[derive(Debug)]
+pub(crate) struct Envelope {
+    origin: Origin,
+    levels: Vec<Level>,
+    role: Option<Role>,
+    calls: Vec<CallState>,
+    capture: Capture,
+    pub(crate) decision: Decision,
+    /// Bytes before this absolute offset are settled: shown or consumed.
+    pub(crate) seg: usize,
+    /// A finished call waiting for the end of its span (the next call, or the region end).
+    pending: Option<CallState>,
+    /// The wrapper object (`tool_calls`) or list around the calls has produced calls.
+    pub(crate) n_calls: usize,
+    max_depth: usize,
+    /// The reader is closing what is open because the input broke off.
+    pub(crate) repairing: bool,
+}
+
+impl Envelope {
+    /// The sink that feeds reader tokens into this envelope.
+    pub(crate) fn sink<'e, 'o>(
+        &'e mut self,
+        out: &'e mut Out<'o>,
+        show: &'e mut Show<'e>,
+    ) -> EnvSink<'e, 'o> {
+        EnvSink { env: self, out, show }
+    }
+
+    pub(crate) fn new(origin: Origin, start: usize, max_depth: usize) -> Envelope {
+        Envelope {
+            origin,
+            levels: Vec::new(),
+            role: None,
+            calls: Vec::new(),
+            capture: Capture::None,
+            decision: if origin == Origin::Bare { Decision::Pending } else { Decision::Calls },
+            seg: start,
+            pending: None,
+            n_calls: 0,
+            max_depth,
+            repairing: false,
+        }
+    }
+
+    /// Whether the bytes since `seg` should be shown as text now.
+    pub(crate) fn shows_text(&self, config: &crate::Config) -> bool {
+        if self.decision == Decision::Data {
+            return true;
+        }
+        let keep = config.rejected_text == RejectedText::Keep;
+        match self.calls.last() {
+            Some(call) if !call.is_accepted() && !call.is_rejected() && self.pending.is_some() => {
+                self.pending.as_ref().is_some_and(|p| p.is_rejected() && keep)
+            }
+            Some(call) => call.is_rejected() && keep,
+            None => self.pending.as_ref().is_some_and(|p| p.is_rejected() && keep),
+        }
+    }
+
+    /// Sends the arguments of the open call written so far.
+    pub(crate) fn flush(&mut self, out: &mut Out<'_>) {
+        if let Some(call) = self.calls.last_mut() {
+            call.flush(out);
+        }
+    }
+
+    /// Gives up on a pending decision: the text is data.
+    pub(crate) fn force_data(&mut self) {
+        if self.decision == Decision::Pending {
+            self.decision = Decision::Data;
+        }
+    }
+
+    /// Ends the region at `end`: closes open calls (the input broke off) and
+    /// settles every byte up to `end`. `truncated` says the reader had to close
+    /// containers. Returns the text to show, as (range) pieces, through `show`.
+    pub(crate) fn end(
+        &mut self,
+        end: usize,
+        truncated: bool,
+        out: &mut Out<'_>,
+        show: &mut Show<'_>,
+    ) {
+        if self.decision == Decision::Data {
+            show(out, self.seg..end);
+            self.seg = end;
+            return;
+        }
+        // Calls still open: the input ended inside them.
+        while let Some(mut call) = self.calls.pop() {
+            if self.decision == Decision::Pending {
+                // A bare candidate cut off before it showed it was a call.
+                let callable = call.name.is_some() && call.args_seen;
+                if callable {
+                    call.resolve(out);
+                    self.decision = Decision::Calls;
+                } else {
+                    self.decision = Decision::Data;
+                    show(out, self.seg..end);
+                    self.seg = end;
+                    return;
+                }
+            }
+            if call.name.is_none() && self.n_calls > 0 {
+                continue; // an unclosed wrapper
+            }
+            call.truncated |= truncated;
+            call.resolve(out);
+            self.finish_call(call, out, show);
+        }
+        if self.decision == Decision::Pending {
+            self.decision = Decision::Data;
+            show(out, self.seg..end);
+            self.seg = end;
+            return;
+        }
+        self.settle(end, out, show);
+    }
+
+    /// Ends the pending call's span at `at`.
+    fn settle(&mut self, at: usize, out: &mut Out<'_>, show: &mut Show<'_>) {
+        if let Some(call) = self.pending.take() {
+            let span = self.seg..at;
+            let keep = out.config.rejected_text == RejectedText::Keep;
+            if call.is_rejected() && keep {
+                show(out, span.clone());
+            }
+            if let Err(call) = call.end(out, span.clone()) {
+                malformed(call, out, span, show);
+            }
+            self.seg = at;
+        } else if at > self.seg && self.decision != Decision::Calls {
+            show(out, self.seg..at);
+            self.seg = at;
+        }
+    }
+
+    fn finish_call(&mut self, call: CallState, out: &mut Out<'_>, show: &mut Show<'_>) {
+        // The previous finished call ends where this one's syntax began.
+        if self.pending.is_some() {
+            let at = call.start.max(self.seg);
+            self.settle(at, out, show);
+        }
+        self.n_calls += 1;
+        self.pending = Some(call);
+    }
+
+    /// A new call's syntax begins at `at`: the previous finished call's span ends there.
+    pub(crate) fn open_call(
+        &mut self,
+        at: usize,
+        out: &mut Out<'_>,
+        show: &mut Show<'_>,
+    ) -> CallState {
+        if self.pending.is_some() {
+            self.settle(at, out, show);
+        }
+        CallState::new(at)
+    }
+
+    /// Starts reading a new JSON value in this region.
+    pub(crate) fn begin_value(&mut self, origin: Origin) {
+        self.origin = origin;
+        self.levels.clear();
+        self.role = None;
+        if origin == Origin::Bare && self.n_calls == 0 && self.pending.is_none() {
+            self.decision = Decision::Pending;
+        }
+    }
+
+    /// Starts a value that is the arguments of `call` (whose name the markup gave).
+    pub(crate) fn begin_args(&mut self, call: CallState) {
+        self.begin_value(Origin::ArgsOnly);
+        self.calls.push(call);
+        self.role = Some(Role::Args);
+    }
+
+    /// Takes back the call given to `begin_args`, when its value ended.
+    pub(crate) fn take_args_call(&mut self) -> Option<CallState> {
+        if self.origin == Origin::ArgsOnly { self.calls.pop() } else { None }
+    }
+
+    /// Hands a finished call (from markup) to the region.
+    pub(crate) fn finish(&mut self, call: CallState, out: &mut Out<'_>, show: &mut Show<'_>) {
+        self.finish_call(call, out, show);
+    }
+
+    /// Whether any call (accepted or rejected) was found in the region.
+    pub(crate) fn has_calls(&self) -> bool {
+        self.n_calls > 0 || self.pending.is_some()
+    }
+
+    fn innermost(&mut self) -> Option<&mut CallState> {
+        self.calls.last_mut()
+    }
+
+    /// A bare candidate becomes a call once it has a name and arguments.
+    fn maybe_commit(&mut self, out: &mut Out<'_>) {
+        let origin = self.origin;
+        let decision = self.decision;
+        let Some(call) = self.calls.last_mut() else { return };
+        if call.name.is_none() {
+            return;
+        }
+        if origin != Origin::Bare || decision == Decision::Calls || call.args_seen {
+            call.resolve(out);
+            if self.decision == Decision::Pending {
+                self.decision = Decision::Calls;
+            }
+        }
+    }
+}
+
+/// Shows the text of a call that never got a name, with a warning.
+fn malformed(call: CallState, out: &mut Out<'_>, span: Range<usize>, show: &mut Show<'_>) {
+    let _ = call;
+    show(out, span.clone());
+    out.warn(
+        WarningCode::MalformedCall,
+        "tool-call syntax without a tool name; its text was kept as content".into(),
+        None,
+        span,
+    );
+}
+
+/// The envelope together with what it writes to; implements the reader's sink.
+pub(crate) struct EnvSink<'e, 'o> {
+    env: &'e mut Envelope,
+    out: &'e mut Out<'o>,
+    /// Shows a range of the input as text.
+    show: &'e mut Show<'e>,
+}
+
+impl EnvSink<'_, '_> {
+    fn data(&self) -> bool {
+        self.env.decision == Decision::Data
+    }
+
+    fn note(&mut self, code: WarningCode, message: String) {
+        if let Some(call) = self.env.innermost() {
+            call.extra_notes.push((code, message));
+        }
+    }
+
+    fn in_args(&self) -> bool {
+        self.env.levels.last() == Some(&Level::Args)
+    }
+
+    /// A key at a call level that toolshim does not use.
+    fn other_key(&mut self, key: String) {
+        let env = &mut *self.env;
+        if env.decision == Decision::Pending {
+            let known = match (&env.calls.last(), &self.out.config.tools) {
+                (Some(call), Some(tools)) => {
+                    call.name.as_deref().is_some_and(|name| tools.resolve(name).is_some())
+                }
+                _ => false,
+            };
+            if !known {
+                env.decision = Decision::Data;
+                return;
+            }
+        }
+        self.note(WarningCode::IgnoredField, format!("the field `{key}` of the call was ignored"));
+    }
+
+    fn call_closed(&mut self, end: usize) {
+        let Some(mut call) = self.env.calls.pop() else { return };
+        let bare_top = self.env.decision == Decision::Pending;
+        if bare_top {
+            let named = call.name.is_some();
+            let known_tool = match (&call.name, &self.out.config.tools) {
+                (Some(name), Some(tools)) => tools.resolve(name).is_some(),
+                _ => false,
+            };
+            if named && (call.args_seen || known_tool) {
+                call.resolve(self.out);
+                self.env.decision = Decision::Calls;
+            } else if call.name.is_none() && self.env.n_calls > 0 {
+                return;
+            } else {
+                self.env.decision = Decision::Data;
+                return;
+            }
+        }
+        if call.name.is_none() && (self.env.n_calls > 0 || self.env.pending.is_some()) {
+            // A wrapper around calls; its bytes belong to the calls' spans.
+            return;
+        }
+        let _ = end;
+        call.truncated |= self.env.repairing;
+        call.resolve(self.out);
+        self.env.finish_call(call, self.out, self.show);
+    }
+
+    fn call_opened(&mut self, at: usize) {
+        let call = self.env.open_call(at, self.out, self.show);
+        self.env.calls.push(call);
+    }
+}
+
+impl Sink for EnvSink<'_, '_> {
+    fn open(&mut self, frame: Frame, at: usize) {
+        if self.data() {
+            return;
+        }
+        if self.in_args() {
+            self.env.levels.push(Level::Args);
+            if let Some(call) = self.env.innermost() {
+                call.args.open(frame, at);
+            }
+            return;
+        }
+        let role = self.env.role.take();
+        let parent = self.env.levels.last().copied();
+        let level = match (parent, role, frame) {
+            (None, _, Frame::Object) if self.env.origin == Origin::ArgsOnly => {
+                if let Some(call) = self.env.innermost() {
+                    call.args_seen = true;
+                    call.args.open(frame, at);
+                }
+                Level::Args
+            }
+            (None, _, Frame::Object) => {
+                self.call_opened(at);
+                Level::Call
+            }
+            (None, _, Frame::Array) if self.env.origin != Origin::ArgsOnly => Level::List,
+            (Some(Level::List), _, Frame::Object) => {
+                self.call_opened(at);
+                Level::Call
+            }
+            (Some(Level::Call | Level::Function), Some(Role::Function), Frame::Object) => {
+                Level::Function
+            }
+            (Some(Level::Call | Level::Function), Some(Role::Calls), Frame::Array) => Level::List,
+            (Some(Level::Call | Level::Function), Some(Role::Calls), Frame::Object) => {
+                self.call_opened(at);
+                Level::Call
+            }
+            (Some(Level::Call | Level::Function), Some(Role::Args), Frame::Object) => {
+                if let Some(call) = self.env.innermost() {
+                    call.args_seen = true;
+                    call.args.open(frame, at);
+                }
+                self.env.maybe_commit(self.out);
+                Level::Args
+            }
+            (Some(Level::Call | Level::Function), Some(Role::Args), Frame::Array) => {
+                self.note(
+                    WarningCode::InvalidArguments,
+                    "the arguments were a JSON array, not an object; they were ignored".into(),
+                );
+                Level::Skip
+            }
+            (Some(Level::List), _, Frame::Array) | (None, _, Frame::Array) => {
+                if self.env.decision == Decision::Pending {
+                    self.env.decision = Decision::Data;
+                }
+                Level::Skip
+            }
+            (_, Some(Role::Other(key)), _) => {
+                self.other_key(key);
+                Level::Skip
+            }
+            _ => Level::Skip,
+        };
+        if self.env.levels.len() >= self.env.max_depth {
+            self.env.force_data();
+        }
+        self.env.levels.push(level);
+    }
+
+    fn close(&mut self, end: usize) {
+        if self.data() {
+            return;
+        }
+        let Some(level) = self.env.levels.pop() else { return };
+        match level {
+            Level::Args => {
+                if let Some(call) = self.env.innermost() {
+                    call.args.close(end);
+                }
+            }
+            Level::Call => self.call_closed(end),
+            Level::List => {
+                if self.env.decision == Decision::Pending {
+                    self.env.decision = Decision::Data;
+                }
+            }
+            Level::Function | Level::Skip => {}
+        }
+    }
+
+    fn key(&mut self, key: &str) {
+        if self.data() {
+            return;
+        }
+        match self.env.levels.last() {
+            Some(Level::Args) => {
+                if let Some(call) = self.env.innermost() {
+                    call.args.key(key);
+                }
+            }
+            Some(Level::Call | Level::Function) => {
+                let mut role = classify(key);
+                if role == Role::Args && self.env.calls.last().is_some_and(|c| c.args_seen) {
+                    self.note(
+                        WarningCode::IgnoredField,
+                        format!(
+                            "a second arguments field `{key}` was ignored; the first one is used"
+                        ),
+                    );
+                    role = Role::Ignore;
+                }
+                if let Role::Other(other) = role {
+                    self.other_key(other.clone());
+                    self.env.role = Some(Role::Other(other));
+                } else {
+                    self.env.role = Some(role);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn str_start(&mut self) {
+        if self.data() {
+            return;
+        }
+        if self.in_args() {
+            if let Some(call) = self.env.innermost() {
+                call.args.str_start();
+            }
+            return;
+        }
+        if !matches!(self.env.levels.last(), Some(Level::Call | Level::Function)) {
+            if self.env.levels.last() == Some(&Level::List)
+                && self.env.decision == Decision::Pending
+            {
+                self.env.decision = Decision::Data;
+            }
+            return;
+        }
+        self.env.capture = match self.env.role.take() {
+            Some(Role::Name | Role::Function) => Capture::Name(String::new()),
+            Some(Role::Id) => Capture::Id(String::new()),
+            Some(Role::Args) => {
+                if let Some(call) = self.env.innermost() {
+                    call.args_seen = true;
+                }
+                self.env.maybe_commit(self.out);
+                Capture::ArgsText {
+                    reader: Reader::new(self.env.max_depth),
+                    failed: false,
+                    raw: String::new(),
+                }
+            }
+            _ => Capture::None,
+        };
+    }
+
+    fn str_part(&mut self, text: &str, clean: bool) {
+        if self.data() {
+            return;
+        }
+        if self.in_args() {
+            if let Some(call) = self.env.innermost() {
+                call.args.str_part(text, clean);
+            }
+            return;
+        }
+        let Envelope { capture, calls, .. } = &mut *self.env;
+        match capture {
+            Capture::None => {}
+            Capture::Name(buf) | Capture::Id(buf) => {
+                if buf.len() < MAX_CAPTURE {
+                    buf.push_str(text);
+                }
+            }
+            Capture::ArgsText { reader, failed, raw } => {
+                if raw.len() < MAX_CAPTURE {
+                    raw.push_str(text);
+                }
+                if *failed {
+                    return;
+                }
+                let Some(call) = calls.last_mut() else { return };
+                match reader.feed(text, 0, &mut call.args) {
+                    Status::NeedMore => {}
+                    Status::Done(n) => {
+                        if text.get(n..).is_some_and(|rest| !rest.trim().is_empty()) {
+                            *failed = true;
+                        }
+                    }
+                    Status::Invalid(_) => *failed = true,
+                }
+            }
+        }
+    }
+
+    fn str_end(&mut self) {
+        if self.data() {
+            return;
+        }
+        if self.in_args() {
+            if let Some(call) = self.env.innermost() {
+                call.args.str_end();
+            }
+            return;
+        }
+        match std::mem::replace(&mut self.env.capture, Capture::None) {
+            Capture::None => {}
+            Capture::Name(name) => {
+                if let Some(call) = self.env.innermost() {
+                    if call.name.is_none() {
+                        call.name = Some(name);
+                    }
+                }
+                self.env.maybe_commit(self.out);
+            }
+            Capture::Id(id) => {
+                if let Some(call) = self.env.innermost() {
+                    call.id.get_or_insert(id);
+                }
+            }
+            Capture::ArgsText { mut reader, failed, raw } => {
+                let Some(call) = self.env.calls.last_mut() else { return };
+                let closed = reader.finish(0, &mut call.args);
+                if failed || !call.args.started() || !call.args.canon.out.starts_with('{') {
+                    let message = if raw.trim().is_empty() {
+                        None
+                    } else {
+                        Some(format!("the arguments string is not a JSON object: {raw:?}"))
+                    };
+                    if let Some(message) = message {
+                        call.extra_notes.push((WarningCode::InvalidArguments, message));
+                    }
+                } else if closed {
+                    call.extra_notes.push((
+                        WarningCode::RepairedJson,
+                        "the arguments string held cut-off JSON; it was closed".into(),
+                    ));
+                }
+            }
+        }
+    }
+
+    fn scalar(&mut self, json: &str) {
+        if self.data() {
+            return;
+        }
+        if self.in_args() {
+            if let Some(call) = self.env.innermost() {
+                call.args.scalar(json);
+            }
+            return;
+        }
+        match self.env.levels.last() {
+            Some(Level::Call | Level::Function) => {
+                match self.env.role.take() {
+                    Some(Role::Args) => {
+                        if let Some(call) = self.env.innermost() {
+                            call.args_seen = true;
+                            if json != "null" {
+                                call.extra_notes.push((
+                                WarningCode::InvalidArguments,
+                                format!("the arguments were `{json}`, not an object; they were ignored"),
+                            ));
+                            }
+                        }
+                        self.env.maybe_commit(self.out);
+                    }
+                    Some(Role::Id) => {
+                        if let Some(call) = self.env.innermost() {
+                            call.id.get_or_insert_with(|| json.to_owned());
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            Some(Level::List) => {
+                if self.env.decision == Decision::Pending {
+                    self.env.decision = Decision::Data;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn repaired(&mut self, what: &'static str) {
+        if self.data() {
+            return;
+        }
+        if let Some(call) = self.env.innermost() {
+            call.args.repaired(what);
+        }
+    }
+}
+
+/// Pushes `text` of the input as a text event (helper for `show` closures).
+pub(crate) fn push_text(events: &mut Vec<Event>, text: &str) {
+    if text.is_empty() {
+        return;
+    }
+    if let Some(Event::Text(last)) = events.last_mut() {
+        last.push_str(text);
+    } else {
+        events.push(Event::Text(text.to_owned()));
+    }
+}

@@ -1,0 +1,962 @@
+//! Markup dialects and fences: how a region is opened, walked and closed.
+//!
+//! Recognized: `<tool_call>`, `<function_call>`, `<tools>`, `<tool_calls>`,
+//! `<function_calls>` around JSON envelopes or call elements; `<invoke name="…">`
+//! with `<parameter name="…">…</parameter>`; `<func_call name="…">` with
+//! `<param name="…" value="…"/>`; `<func_name>…</func_name>` followed by
+//! `<param name="…">…</param>`; `<function=NAME>` and `<function name="NAME">`
+//! with a JSON body or parameters; nested fields `<name>…</name>` and
+//! `<arguments>{…}</arguments>`; Markdown fences around any of these.
+
+use std::ops::Range;
+
+use crate::WarningCode;
+use crate::format::call::{CallState, Out, Show};
+use crate::format::envelope::{Decision, Origin};
+use crate::json::canon::canonical_json;
+use crate::json::reader::{Frame as JsonFrame, Reader, Sink, Status};
+use crate::stream::{Region, RegionStep};
+use crate::tools::ParamType;
+
+/// Container tags: they hold calls (JSON envelopes or call elements), or act as one call.
+const CONTAINERS: &[&str] = &[
+    "tool_call",
+    "toolcall",
+    "tool_calls",
+    "function_call",
+    "function_calls",
+    "tools",
+    "tool_use",
+];
+/// Call elements that carry the tool name in an attribute.
+const CALL_ELEMENTS: &[&str] = &["invoke", "func_call", "function", "tool"];
+const PARAMS: &[&str] = &["parameter", "param", "arg", "argument"];
+const NAME_FIELDS: &[&str] = &["name", "tool_name", "function_name"];
+const ARGS_FIELDS: &[&str] = &["arguments", "parameters", "args", "input", "params"];
+const FENCE_LABELS: &[&str] =
+    &["", "json", "json5", "jsonc", "xml", "tool_call", "tool_calls", "function_call", "tools"];
+
+/// Names that open a region or a reasoning block in plain text.
+const OPENERS: &[&str] = &[
+    "tool_call",
+    "toolcall",
+    "tool_calls",
+    "function_call",
+    "function_calls",
+    "tools",
+    "invoke",
+    "func_call",
+    "func_name",
+    "function",
+    "think",
+];
+
+/// What plain text at a trigger byte starts.
+pub(crate) enum Open {
+    No,
+    NeedMore,
+    /// `<think>`, this many bytes long.
+    Think(usize),
+    Region(Opener),
+}
+
+pub(crate) enum Opener {
+    /// A bare `{` or `[`.
+    Json,
+    /// A fence opener line, this many bytes long.
+    Fence(usize),
+    /// A markup tag.
+    Tag(OwnedTag),
+}
+
+/// A tag, copied out of the input.
+#[derive(Debug, Clone)]
+pub(crate) struct OwnedTag {
+    name: String,
+    eq: Option<String>,
+    attrs: String,
+    self_closing: bool,
+    len: usize,
+}
+
+/// A tag as read from the input.
+struct Tag<'a> {
+    closing: bool,
+    name: &'a str,
+    /// The value after `=` in `<function=NAME>`.
+    eq: Option<&'a str>,
+    attrs: &'a str,
+    self_closing: bool,
+    len: usize,
+    /// A closing tag whose `>` is missing.
+    unfinished: bool,
+}
+
+enum TagMatch<'a> {
+    Tag(Tag<'a>),
+    NeedMore,
+    No,
+}
+
+fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b':' | b'.')
+}
+
+const MAX_TAG: usize = 1024;
+
+/// Reads a tag at the start of `s` (which starts with `<`).
+fn read_tag(s: &str, eof: bool) -> TagMatch<'_> {
+    let b = s.as_bytes();
+    let mut i = 1;
+    let closing = b.get(1) == Some(&b'/');
+    if closing {
+        i += 1;
+    }
+    let name_start = i;
+    while b.get(i).is_some_and(|&c| is_name_byte(c)) {
+        i += 1;
+    }
+    let name = s.get(name_start..i).unwrap_or_default();
+    if i >= b.len() {
+        return if eof {
+            if closing && !name.is_empty() {
+                TagMatch::Tag(Tag {
+                    closing,
+                    name,
+                    eq: None,
+                    attrs: "",
+                    self_closing: false,
+                    len: i,
+                    unfinished: true,
+                })
+            } else {
+                TagMatch::No
+            }
+        } else {
+            TagMatch::NeedMore
+        };
+    }
+    if name.is_empty() {
+        return TagMatch::No;
+    }
+    let mut eq = None;
+    if !closing && b.get(i) == Some(&b'=') {
+        let start = i + 1;
+        let mut j = start;
+        while b.get(j).is_some_and(|&c| c != b'>' && c != b'<' && c != b'\n') && j - start < 256 {
+            j += 1;
+        }
+        match b.get(j) {
+            Some(b'>') => {
+                let value = s.get(start..j).unwrap_or_default().trim().trim_matches(['"', '\'']);
+                eq = Some(value);
+                return TagMatch::Tag(Tag {
+                    closing,
+                    name,
+                    eq,
+                    attrs: "",
+                    self_closing: false,
+                    len: j + 1,
+                    unfinished: false,
+                });
+            }
+            None if !eof && j - start < 256 => return TagMatch::NeedMore,
+            _ => return TagMatch::No,
+        }
+    }
+    // Attributes up to `>`, respecting quotes.
+    let attrs_start = i;
+    let mut quote: Option<u8> = None;
+    while let Some(&c) = b.get(i) {
+        match (quote, c) {
+            (Some(q), _) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, b'"' | b'\'') => quote = Some(c),
+            (None, b'>') => {
+                let raw = s.get(attrs_start..i).unwrap_or_default();
+                let self_closing = raw.trim_end().ends_with('/');
+                let attrs = raw.trim_end().trim_end_matches('/');
+                if !attrs.is_empty() && !attrs.starts_with(char::is_whitespace) {
+                    return TagMatch::No;
+                }
+                return TagMatch::Tag(Tag {
+                    closing,
+                    name,
+                    eq,
+                    attrs,
+                    self_closing,
+                    len: i + 1,
+                    unfinished: false,
+                });
+            }
+            (None, b'<') => return TagMatch::No,
+            (None, b'\n') if closing => break,
+            _ => {}
+        }
+        i += 1;
+        if i > MAX_TAG {
+            return TagMatch::No;
+        }
+    }
+    if closing && (eof || b.get(i) == Some(&b'\n')) {
+        // `</tool_call` with its `>` missing.
+        return TagMatch::Tag(Tag {
+            closing,
+            name,
+            eq: None,
+            attrs: "",
+            self_closing: false,
+            len: i,
+            unfinished: true,
+        });
+    }
+    if eof { TagMatch::No } else { TagMatch::NeedMore }
+}
+
+/// The value of attribute `key` in `attrs`, entities decoded.
+fn attr(attrs: &str, key: &str) -> Option<String> {
+    let b = attrs.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        while b.get(i).is_some_and(|c| c.is_ascii_whitespace()) {
+            i += 1;
+        }
+        let start = i;
+        while b.get(i).is_some_and(|&c| is_name_byte(c)) {
+            i += 1;
+        }
+        let name = attrs.get(start..i).unwrap_or_default();
+        if name.is_empty() {
+            i += 1;
+            continue;
+        }
+        while b.get(i).is_some_and(|c| c.is_ascii_whitespace()) {
+            i += 1;
+        }
+        if b.get(i) != Some(&b'=') {
+            continue;
+        }
+        i += 1;
+        while b.get(i).is_some_and(|c| c.is_ascii_whitespace()) {
+            i += 1;
+        }
+        let (value, next) = match b.get(i) {
+            Some(&q @ (b'"' | b'\'')) => {
+                let vstart = i + 1;
+                let mut j = vstart;
+                while b.get(j).is_some_and(|&c| c != q) {
+                    j += 1;
+                }
+                (attrs.get(vstart..j).unwrap_or_default(), j + 1)
+            }
+            _ => {
+                let vstart = i;
+                let mut j = i;
+                while b.get(j).is_some_and(|c| !c.is_ascii_whitespace()) {
+                    j += 1;
+                }
+                (attrs.get(vstart..j).unwrap_or_default(), j)
+            }
+        };
+        if name == key {
+            return Some(decode_entities(value));
+        }
+        i = next;
+    }
+    None
+}
+
+fn decode_entities(text: &str) -> String {
+    if !text.contains('&') {
+        return text.to_owned();
+    }
+    text.replace("&quot;", "\"")
+        .replace("&apos;", "'")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&")
+}
+
+fn is_prefix_of_any(partial: &str, names: &[&str]) -> bool {
+    names.iter().any(|name| name.starts_with(partial))
+}
+
+/// Decides what plain text at a trigger byte (`<`, `{`, `[`, `` ` ``) starts.
+pub(crate) fn open(rest: &str, eof: bool) -> Open {
+    let b = rest.as_bytes();
+    match b.first() {
+        Some(b'{' | b'[') => Open::Region(Opener::Json),
+        Some(b'`') => open_fence(rest, eof),
+        Some(b'<') => {
+            // Decide early for ordinary `<` so text is not held.
+            let name_len = b.iter().skip(1).take_while(|&&c| is_name_byte(c)).count();
+            let partial = rest.get(1..1 + name_len).unwrap_or_default();
+            if name_len + 1 >= b.len() {
+                return if !eof && is_prefix_of_any(partial, OPENERS) {
+                    Open::NeedMore
+                } else {
+                    Open::No
+                };
+            }
+            if !OPENERS.contains(&partial) {
+                return Open::No;
+            }
+            match read_tag(rest, eof) {
+                TagMatch::NeedMore => Open::NeedMore,
+                TagMatch::No => Open::No,
+                TagMatch::Tag(tag) if tag.closing => Open::No,
+                TagMatch::Tag(tag) if tag.name == "think" => Open::Think(tag.len),
+                TagMatch::Tag(tag) => {
+                    if tag.name == "function"
+                        && tag.eq.is_none()
+                        && attr(tag.attrs, "name").is_none()
+                    {
+                        return Open::No;
+                    }
+                    if tag.name == "invoke" || tag.name == "func_call" {
+                        if attr(tag.attrs, "name").is_none() {
+                            return Open::No;
+                        }
+                    }
+                    Open::Region(Opener::Tag(OwnedTag {
+                        name: tag.name.to_owned(),
+                        eq: tag.eq.map(str::to_owned),
+                        attrs: tag.attrs.to_owned(),
+                        self_closing: tag.self_closing,
+                        len: tag.len,
+                    }))
+                }
+            }
+        }
+        _ => Open::No,
+    }
+}
+
+/// A fence opener: "```label\n" followed by something that may be a call.
+fn open_fence(rest: &str, eof: bool) -> Open {
+    let b = rest.as_bytes();
+    let ticks = b.iter().take_while(|&&c| c == b'`').count();
+    if ticks < 3 {
+        return if ticks == b.len() && !eof { Open::NeedMore } else { Open::No };
+    }
+    if ticks > 3 {
+        return Open::No;
+    }
+    let mut i = 3;
+    while b.get(i).is_some_and(|&c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-') {
+        i += 1;
+    }
+    let label = rest.get(3..i).unwrap_or_default().to_ascii_lowercase();
+    while b.get(i).is_some_and(|&c| c == b' ' || c == b'\t' || c == b'\r') {
+        i += 1;
+    }
+    match b.get(i) {
+        None if !eof && i < 40 => return Open::NeedMore,
+        Some(b'\n') => i += 1,
+        _ => return Open::No,
+    }
+    if !FENCE_LABELS.contains(&label.as_str()) {
+        return Open::No;
+    }
+    let line = i;
+    while b.get(i).is_some_and(|c| c.is_ascii_whitespace()) && i - line < 64 {
+        i += 1;
+    }
+    match b.get(i) {
+        Some(b'{' | b'[' | b'<') => Open::Region(Opener::Fence(line)),
+        None if !eof && i - line < 64 => Open::NeedMore,
+        _ => Open::No,
+    }
+}
+
+/// The open markup elements of a region, outermost first.
+#[derive(Debug, Default)]
+pub(crate) struct Markup {
+    frames: Vec<Elem>,
+    inner: Inner,
+}
+
+#[derive(Debug)]
+enum Elem {
+    Fence,
+    /// `<tool_call>` and friends. Holds JSON envelopes or call elements, or acts as
+    /// one call once a name field or a parameter shows up.
+    Container {
+        close: String,
+        at: usize,
+        call: Option<CallState>,
+    },
+    /// A call whose name the markup gave. `close` is empty for `<func_name>` calls,
+    /// which end at the first thing that is not a parameter.
+    Call {
+        close: String,
+        call: Option<CallState>,
+    },
+    /// `<arguments>`: JSON arguments of the enclosing call.
+    ArgsField {
+        close: String,
+    },
+}
+
+#[derive(Debug, Default)]
+enum Inner {
+    #[default]
+    Between,
+    /// A parameter's raw value, read until `</close>`.
+    Param { key: String, close: String, text: String },
+    /// A name field's text, read until `</close>`.
+    Name { close: String, text: String, func_name: bool, at: usize },
+}
+
+fn same_tag(a: &str, b: &str) -> bool {
+    let norm = |s: &str| -> String {
+        s.chars().filter(|c| *c != '_' && *c != '-').flat_map(char::to_lowercase).collect()
+    };
+    let (a, b) = (norm(a), norm(b));
+    a == b || a.strip_suffix('s') == Some(&b) || b.strip_suffix('s') == Some(&a)
+}
+
+impl Elem {
+    fn close_name(&self) -> Option<&str> {
+        match self {
+            Elem::Fence => None,
+            Elem::Container { close, .. }
+            | Elem::Call { close, .. }
+            | Elem::ArgsField { close } => Some(close),
+        }
+    }
+}
+
+impl Region {
+    /// Sets the region up for its opener; returns how many bytes the opener took.
+    pub(crate) fn begin(
+        &mut self,
+        opener: Opener,
+        _rest: &str,
+        abs: usize,
+        buf: &str,
+        base: usize,
+        out: &mut Out<'_>,
+    ) -> usize {
+        let mut show =
+            |out: &mut Out<'_>, range: Range<usize>| crate::stream::show(buf, base, out, range);
+        match opener {
+            Opener::Json => {
+                self.env.begin_value(Origin::Bare);
+                self.env.decision = Decision::Pending;
+                self.json = Some(Reader::new(out.config.max_depth));
+                0
+            }
+            Opener::Fence(len) => {
+                self.env.decision = Decision::Pending;
+                self.markup.frames.push(Elem::Fence);
+                len
+            }
+            Opener::Tag(tag) => {
+                let tag = Tag {
+                    closing: false,
+                    name: &tag.name,
+                    eq: tag.eq.as_deref(),
+                    attrs: &tag.attrs,
+                    self_closing: tag.self_closing,
+                    len: tag.len,
+                    unfinished: false,
+                };
+                self.open_tag(&tag, abs, out, &mut show);
+                tag.len
+            }
+        }
+    }
+
+    /// Opens a tag inside the region (or as its opener). Returns false when the
+    /// tag does not belong to tool-call markup.
+    fn open_tag(
+        &mut self,
+        tag: &Tag<'_>,
+        at: usize,
+        out: &mut Out<'_>,
+        show: &mut Show<'_>,
+    ) -> bool {
+        let name = tag.name;
+        let named = tag.eq.map(str::to_owned).or_else(|| attr(tag.attrs, "name"));
+        if name == "func_name" {
+            self.markup.inner =
+                Inner::Name { close: name.to_owned(), text: String::new(), func_name: true, at };
+            return true;
+        }
+        if PARAMS.contains(&name) && self.call_frame().is_some()
+            || PARAMS.contains(&name) && self.container_can_call()
+        {
+            let key =
+                tag.eq.map(str::to_owned).or_else(|| attr(tag.attrs, "name")).unwrap_or_default();
+            if let Some(value) = attr(tag.attrs, "value").filter(|_| tag.self_closing) {
+                self.write_param(&key, &value, at, out, show);
+                return true;
+            }
+            if tag.self_closing {
+                return true;
+            }
+            self.markup.inner = Inner::Param { key, close: name.to_owned(), text: String::new() };
+            return true;
+        }
+        if NAME_FIELDS.contains(&name) && self.container_can_call() {
+            self.markup.inner =
+                Inner::Name { close: name.to_owned(), text: String::new(), func_name: false, at };
+            return true;
+        }
+        if ARGS_FIELDS.contains(&name) && (self.container_can_call() || self.call_frame().is_some())
+        {
+            self.ensure_container_call(at, out, show);
+            self.markup.frames.push(Elem::ArgsField { close: name.to_owned() });
+            return true;
+        }
+        let is_call_element = CALL_ELEMENTS.contains(&name) && named.is_some();
+        let is_container = CONTAINERS.contains(&name) || (name == "function" && named.is_none());
+        if is_call_element || (is_container && named.is_some()) {
+            let mut call = self.env.open_call(at, out, show);
+            call.name = named;
+            call.resolve(out);
+            if tag.self_closing {
+                self.env.finish(call, out, show);
+                return true;
+            }
+            self.markup.frames.push(Elem::Call { close: name.to_owned(), call: Some(call) });
+            return true;
+        }
+        if is_container {
+            self.markup.frames.push(Elem::Container { close: name.to_owned(), at, call: None });
+            return true;
+        }
+        false
+    }
+
+    /// The innermost call element, if the innermost frame is one.
+    fn call_frame(&mut self) -> Option<&mut CallState> {
+        match self.markup.frames.last_mut() {
+            Some(Elem::Call { call, .. }) => call.as_mut(),
+            _ => None,
+        }
+    }
+
+    /// Whether the innermost frame is a container that may act as a call.
+    fn container_can_call(&self) -> bool {
+        matches!(self.markup.frames.last(), Some(Elem::Container { .. }))
+    }
+
+    fn ensure_container_call(&mut self, _at: usize, out: &mut Out<'_>, show: &mut Show<'_>) {
+        let needs = matches!(self.markup.frames.last(), Some(Elem::Container { call: None, .. }));
+        if needs {
+            let at = match self.markup.frames.last() {
+                Some(Elem::Container { at, .. }) => *at,
+                _ => 0,
+            };
+            let call = self.env.open_call(at, out, show);
+            if let Some(Elem::Container { call: slot, .. }) = self.markup.frames.last_mut() {
+                *slot = Some(call);
+            }
+        }
+    }
+
+    /// The call that fields and parameters of the innermost frames belong to.
+    fn current_call(&mut self) -> Option<&mut CallState> {
+        for frame in self.markup.frames.iter_mut().rev() {
+            match frame {
+                Elem::Call { call, .. } | Elem::Container { call, .. } => return call.as_mut(),
+                Elem::ArgsField { .. } => continue,
+                Elem::Fence => return None,
+            }
+        }
+        None
+    }
+
+    fn write_param(
+        &mut self,
+        key: &str,
+        raw: &str,
+        at: usize,
+        out: &mut Out<'_>,
+        show: &mut Show<'_>,
+    ) {
+        self.ensure_container_call(at, out, show);
+        let Some(call) = self.current_call() else { return };
+        write_param_value(call, key, raw);
+        call.flush(out);
+    }
+
+    /// One step of the region at `buf[pos..]` (absolute `base + pos`).
+    pub(crate) fn step(
+        &mut self,
+        buf: &str,
+        base: usize,
+        pos: usize,
+        out: &mut Out<'_>,
+        eof: bool,
+    ) -> RegionStep {
+        let rest = buf.get(pos..).unwrap_or_default();
+        let abs = base + pos;
+        let mut show =
+            |out: &mut Out<'_>, range: Range<usize>| crate::stream::show(buf, base, out, range);
+        if let Some(reader) = self.json.as_mut() {
+            if rest.is_empty() {
+                return RegionStep::NeedMore;
+            }
+            let mut sink = self.env.sink(out, &mut show);
+            let status = reader.feed(rest, abs, &mut sink);
+            let (consumed, broke) = match status {
+                Status::NeedMore => return RegionStep::Consumed(rest.len()),
+                Status::Done(n) => (n, false),
+                Status::Invalid(k) => (k, true),
+            };
+            let mut truncated = false;
+            if broke {
+                self.env.repairing = true;
+                let mut sink = self.env.sink(out, &mut show);
+                truncated = reader.finish(abs + consumed, &mut sink);
+                self.env.repairing = false;
+            }
+            self.json = None;
+            if let Some(mut call) = self.env.take_args_call() {
+                call.truncated |= truncated;
+                self.put_back(call);
+            }
+            if self.markup.frames.is_empty() || self.env.decision == Decision::Data {
+                return RegionStep::End(consumed);
+            }
+            return RegionStep::Consumed(consumed);
+        }
+        match std::mem::take(&mut self.markup.inner) {
+            Inner::Between => self.between(rest, abs, out, &mut show, eof),
+            Inner::Param { key, close, mut text } => match scan_until_close(rest, &close, eof) {
+                Scan::Found { text_len, tag_len } => {
+                    text.push_str(rest.get(..text_len).unwrap_or_default());
+                    self.write_param(&key, &text, abs, out, &mut show);
+                    RegionStep::Consumed(text_len + tag_len)
+                }
+                Scan::Partial(n) => {
+                    text.push_str(rest.get(..n).unwrap_or_default());
+                    self.markup.inner = Inner::Param { key, close, text };
+                    if n == 0 { RegionStep::NeedMore } else { RegionStep::Consumed(n) }
+                }
+            },
+            Inner::Name { close, mut text, func_name, at } => {
+                match scan_until_close(rest, &close, eof) {
+                    Scan::Found { text_len, tag_len } => {
+                        text.push_str(rest.get(..text_len).unwrap_or_default());
+                        let name = text.trim().to_owned();
+                        if func_name {
+                            let mut call = self.env.open_call(at, out, &mut show);
+                            call.name = Some(name);
+                            call.resolve(out);
+                            self.markup
+                                .frames
+                                .push(Elem::Call { close: String::new(), call: Some(call) });
+                        } else {
+                            self.ensure_container_call(at, out, &mut show);
+                            if let Some(call) = self.current_call() {
+                                call.name.get_or_insert(name);
+                                call.resolve(out);
+                            }
+                        }
+                        RegionStep::Consumed(text_len + tag_len)
+                    }
+                    Scan::Partial(n) => {
+                        text.push_str(rest.get(..n).unwrap_or_default());
+                        self.markup.inner = Inner::Name { close, text, func_name, at };
+                        if n == 0 { RegionStep::NeedMore } else { RegionStep::Consumed(n) }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Gives a call lent to the JSON envelope back to its frame.
+    fn put_back(&mut self, call: CallState) {
+        for frame in self.markup.frames.iter_mut().rev() {
+            match frame {
+                Elem::Call { call: slot, .. } | Elem::Container { call: slot, .. }
+                    if slot.is_none() =>
+                {
+                    *slot = Some(call);
+                    return;
+                }
+                Elem::ArgsField { .. } => continue,
+                _ => return,
+            }
+        }
+    }
+
+    /// Between items: whitespace, a JSON value, a tag, a fence, or the region's end.
+    fn between(
+        &mut self,
+        rest: &str,
+        abs: usize,
+        out: &mut Out<'_>,
+        show: &mut Show<'_>,
+        eof: bool,
+    ) -> RegionStep {
+        let ws = rest.bytes().take_while(u8::is_ascii_whitespace).count();
+        if ws > 0 {
+            return RegionStep::Consumed(ws);
+        }
+        let Some(&b) = rest.as_bytes().first() else {
+            return RegionStep::NeedMore;
+        };
+        let at = abs;
+        match b {
+            b'{' | b'[' => {
+                let lend = match self.markup.frames.last_mut() {
+                    Some(Elem::Call { call, .. }) => call.take(),
+                    Some(Elem::ArgsField { .. }) => {
+                        let mut lent = None;
+                        for frame in self.markup.frames.iter_mut().rev() {
+                            if let Elem::Call { call, .. } | Elem::Container { call, .. } = frame {
+                                lent = call.take();
+                                break;
+                            }
+                        }
+                        lent
+                    }
+                    Some(Elem::Container { call, .. }) if call.is_some() => call.take(),
+                    _ => None,
+                };
+                match lend {
+                    Some(call) => self.env.begin_args(call),
+                    None => {
+                        let fenced_only =
+                            self.markup.frames.iter().all(|f| matches!(f, Elem::Fence));
+                        self.env.begin_value(if fenced_only {
+                            Origin::Bare
+                        } else {
+                            Origin::Marked
+                        });
+                    }
+                }
+                self.json = Some(Reader::new(out.config.max_depth));
+                RegionStep::Consumed(0)
+            }
+            b'`' => {
+                let ticks = rest.bytes().take_while(|&c| c == b'`').count();
+                if ticks < 3 {
+                    return if ticks == rest.len() && !eof {
+                        RegionStep::NeedMore
+                    } else {
+                        RegionStep::End(0)
+                    };
+                }
+                if matches!(self.markup.frames.last(), Some(Elem::Fence)) {
+                    self.markup.frames.pop();
+                    if self.markup.frames.is_empty() {
+                        return RegionStep::End(ticks);
+                    }
+                    return RegionStep::Consumed(ticks);
+                }
+                // A fence inside markup: skip its opener line.
+                match rest.find('\n') {
+                    Some(n) if n < 40 => {
+                        self.markup.frames.push(Elem::Fence);
+                        RegionStep::Consumed(n + 1)
+                    }
+                    None if !eof && rest.len() < 40 => RegionStep::NeedMore,
+                    _ => RegionStep::End(0),
+                }
+            }
+            b'<' => match read_tag(rest, eof) {
+                TagMatch::NeedMore => RegionStep::NeedMore,
+                TagMatch::No => RegionStep::End(0),
+                TagMatch::Tag(tag) if tag.closing => self.close_tag(&tag, at, out, show),
+                TagMatch::Tag(tag) => {
+                    // The same container opening again: the previous one missed its end tag.
+                    let reopen = self.markup.frames.iter().any(|f| {
+                        matches!(f, Elem::Container { close, call, .. } if same_tag(close, tag.name) && (call.is_some() || self.env.has_calls()))
+                    });
+                    if reopen {
+                        return RegionStep::End(0);
+                    }
+                    if self.open_tag(&tag, at, out, show) {
+                        RegionStep::Consumed(tag.len)
+                    } else {
+                        RegionStep::End(0)
+                    }
+                }
+            },
+            _ => RegionStep::End(0),
+        }
+    }
+
+    fn close_tag(
+        &mut self,
+        tag: &Tag<'_>,
+        at: usize,
+        out: &mut Out<'_>,
+        show: &mut Show<'_>,
+    ) -> RegionStep {
+        let target =
+            self.markup.frames.iter().rposition(|f| {
+                f.close_name().is_some_and(|c| !c.is_empty() && same_tag(c, tag.name))
+            });
+        let Some(target) = target else {
+            // A `</func_call>`-style closer after `<func_name>` calls, or a typo
+            // like `</toolcall>` for the outermost container: close what is open.
+            let loose = tag.name.contains("call")
+                || tag.name.contains("tool")
+                || tag.name.contains("function");
+            if loose && !self.markup.frames.is_empty() {
+                if tag.name != "func_call" {
+                    if let Some(call) = self.current_call() {
+                        call.extra_notes.push((
+                            WarningCode::MissingEndMarker,
+                            format!(
+                                "the end tag `</{}>` did not match its start tag; taken as its end",
+                                tag.name
+                            ),
+                        ));
+                    }
+                }
+                self.close_frames(0, at, out, show);
+                return RegionStep::End(tag.len);
+            }
+            return RegionStep::End(0);
+        };
+        let exact = self.markup.frames.get(target).and_then(Elem::close_name) == Some(tag.name);
+        if !exact || tag.unfinished {
+            if let Some(call) = self.current_call() {
+                call.extra_notes.push((
+                    WarningCode::MissingEndMarker,
+                    format!("the end tag `</{}>` was misspelled or unfinished", tag.name),
+                ));
+            }
+        }
+        self.close_frames(target, at, out, show);
+        if self.markup.frames.is_empty() {
+            return RegionStep::End(tag.len);
+        }
+        RegionStep::Consumed(tag.len)
+    }
+
+    /// Closes frames from the innermost down to index `keep` (inclusive).
+    fn close_frames(&mut self, keep: usize, _at: usize, out: &mut Out<'_>, show: &mut Show<'_>) {
+        while self.markup.frames.len() > keep {
+            let Some(frame) = self.markup.frames.pop() else { break };
+            match frame {
+                Elem::Call { call: Some(call), .. } | Elem::Container { call: Some(call), .. } => {
+                    self.env.finish(call, out, show);
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Closes whatever markup is still open when the region ends at `end`.
+pub(crate) fn end(
+    region: &mut Region,
+    end: usize,
+    truncated: bool,
+    out: &mut Out<'_>,
+    show: &mut Show<'_>,
+) {
+    if let Some(mut call) = region.env.take_args_call() {
+        call.truncated |= truncated;
+        region.put_back(call);
+    }
+    let inner = std::mem::take(&mut region.markup.inner);
+    match inner {
+        Inner::Param { key, text, .. } => {
+            region.write_param(&key, &text, end, out, show);
+            if let Some(call) = region.current_call() {
+                call.truncated = true;
+            }
+        }
+        Inner::Name { text, func_name, at, .. } => {
+            if func_name {
+                let mut call = region.env.open_call(at, out, show);
+                call.name = Some(text.trim().to_owned());
+                call.resolve(out);
+                call.truncated = true;
+                region.markup.frames.push(Elem::Call { close: String::new(), call: Some(call) });
+            }
+        }
+        Inner::Between => {}
+    }
+    let mut missing = false;
+    for frame in &mut region.markup.frames {
+        match frame {
+            Elem::Call { close, call: Some(call) } if !close.is_empty() && !call.truncated => {
+                call.extra_notes.push((
+                    WarningCode::MissingEndMarker,
+                    format!("the end tag `</{close}>` is missing"),
+                ));
+            }
+            Elem::Container { .. } | Elem::Call { .. } | Elem::ArgsField { .. } => missing = true,
+            Elem::Fence => {}
+        }
+    }
+    let _ = missing;
+    region.close_frames(0, end, out, show);
+}
+
+enum Scan {
+    /// The closing tag was found after `text_len` bytes; it is `tag_len` long.
+    Found { text_len: usize, tag_len: usize },
+    /// No closing tag yet; this many bytes are surely text.
+    Partial(usize),
+}
+
+/// Looks for `</close>` in `rest`, holding back a possible partial closer.
+fn scan_until_close(rest: &str, close: &str, eof: bool) -> Scan {
+    let bytes = rest.as_bytes();
+    let mut from = 0;
+    while let Some(off) = memchr::memchr(b'<', bytes.get(from..).unwrap_or_default()) {
+        let at = from + off;
+        let tail = rest.get(at..).unwrap_or_default();
+        match read_tag(tail, eof) {
+            TagMatch::Tag(tag) if tag.closing && same_tag(tag.name, close) => {
+                return Scan::Found { text_len: at, tag_len: tag.len };
+            }
+            TagMatch::NeedMore => {
+                let partial_name = tail.get(2..).unwrap_or_default();
+                if tail.len() < 2 || close.starts_with(partial_name) || !tail.starts_with("</") {
+                    if tail.len() < 2 || tail.starts_with("</") {
+                        return Scan::Partial(at);
+                    }
+                }
+                from = at + 1;
+            }
+            _ => from = at + 1,
+        }
+    }
+    if eof { Scan::Found { text_len: rest.len(), tag_len: 0 } } else { Scan::Partial(rest.len()) }
+}
+
+/// Writes one parameter's raw text as a JSON value into the call's arguments.
+pub(crate) fn write_param_value(call: &mut CallState, key: &str, raw: &str) {
+    let args = &mut call.args;
+    if !args.started() {
+        args.open(JsonFrame::Object, 0);
+    }
+    call.args_seen = true;
+    let text = raw.strip_prefix('\n').unwrap_or(raw);
+    let text = text.strip_suffix('\n').unwrap_or(text);
+    let declared = args.tool().map(|tool| tool.param_type(key)).unwrap_or(ParamType::Any);
+    args.key(key);
+    let trimmed = text.trim();
+    if declared != ParamType::String {
+        let structured = trimmed.starts_with('{') || trimmed.starts_with('[');
+        if structured {
+            if let Some(json) = canonical_json(trimmed) {
+                let mut reader = Reader::new(128);
+                let _ = reader.feed(&json, 0, args);
+                return;
+            }
+        }
+        let literal = matches!(trimmed, "true" | "false" | "null")
+            || crate::json::reader::is_json_number(trimmed);
+        if literal && declared != ParamType::Any || literal && trimmed != "null" {
+            args.scalar(trimmed);
+            return;
+        }
+    }
+    args.str_start();
+    args.str_part(text, false);
+    args.str_end();
+}

@@ -1,0 +1,394 @@
+//! Canonical JSON output, written as tokens arrive.
+//!
+//! `Canon` writes compact JSON. It defers every separator and key until the value
+//! after it begins, so `out` is a prefix of valid JSON at every moment, and a value
+//! cut off by the end of the input can be closed without leaving a dangling key.
+
+use crate::json::reader::{Frame, Reader, Sink, Status};
+use crate::tools::{ParamType, Tool};
+
+/// Writes canonical JSON. Invariant: `out` is always a prefix of valid JSON, and
+/// `open.len()` is the number of containers opened in `out` and not yet closed.
+#[derive(Debug, Default)]
+pub(crate) struct Canon {
+    pub(crate) out: String,
+    /// Per open container: its kind and whether it already has an item.
+    open: Vec<(Frame, bool)>,
+    key: Option<String>,
+    /// Inside a string value.
+    in_str: bool,
+    /// A value has been completed at the top level.
+    done: bool,
+}
+
+impl Canon {
+    pub(crate) fn depth(&self) -> usize {
+        self.open.len()
+    }
+
+    pub(crate) fn is_done(&self) -> bool {
+        self.done
+    }
+
+    fn begin_value(&mut self) {
+        if let Some((frame, has_items)) = self.open.last_mut() {
+            if *has_items {
+                self.out.push(',');
+            }
+            *has_items = true;
+            if *frame == Frame::Object {
+                let key = self.key.take().unwrap_or_default();
+                write_str(&mut self.out, &key, false);
+                self.out.push(':');
+            }
+        }
+    }
+
+    fn end_value(&mut self) {
+        if self.open.is_empty() {
+            self.done = true;
+        }
+    }
+
+    /// Closes everything still open (a string, then containers).
+    pub(crate) fn close_all(&mut self) {
+        if self.in_str {
+            self.str_end();
+        }
+        while !self.open.is_empty() {
+            self.close(0);
+        }
+    }
+}
+
+impl Sink for Canon {
+    fn open(&mut self, frame: Frame, _at: usize) {
+        self.begin_value();
+        self.out.push(if frame == Frame::Object { '{' } else { '[' });
+        self.open.push((frame, false));
+    }
+
+    fn close(&mut self, _end: usize) {
+        if let Some((frame, _)) = self.open.pop() {
+            self.key = None;
+            self.out.push(if frame == Frame::Object { '}' } else { ']' });
+            self.end_value();
+        }
+    }
+
+    fn key(&mut self, key: &str) {
+        self.key = Some(key.to_owned());
+    }
+
+    fn str_start(&mut self) {
+        self.begin_value();
+        self.out.push('"');
+        self.in_str = true;
+    }
+
+    fn str_part(&mut self, text: &str, clean: bool) {
+        if clean {
+            self.out.push_str(text);
+        } else {
+            escape_into(&mut self.out, text);
+        }
+    }
+
+    fn str_end(&mut self) {
+        self.out.push('"');
+        self.in_str = false;
+        self.end_value();
+    }
+
+    fn scalar(&mut self, json: &str) {
+        self.begin_value();
+        self.out.push_str(json);
+        self.end_value();
+    }
+
+    fn repaired(&mut self, _what: &'static str) {}
+}
+
+/// Writes `text` as a JSON string literal.
+pub(crate) fn write_str(out: &mut String, text: &str, _ascii: bool) {
+    out.push('"');
+    escape_into(out, text);
+    out.push('"');
+}
+
+/// Appends `text` escaped for the inside of a JSON string.
+pub(crate) fn escape_into(out: &mut String, text: &str) {
+    let mut start = 0;
+    for (i, b) in text.bytes().enumerate() {
+        let escaped = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            0..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(text.get(start..i).unwrap_or_default());
+        if escaped.is_empty() {
+            out.push_str(&format!("\\u{b:04x}"));
+        } else {
+            out.push_str(escaped);
+        }
+        start = i + 1;
+    }
+    out.push_str(text.get(start..).unwrap_or_default());
+}
+
+/// A note from the argument writer, turned into a warning by the caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ArgsNote {
+    Repaired(&'static str),
+    Coerced { key: String, to: ParamType },
+}
+
+/// A string value held back because the schema asks for another type.
+#[derive(Debug)]
+struct Held {
+    key: String,
+    to: ParamType,
+    text: String,
+}
+
+/// Writes a call's arguments object, coercing top-level values to the types the
+/// tool's schema declares. Everything but a held value is in `canon.out` at once.
+#[derive(Debug, Default)]
+pub(crate) struct ArgsWriter {
+    pub(crate) canon: Canon,
+    key: Option<String>,
+    held: Option<Held>,
+    pub(crate) keys: Vec<String>,
+    pub(crate) notes: Vec<ArgsNote>,
+    tool: Option<Tool>,
+}
+
+impl ArgsWriter {
+    pub(crate) fn new(tool: Option<Tool>) -> ArgsWriter {
+        ArgsWriter { tool, ..ArgsWriter::default() }
+    }
+
+    pub(crate) fn set_tool(&mut self, tool: Option<Tool>) {
+        self.tool = tool;
+    }
+
+    pub(crate) fn tool(&self) -> Option<&Tool> {
+        self.tool.as_ref()
+    }
+
+    pub(crate) fn started(&self) -> bool {
+        !self.canon.out.is_empty()
+    }
+
+    pub(crate) fn is_done(&self) -> bool {
+        self.canon.is_done()
+    }
+
+    /// At the top level of the arguments object.
+    fn at_top(&self) -> bool {
+        self.canon.depth() == 1
+    }
+
+    fn top_type(&self) -> ParamType {
+        match (&self.tool, &self.key) {
+            (Some(tool), Some(key)) if self.at_top() => tool.param_type(key),
+            _ => ParamType::Any,
+        }
+    }
+
+    /// Closes what is open; returns the finished arguments object text.
+    pub(crate) fn finish(&mut self) -> &str {
+        if let Some(held) = self.held.take() {
+            self.release(held);
+        }
+        if !self.canon.started_object() {
+            self.canon.out.clear();
+            self.canon.out.push_str("{}");
+        }
+        self.canon.close_all();
+        &self.canon.out
+    }
+
+    /// Writes a held string as the type its schema asks for, or as a string.
+    fn release(&mut self, held: Held) {
+        let trimmed = held.text.trim();
+        let converted: Option<String> = match held.to {
+            ParamType::Integer | ParamType::Number => {
+                let number = trimmed.strip_prefix('+').unwrap_or(trimmed);
+                let integral = number.strip_suffix(".0").unwrap_or(number);
+                if held.to == ParamType::Integer
+                    && crate::json::reader::is_json_number(integral)
+                    && !integral.contains(['.', 'e', 'E'])
+                {
+                    Some(integral.to_owned())
+                } else if held.to == ParamType::Number
+                    && crate::json::reader::is_json_number(number)
+                {
+                    Some(number.to_owned())
+                } else {
+                    None
+                }
+            }
+            ParamType::Boolean => match trimmed.to_ascii_lowercase().as_str() {
+                "true" => Some("true".to_owned()),
+                "false" => Some("false".to_owned()),
+                _ => None,
+            },
+            ParamType::Array | ParamType::Object => {
+                let value = canonical_json(trimmed);
+                value.filter(|v| {
+                    (held.to == ParamType::Array && v.starts_with('['))
+                        || (held.to == ParamType::Object && v.starts_with('{'))
+                })
+            }
+            ParamType::String | ParamType::Any => None,
+        };
+        self.canon.key = Some(held.key.clone());
+        match converted {
+            Some(json) => {
+                self.canon.scalar(&json);
+                self.notes.push(ArgsNote::Coerced { key: held.key, to: held.to });
+            }
+            None => {
+                self.canon.str_start();
+                self.canon.str_part(&held.text, false);
+                self.canon.str_end();
+            }
+        }
+    }
+}
+
+impl Canon {
+    fn started_object(&self) -> bool {
+        self.out.starts_with('{')
+    }
+}
+
+/// Parses complete JSON text into canonical form; `None` when it is not one JSON value.
+pub(crate) fn canonical_json(text: &str) -> Option<String> {
+    let mut reader = Reader::new(128);
+    let mut canon = Canon::default();
+    match reader.feed(text, 0, &mut canon) {
+        Status::Done(n) if text.get(n..).is_some_and(|rest| rest.trim().is_empty()) => {
+            Some(canon.out)
+        }
+        _ => None,
+    }
+}
+
+impl Sink for ArgsWriter {
+    fn open(&mut self, frame: Frame, at: usize) {
+        if self.at_top() {
+            if let Some(key) = &self.key {
+                self.keys.push(key.clone());
+            }
+        }
+        self.canon.open(frame, at);
+    }
+
+    fn close(&mut self, end: usize) {
+        self.canon.close(end);
+        if self.at_top() {
+            self.key = None;
+        }
+    }
+
+    fn key(&mut self, key: &str) {
+        if self.at_top() {
+            self.key = Some(key.to_owned());
+        }
+        self.canon.key(key);
+    }
+
+    fn str_start(&mut self) {
+        let to = self.top_type();
+        if self.at_top() {
+            if let Some(key) = &self.key {
+                self.keys.push(key.clone());
+            }
+        }
+        if matches!(to, ParamType::Integer | ParamType::Number | ParamType::Boolean)
+            || matches!(to, ParamType::Array | ParamType::Object)
+        {
+            let key = self.key.clone().unwrap_or_default();
+            self.held = Some(Held { key, to, text: String::new() });
+            return;
+        }
+        self.canon.str_start();
+    }
+
+    fn str_part(&mut self, text: &str, clean: bool) {
+        match &mut self.held {
+            Some(held) => held.text.push_str(text),
+            None => self.canon.str_part(text, clean),
+        }
+    }
+
+    fn str_end(&mut self) {
+        match self.held.take() {
+            Some(held) => self.release(held),
+            None => self.canon.str_end(),
+        }
+    }
+
+    fn scalar(&mut self, json: &str) {
+        let to = self.top_type();
+        if self.at_top() {
+            if let Some(key) = &self.key {
+                self.keys.push(key.clone());
+            }
+        }
+        if to == ParamType::String && json != "null" {
+            self.canon.str_start();
+            self.canon.str_part(json, true);
+            self.canon.str_end();
+            let key = self.key.clone().unwrap_or_default();
+            self.notes.push(ArgsNote::Coerced { key, to });
+            return;
+        }
+        self.canon.scalar(json);
+    }
+
+    fn repaired(&mut self, what: &'static str) {
+        self.notes.push(ArgsNote::Repaired(what));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_form_is_compact_and_exact() {
+        let got = canonical_json(
+            r#" { "a" : [1, 2.50, -0.1e5] , "b": "caf\u00e9 \ud83d\ude00 東京", "c": 12345678901234567890123 } "#,
+        );
+        assert_eq!(
+            got.as_deref(),
+            Some(r#"{"a":[1,2.50,-0.1e5],"b":"café 😀 東京","c":12345678901234567890123}"#)
+        );
+    }
+
+    #[test]
+    fn repairs_apply() {
+        let got = canonical_json(
+            "{city: 'Paris', 'ok': True, n: None, \u{201C}x\u{201D}: \u{201C}y\u{201D}, // c\n /* d */ list: [1,2,],}",
+        );
+        assert_eq!(
+            got.as_deref(),
+            Some(r#"{"city":"Paris","ok":true,"n":null,"x":"y","list":[1,2]}"#)
+        );
+    }
+
+    #[test]
+    fn control_characters_are_escaped() {
+        let got = canonical_json("{\"a\": \"line1\nline2\ttab\"}");
+        assert_eq!(got.as_deref(), Some(r#"{"a":"line1\nline2\ttab"}"#));
+    }
+}

@@ -1,0 +1,712 @@
+//! A resumable, repairing JSON reader.
+//!
+//! `Reader::feed` consumes text in any chunking and reports tokens to a [`Sink`]
+//! as soon as they are settled. It keeps its own state between calls, so the total
+//! work is linear in the input. It accepts what models write besides JSON (single
+//! and smart quotes, unquoted keys, trailing or missing commas, comments, Python
+//! literals, raw control characters in strings) and reports each repair.
+
+/// What a container is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Frame {
+    Object,
+    Array,
+}
+
+/// Receives the tokens of one JSON value. Offsets are absolute input offsets.
+pub(crate) trait Sink {
+    /// A container opens; `at` is the offset of its bracket.
+    fn open(&mut self, frame: Frame, at: usize);
+    /// The innermost container closes; `end` is the offset just past its bracket
+    /// (or where the input ended, when it was closed by a repair).
+    fn close(&mut self, end: usize);
+    /// An object key, decoded.
+    fn key(&mut self, key: &str);
+    /// A string value begins.
+    fn str_start(&mut self);
+    /// Decoded string text. `clean` promises it holds no `"`, `\` or control character.
+    fn str_part(&mut self, text: &str, clean: bool);
+    /// The string value ends.
+    fn str_end(&mut self);
+    /// A number or literal, already in canonical JSON form.
+    fn scalar(&mut self, json: &str);
+    /// Something was repaired.
+    fn repaired(&mut self, what: &'static str);
+}
+
+/// How far `feed` got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Status {
+    /// All input consumed; the value is not finished.
+    NeedMore,
+    /// The value ended; this many bytes of the input were consumed.
+    Done(usize),
+    /// The byte at this offset of the input cannot continue the value. Nothing
+    /// from it on was consumed; the reader is as it was before it.
+    Invalid(usize),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    Value,
+    /// After `[`: a value or `]`.
+    FirstValue,
+    /// After `{`: a key or `}`.
+    FirstKey,
+    /// After `,` in an object.
+    Key,
+    Colon,
+    CommaOrEnd,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Quote {
+    Double,
+    Single,
+    /// Opened with U+201C, closed by U+201D (or `"`).
+    SmartDouble,
+    /// Opened with U+2018, closed by U+2019.
+    SmartSingle,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Escape {
+    None,
+    Backslash,
+    /// `\u` and `n` hex digits so far.
+    Hex {
+        n: u8,
+        acc: u32,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lex {
+    Structural,
+    Str {
+        quote: Quote,
+        key: bool,
+        escape: Escape,
+    },
+    /// A number, literal or unquoted key being collected in `scalar`.
+    Scalar {
+        key: bool,
+    },
+    /// A `/` that may start a comment.
+    Slash,
+    LineComment,
+    BlockComment {
+        star: bool,
+    },
+}
+
+/// Invariant: `stack.len() <= max_depth`; `lex` is `Str { key: true, .. }` or
+/// `Scalar { key: true }` only while the innermost frame is an object.
+#[derive(Debug)]
+pub(crate) struct Reader {
+    stack: Vec<Frame>,
+    expect: Expect,
+    lex: Lex,
+    key: String,
+    scalar: String,
+    high_surrogate: Option<u16>,
+    max_depth: usize,
+    started: bool,
+}
+
+const LEFT_DOUBLE: char = '\u{201C}';
+const RIGHT_DOUBLE: char = '\u{201D}';
+const LEFT_SINGLE: char = '\u{2018}';
+const RIGHT_SINGLE: char = '\u{2019}';
+
+fn is_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+fn is_scalar_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'+' | b'-' | b'.' | b'$')
+}
+
+/// Whether a string body byte needs a closer look (end, escape, control, or a
+/// possible smart quote lead byte).
+fn stops(quote: Quote, b: u8) -> bool {
+    match quote {
+        Quote::Double => b == b'"' || b == b'\\' || b < 0x20,
+        Quote::Single => b == b'\'' || b == b'"' || b == b'\\' || b < 0x20,
+        Quote::SmartDouble | Quote::SmartSingle => b == b'"' || b == b'\\' || b < 0x20 || b == 0xE2,
+    }
+}
+
+impl Reader {
+    pub(crate) fn new(max_depth: usize) -> Reader {
+        Reader {
+            stack: Vec::new(),
+            expect: Expect::Value,
+            lex: Lex::Structural,
+            key: String::new(),
+            scalar: String::new(),
+            high_surrogate: None,
+            max_depth: max_depth.max(1),
+            started: false,
+        }
+    }
+
+    /// How many containers are open.
+    pub(crate) fn depth(&self) -> usize {
+        self.stack.len()
+    }
+
+    /// Whether the reader is between tokens (not inside a string, number or comment).
+    pub(crate) fn is_structural(&self) -> bool {
+        self.lex == Lex::Structural
+    }
+
+    /// Consumes `input`, which starts at absolute offset `base`.
+    pub(crate) fn feed(&mut self, input: &str, base: usize, sink: &mut impl Sink) -> Status {
+        let bytes = input.as_bytes();
+        let mut i = 0;
+        while let Some(&b) = bytes.get(i) {
+            match self.lex {
+                Lex::Str { quote, key, escape: Escape::None } => {
+                    let start = i;
+                    while bytes.get(i).is_some_and(|&b| !stops(quote, b)) {
+                        i += 1;
+                    }
+                    if i > start {
+                        let run = input.get(start..i).unwrap_or_default();
+                        self.str_text(run, quote == Quote::Double, key, sink);
+                    }
+                    let Some(&b) = bytes.get(i) else { break };
+                    i += self.string_stop(input, i, b, quote, key, sink);
+                }
+                Lex::Str { quote, key, escape } => {
+                    let c =
+                        input.get(i..).and_then(|rest| rest.chars().next()).unwrap_or('\u{FFFD}');
+                    i += c.len_utf8();
+                    self.escape_char(c, quote, key, escape, sink);
+                }
+                Lex::Scalar { key } => {
+                    if is_scalar_byte(b) {
+                        self.scalar.push(char::from(b));
+                        i += 1;
+                    } else {
+                        self.lex = Lex::Structural;
+                        if key {
+                            self.end_unquoted_key(sink);
+                        } else {
+                            self.end_scalar(sink);
+                        }
+                    }
+                }
+                Lex::Slash => match b {
+                    b'/' => {
+                        self.lex = Lex::LineComment;
+                        i += 1;
+                    }
+                    b'*' => {
+                        self.lex = Lex::BlockComment { star: false };
+                        i += 1;
+                    }
+                    _ => return Status::Invalid(i.saturating_sub(1)),
+                },
+                Lex::LineComment => {
+                    match memchr::memchr(b'\n', bytes.get(i..).unwrap_or_default()) {
+                        Some(n) => {
+                            i += n + 1;
+                            self.lex = Lex::Structural;
+                        }
+                        None => i = bytes.len(),
+                    }
+                }
+                Lex::BlockComment { star } => {
+                    i += 1;
+                    self.lex = match (star, b) {
+                        (true, b'/') => Lex::Structural,
+                        (_, b'*') => Lex::BlockComment { star: true },
+                        _ => Lex::BlockComment { star: false },
+                    };
+                }
+                Lex::Structural => {
+                    if is_ws(b) {
+                        i += 1;
+                        continue;
+                    }
+                    match self.structural(input, i, b, base, sink) {
+                        Step::Consumed(n) => i += n,
+                        Step::Done(n) => return Status::Done(i + n),
+                        Step::Invalid => return Status::Invalid(i),
+                    }
+                }
+            }
+        }
+        Status::NeedMore
+    }
+
+    /// Ends the input: closes whatever is open. Returns whether anything had to be closed.
+    pub(crate) fn finish(&mut self, end: usize, sink: &mut impl Sink) -> bool {
+        let mut closed = false;
+        match std::mem::replace(&mut self.lex, Lex::Structural) {
+            Lex::Str { key: false, .. } => {
+                self.flush_surrogate(false, sink);
+                sink.str_end();
+                closed = true;
+                self.expect = Expect::CommaOrEnd;
+            }
+            Lex::Scalar { key: false } => {
+                self.end_scalar(sink);
+            }
+            Lex::Str { key: true, .. } | Lex::Scalar { key: true } => {
+                self.key.clear();
+                closed = true;
+            }
+            Lex::Slash | Lex::LineComment | Lex::BlockComment { .. } | Lex::Structural => {}
+        }
+        if !self.started {
+            return closed;
+        }
+        while self.stack.pop().is_some() {
+            sink.close(end);
+            closed = true;
+        }
+        closed
+    }
+
+    fn str_text(&mut self, text: &str, clean: bool, key: bool, sink: &mut impl Sink) {
+        if self.high_surrogate.is_some() {
+            self.flush_surrogate(key, sink);
+        }
+        if key {
+            self.key.push_str(text);
+        } else {
+            sink.str_part(text, clean);
+        }
+    }
+
+    fn str_char(&mut self, c: char, key: bool, sink: &mut impl Sink) {
+        let mut tmp = [0u8; 4];
+        let text: &str = c.encode_utf8(&mut tmp);
+        let clean = !(c == '"' || c == '\\' || c < ' ');
+        self.str_text(text, clean, key, sink);
+    }
+
+    fn flush_surrogate(&mut self, key: bool, sink: &mut impl Sink) {
+        if self.high_surrogate.take().is_some() {
+            sink.repaired("a lone UTF-16 surrogate escape became U+FFFD");
+            self.str_text("\u{FFFD}", true, key, sink);
+        }
+    }
+
+    /// Handles the byte at `i` that stopped the fast scan of a string body.
+    /// Returns how many bytes it consumed.
+    fn string_stop(
+        &mut self,
+        input: &str,
+        i: usize,
+        b: u8,
+        quote: Quote,
+        key: bool,
+        sink: &mut impl Sink,
+    ) -> usize {
+        let closes = match (quote, b) {
+            (Quote::Double, b'"') | (Quote::Single, b'\'') => Some(1),
+            (Quote::SmartDouble | Quote::SmartSingle, b'"') => Some(1),
+            (Quote::SmartDouble | Quote::SmartSingle, 0xE2) => {
+                let c = input.get(i..).and_then(|rest| rest.chars().next());
+                match (quote, c) {
+                    (Quote::SmartDouble, Some(RIGHT_DOUBLE))
+                    | (Quote::SmartSingle, Some(RIGHT_SINGLE)) => Some(3),
+                    (_, Some(c)) => {
+                        self.str_char(c, key, sink);
+                        return c.len_utf8();
+                    }
+                    (_, None) => return 1,
+                }
+            }
+            _ => None,
+        };
+        if let Some(n) = closes {
+            self.flush_surrogate(key, sink);
+            self.lex = Lex::Structural;
+            if key {
+                self.expect = Expect::Colon;
+            } else {
+                sink.str_end();
+                self.expect = Expect::CommaOrEnd;
+            }
+            return n;
+        }
+        if b == b'\\' {
+            self.lex = Lex::Str { quote, key, escape: Escape::Backslash };
+            return 1;
+        }
+        // A `"` inside a single-quoted string, or a raw control character.
+        if b < 0x20 {
+            sink.repaired("a raw control character inside a string was escaped");
+        }
+        self.str_char(char::from(b), key, sink);
+        1
+    }
+
+    fn escape_char(
+        &mut self,
+        c: char,
+        quote: Quote,
+        key: bool,
+        escape: Escape,
+        sink: &mut impl Sink,
+    ) {
+        let plain = Lex::Str { quote, key, escape: Escape::None };
+        match escape {
+            Escape::None => {}
+            Escape::Backslash => {
+                self.lex = plain;
+                let decoded = match c {
+                    '"' | '\\' | '/' | '\'' => c,
+                    'b' => '\u{8}',
+                    'f' => '\u{c}',
+                    'n' => '\n',
+                    'r' => '\r',
+                    't' => '\t',
+                    'u' => {
+                        self.lex = Lex::Str { quote, key, escape: Escape::Hex { n: 0, acc: 0 } };
+                        return;
+                    }
+                    _ => {
+                        // An unknown escape: keep the backslash and the character.
+                        sink.repaired("an invalid escape kept its backslash");
+                        self.str_char('\\', key, sink);
+                        c
+                    }
+                };
+                self.str_char(decoded, key, sink);
+            }
+            Escape::Hex { n, acc } => {
+                let Some(digit) = c.to_digit(16) else {
+                    // Not hex: drop the broken escape, then read the character as usual.
+                    sink.repaired("an incomplete \\u escape was dropped");
+                    self.lex = plain;
+                    self.after_broken_escape(c, quote, key, sink);
+                    return;
+                };
+                let acc = acc * 16 + digit;
+                if n < 3 {
+                    self.lex = Lex::Str { quote, key, escape: Escape::Hex { n: n + 1, acc } };
+                    return;
+                }
+                self.lex = plain;
+                self.code_unit(acc, key, sink);
+            }
+        }
+    }
+
+    fn after_broken_escape(&mut self, c: char, quote: Quote, key: bool, sink: &mut impl Sink) {
+        let ends = matches!((quote, c), (Quote::Double, '"') | (Quote::Single, '\''))
+            || matches!(
+                (quote, c),
+                (Quote::SmartDouble, '"' | RIGHT_DOUBLE) | (Quote::SmartSingle, RIGHT_SINGLE)
+            );
+        if ends {
+            self.flush_surrogate(key, sink);
+            self.lex = Lex::Structural;
+            if key {
+                self.expect = Expect::Colon;
+            } else {
+                sink.str_end();
+                self.expect = Expect::CommaOrEnd;
+            }
+        } else if c == '\\' {
+            self.lex = Lex::Str { quote, key, escape: Escape::Backslash };
+        } else {
+            self.str_char(c, key, sink);
+        }
+    }
+
+    fn code_unit(&mut self, unit: u32, key: bool, sink: &mut impl Sink) {
+        if (0xD800..0xDC00).contains(&unit) {
+            self.flush_surrogate(key, sink);
+            self.high_surrogate = u16::try_from(unit).ok();
+            return;
+        }
+        if (0xDC00..0xE000).contains(&unit) {
+            if let Some(high) = self.high_surrogate.take() {
+                let c = 0x10000 + ((u32::from(high) - 0xD800) << 10) + (unit - 0xDC00);
+                let c = char::from_u32(c).unwrap_or('\u{FFFD}');
+                self.str_char(c, key, sink);
+            } else {
+                sink.repaired("a lone UTF-16 surrogate escape became U+FFFD");
+                self.str_char('\u{FFFD}', key, sink);
+            }
+            return;
+        }
+        self.flush_surrogate(key, sink);
+        let c = char::from_u32(unit).unwrap_or('\u{FFFD}');
+        self.str_char(c, key, sink);
+    }
+
+    fn structural(
+        &mut self,
+        input: &str,
+        i: usize,
+        b: u8,
+        base: usize,
+        sink: &mut impl Sink,
+    ) -> Step {
+        let in_object = self.stack.last() == Some(&Frame::Object);
+        match (self.expect, b) {
+            (_, b'/') if self.started => {
+                self.lex = Lex::Slash;
+                Step::Consumed(1)
+            }
+            (_, b'#') if self.started && self.expect != Expect::Value => {
+                self.lex = Lex::LineComment;
+                sink.repaired("a # comment was removed");
+                Step::Consumed(1)
+            }
+            (Expect::FirstKey | Expect::Key, b'}')
+            | (Expect::CommaOrEnd, b'}')
+            | (Expect::FirstValue | Expect::CommaOrEnd, b']')
+            | (Expect::Value, b']')
+                if self.closes(b) =>
+            {
+                if self.expect == Expect::Key || (self.expect == Expect::Value && b == b']') {
+                    sink.repaired("a trailing comma was removed");
+                }
+                self.stack.pop();
+                sink.close(base + i + 1);
+                self.expect = Expect::CommaOrEnd;
+                if self.stack.is_empty() { Step::Done(1) } else { Step::Consumed(1) }
+            }
+            (Expect::CommaOrEnd, b',') if self.started && !self.stack.is_empty() => {
+                self.expect = if in_object { Expect::Key } else { Expect::Value };
+                Step::Consumed(1)
+            }
+            (Expect::CommaOrEnd, b'"' | b'\'') if in_object => {
+                sink.repaired("a missing comma was inserted");
+                self.expect = Expect::Key;
+                self.structural(input, i, b, base, sink)
+            }
+            (Expect::CommaOrEnd, b'{' | b'[' | b'"')
+                if self.stack.last() == Some(&Frame::Array) =>
+            {
+                sink.repaired("a missing comma was inserted");
+                self.expect = Expect::Value;
+                self.structural(input, i, b, base, sink)
+            }
+            (Expect::Colon, b':') => {
+                self.expect = Expect::Value;
+                sink.key(&self.key);
+                self.key.clear();
+                Step::Consumed(1)
+            }
+            (Expect::FirstKey | Expect::Key, _) => self.start_key(input, i, b, sink),
+            (Expect::Value | Expect::FirstValue, _) => self.start_value(input, i, b, base, sink),
+            _ => Step::Invalid,
+        }
+    }
+
+    fn closes(&self, b: u8) -> bool {
+        match self.stack.last() {
+            Some(Frame::Object) => b == b'}',
+            Some(Frame::Array) => b == b']',
+            None => false,
+        }
+    }
+
+    fn start_key(&mut self, input: &str, i: usize, b: u8, sink: &mut impl Sink) -> Step {
+        let quote = match b {
+            b'"' => Some((Quote::Double, 1)),
+            b'\'' => Some((Quote::Single, 1)),
+            0xE2 => match input.get(i..).and_then(|rest| rest.chars().next()) {
+                Some(LEFT_DOUBLE) | Some(RIGHT_DOUBLE) => Some((Quote::SmartDouble, 3)),
+                Some(LEFT_SINGLE) => Some((Quote::SmartSingle, 3)),
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some((quote, n)) = quote {
+            if quote != Quote::Double {
+                sink.repaired("a key was quoted with other quotes than \"");
+            }
+            self.key.clear();
+            self.lex = Lex::Str { quote, key: true, escape: Escape::None };
+            return Step::Consumed(n);
+        }
+        if b.is_ascii_alphabetic() || b == b'_' || b == b'$' {
+            sink.repaired("an unquoted key was quoted");
+            self.scalar.clear();
+            self.lex = Lex::Scalar { key: true };
+            return Step::Consumed(0);
+        }
+        Step::Invalid
+    }
+
+    fn end_unquoted_key(&mut self, _sink: &mut impl Sink) {
+        self.key.clear();
+        self.key.push_str(&self.scalar);
+        self.scalar.clear();
+        self.expect = Expect::Colon;
+    }
+
+    fn start_value(
+        &mut self,
+        input: &str,
+        i: usize,
+        b: u8,
+        base: usize,
+        sink: &mut impl Sink,
+    ) -> Step {
+        if !self.started && b != b'{' && b != b'[' {
+            return Step::Invalid;
+        }
+        match b {
+            b'{' | b'[' => {
+                if self.stack.len() >= self.max_depth {
+                    return Step::Invalid;
+                }
+                self.started = true;
+                let frame = if b == b'{' { Frame::Object } else { Frame::Array };
+                self.stack.push(frame);
+                sink.open(frame, base + i);
+                self.expect = if b == b'{' { Expect::FirstKey } else { Expect::FirstValue };
+                Step::Consumed(1)
+            }
+            b'"' | b'\'' => {
+                if b == b'\'' {
+                    sink.repaired("a single-quoted string was requoted");
+                }
+                let quote = if b == b'"' { Quote::Double } else { Quote::Single };
+                self.lex = Lex::Str { quote, key: false, escape: Escape::None };
+                sink.str_start();
+                Step::Consumed(1)
+            }
+            0xE2 => match input.get(i..).and_then(|rest| rest.chars().next()) {
+                Some(c @ (LEFT_DOUBLE | RIGHT_DOUBLE | LEFT_SINGLE)) => {
+                    sink.repaired("a string in typographic quotes was requoted");
+                    let quote =
+                        if c == LEFT_SINGLE { Quote::SmartSingle } else { Quote::SmartDouble };
+                    self.lex = Lex::Str { quote, key: false, escape: Escape::None };
+                    sink.str_start();
+                    Step::Consumed(3)
+                }
+                _ => Step::Invalid,
+            },
+            _ if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'+' | b'.') => {
+                self.scalar.clear();
+                self.lex = Lex::Scalar { key: false };
+                Step::Consumed(0)
+            }
+            _ => Step::Invalid,
+        }
+    }
+
+    fn end_scalar(&mut self, sink: &mut impl Sink) {
+        let text = std::mem::take(&mut self.scalar);
+        match canonical_scalar(&text) {
+            Scalar::Json(json) => sink.scalar(json),
+            Scalar::Repaired(json, what) => {
+                sink.repaired(what);
+                sink.scalar(&json);
+            }
+            Scalar::Word => {
+                sink.repaired("an unquoted word was read as a string");
+                sink.str_start();
+                sink.str_part(&text, true);
+                sink.str_end();
+            }
+        }
+        self.scalar = text;
+        self.scalar.clear();
+        self.expect = Expect::CommaOrEnd;
+    }
+}
+
+enum Step {
+    Consumed(usize),
+    Done(usize),
+    Invalid,
+}
+
+enum Scalar<'a> {
+    Json(&'a str),
+    Repaired(String, &'static str),
+    Word,
+}
+
+fn canonical_scalar(text: &str) -> Scalar<'_> {
+    match text {
+        "true" | "false" | "null" => return Scalar::Json(text),
+        "True" | "TRUE" => return Scalar::Repaired("true".into(), "a Python literal became JSON"),
+        "False" | "FALSE" => {
+            return Scalar::Repaired("false".into(), "a Python literal became JSON");
+        }
+        "None" | "NULL" | "Null" | "undefined" | "nil" => {
+            return Scalar::Repaired("null".into(), "a Python literal became JSON");
+        }
+        "NaN" | "Infinity" | "-Infinity" | "+Infinity" => {
+            return Scalar::Repaired("null".into(), "a non-finite number became null");
+        }
+        _ => {}
+    }
+    if is_json_number(text) {
+        return Scalar::Json(text);
+    }
+    // Repairable numbers: a leading `+`, a leading or trailing `.`, leading zeros.
+    let unsigned = text.strip_prefix('+').unwrap_or(text);
+    let (sign, digits) = match unsigned.strip_prefix('-') {
+        Some(rest) => ("-", rest),
+        None => ("", unsigned),
+    };
+    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        let mut fixed = String::from(sign);
+        let trimmed = digits.trim_start_matches('0');
+        if trimmed.is_empty() || trimmed.starts_with('.') {
+            fixed.push('0');
+        }
+        fixed.push_str(trimmed.trim_end_matches('.'));
+        if is_json_number(&fixed) {
+            return Scalar::Repaired(fixed, "a malformed number was normalized");
+        }
+    }
+    Scalar::Word
+}
+
+pub(crate) fn is_json_number(text: &str) -> bool {
+    let b = text.as_bytes();
+    let mut i = 0;
+    if b.first() == Some(&b'-') {
+        i += 1;
+    }
+    match b.get(i) {
+        Some(b'0') => i += 1,
+        Some(b'1'..=b'9') => {
+            while b.get(i).is_some_and(u8::is_ascii_digit) {
+                i += 1;
+            }
+        }
+        _ => return false,
+    }
+    if b.get(i) == Some(&b'.') {
+        i += 1;
+        let start = i;
+        while b.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        if i == start {
+            return false;
+        }
+    }
+    if matches!(b.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        if matches!(b.get(i), Some(b'+' | b'-')) {
+            i += 1;
+        }
+        let start = i;
+        while b.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        if i == start {
+            return false;
+        }
+    }
+    i == b.len()
+}
