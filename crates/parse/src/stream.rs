@@ -50,8 +50,6 @@ pub(crate) struct Region {
     pub(crate) markup: Markup,
     /// A JSON value being read, if any.
     pub(crate) json: Option<Reader>,
-    /// Absolute offset where the region began.
-    pub(crate) start: usize,
 }
 
 /// What one step of a region did.
@@ -243,7 +241,6 @@ fn step_text(
                 env: Envelope::new(Origin::Marked, abs, out.config.max_depth),
                 markup: Markup::default(),
                 json: None,
-                start: abs,
             });
             let n = region.begin(opener, rest, abs, buf, base, out);
             *pos = i + n;
@@ -329,4 +326,3 @@ impl Region {
         }
     }
 }
-

@@ -59,12 +59,6 @@ pub(crate) struct CallState {
     pub(crate) extra_notes: Vec<(WarningCode, String)>,
 }
 
-/// A call whose syntax is complete, waiting for the end of its span.
-#[derive(Debug)]
-pub(crate) struct Finished {
-    pub(crate) call: CallState,
-}
-
 impl CallState {
     pub(crate) fn new(start: usize) -> CallState {
         CallState {
@@ -139,10 +133,11 @@ impl CallState {
     }
 
     /// Ends the call with the span it covers; pushes warnings and CallEnd or Rejected.
-    /// A call that never got a name is returned as `Err` so the caller can show its text.
-    pub(crate) fn end(mut self, out: &mut Out<'_>, span: Range<usize>) -> Result<(), CallState> {
+    /// Returns false, and sends nothing, for a call that never got a name, so the
+    /// caller can show its text instead.
+    pub(crate) fn end(mut self, out: &mut Out<'_>, span: Range<usize>) -> bool {
         if matches!(self.status, Status::Unnamed) {
-            return Err(self);
+            return false;
         }
         let arguments = self.args.finish().to_owned();
         match std::mem::replace(&mut self.status, Status::Unnamed) {
@@ -159,7 +154,7 @@ impl CallState {
             }
             Status::Unnamed => {}
         }
-        Ok(())
+        true
     }
 
     fn warnings(&mut self, out: &mut Out<'_>, call_idx: usize, span: &Range<usize>) {
@@ -172,23 +167,25 @@ impl CallState {
                         repairs.push(what);
                     }
                 }
-                ArgsNote::Coerced { key, to } => out.warn(
+                ArgsNote::Coerced { key, to, from_string } => out.warn(
                     WarningCode::Coerced,
-                    format!(
-                        "`{key}` was a string; converted to {} as the schema declares",
-                        to.as_str()
-                    ),
+                    if *from_string {
+                        format!(
+                            "`{key}` was a string; converted to {} as the schema declares",
+                            to.as_str()
+                        )
+                    } else {
+                        format!(
+                            "`{key}` was not a string; converted to a string as the schema declares"
+                        )
+                    },
                     idx,
                     span.clone(),
                 ),
             }
         }
         for (code, message) in std::mem::take(&mut self.extra_notes) {
-            if code == WarningCode::RepairedJson {
-                out.warn(code, message, idx, span.clone());
-            } else {
-                out.warn(code, message, idx, span.clone());
-            }
+            out.warn(code, message, idx, span.clone());
         }
         if !repairs.is_empty() {
             out.warn(WarningCode::RepairedJson, repairs.join("; "), idx, span.clone());

@@ -230,8 +230,8 @@ impl Envelope {
             if call.is_rejected() && keep {
                 show(out, span.clone());
             }
-            if let Err(call) = call.end(out, span.clone()) {
-                malformed(call, out, span, show);
+            if !call.end(out, span.clone()) {
+                malformed(out, span, show);
             }
             self.seg = at;
         } else if at > self.seg && self.decision != Decision::Calls {
@@ -317,8 +317,7 @@ impl Envelope {
 }
 
 /// Shows the text of a call that never got a name, with a warning.
-fn malformed(call: CallState, out: &mut Out<'_>, span: Range<usize>, show: &mut Show<'_>) {
-    let _ = call;
+fn malformed(out: &mut Out<'_>, span: Range<usize>, show: &mut Show<'_>) {
     show(out, span.clone());
     out.warn(
         WarningCode::MalformedCall,
@@ -684,10 +683,8 @@ impl Sink for EnvSink<'_, '_> {
                     _ => {}
                 }
             }
-            Some(Level::List) => {
-                if self.env.decision == Decision::Pending {
-                    self.env.decision = Decision::Data;
-                }
+            Some(Level::List) if self.env.decision == Decision::Pending => {
+                self.env.decision = Decision::Data;
             }
             _ => {}
         }

@@ -313,10 +313,10 @@ pub(crate) fn open(rest: &str, eof: bool) -> Open {
                     {
                         return Open::No;
                     }
-                    if tag.name == "invoke" || tag.name == "func_call" {
-                        if attr(tag.attrs, "name").is_none() {
-                            return Open::No;
-                        }
+                    if (tag.name == "invoke" || tag.name == "func_call")
+                        && attr(tag.attrs, "name").is_none()
+                    {
+                        return Open::No;
                     }
                     Open::Region(Opener::Tag(OwnedTag {
                         name: tag.name.to_owned(),
@@ -913,14 +913,8 @@ fn scan_until_close(rest: &str, close: &str, eof: bool) -> Scan {
             TagMatch::Tag(tag) if tag.closing && same_tag(tag.name, close) => {
                 return Scan::Found { text_len: at, tag_len: tag.len };
             }
-            TagMatch::NeedMore => {
-                let partial_name = tail.get(2..).unwrap_or_default();
-                if tail.len() < 2 || close.starts_with(partial_name) || !tail.starts_with("</") {
-                    if tail.len() < 2 || tail.starts_with("</") {
-                        return Scan::Partial(at);
-                    }
-                }
-                from = at + 1;
+            TagMatch::NeedMore if tail.len() < 2 || tail.starts_with("</") => {
+                return Scan::Partial(at);
             }
             _ => from = at + 1,
         }
@@ -951,7 +945,7 @@ pub(crate) fn write_param_value(call: &mut CallState, key: &str, raw: &str) {
         }
         let literal = matches!(trimmed, "true" | "false" | "null")
             || crate::json::reader::is_json_number(trimmed);
-        if literal && declared != ParamType::Any || literal && trimmed != "null" {
+        if literal {
             args.scalar(trimmed);
             return;
         }

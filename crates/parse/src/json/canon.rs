@@ -26,10 +26,6 @@ impl Canon {
         self.open.len()
     }
 
-    pub(crate) fn is_done(&self) -> bool {
-        self.done
-    }
-
     fn begin_value(&mut self) {
         if let Some((frame, has_items)) = self.open.last_mut() {
             if *has_items {
@@ -146,7 +142,12 @@ pub(crate) fn escape_into(out: &mut String, text: &str) {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ArgsNote {
     Repaired(&'static str),
-    Coerced { key: String, to: ParamType },
+    /// `from_string`: a string became another type; else a number or boolean became a string.
+    Coerced {
+        key: String,
+        to: ParamType,
+        from_string: bool,
+    },
 }
 
 /// A string value held back because the schema asks for another type.
@@ -184,10 +185,6 @@ impl ArgsWriter {
 
     pub(crate) fn started(&self) -> bool {
         !self.canon.out.is_empty()
-    }
-
-    pub(crate) fn is_done(&self) -> bool {
-        self.canon.is_done()
     }
 
     /// At the top level of the arguments object.
@@ -253,7 +250,11 @@ impl ArgsWriter {
         match converted {
             Some(json) => {
                 self.canon.scalar(&json);
-                self.notes.push(ArgsNote::Coerced { key: held.key, to: held.to });
+                self.notes.push(ArgsNote::Coerced {
+                    key: held.key,
+                    to: held.to,
+                    from_string: true,
+                });
             }
             None => {
                 self.canon.str_start();
@@ -349,7 +350,7 @@ impl Sink for ArgsWriter {
             self.canon.str_part(json, true);
             self.canon.str_end();
             let key = self.key.clone().unwrap_or_default();
-            self.notes.push(ArgsNote::Coerced { key, to });
+            self.notes.push(ArgsNote::Coerced { key, to, from_string: false });
             return;
         }
         self.canon.scalar(json);

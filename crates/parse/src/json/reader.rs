@@ -151,16 +151,6 @@ impl Reader {
         }
     }
 
-    /// How many containers are open.
-    pub(crate) fn depth(&self) -> usize {
-        self.stack.len()
-    }
-
-    /// Whether the reader is between tokens (not inside a string, number or comment).
-    pub(crate) fn is_structural(&self) -> bool {
-        self.lex == Lex::Structural
-    }
-
     /// Consumes `input`, which starts at absolute offset `base`.
     pub(crate) fn feed(&mut self, input: &str, base: usize, sink: &mut impl Sink) -> Status {
         let bytes = input.as_bytes();
