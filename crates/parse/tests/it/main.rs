@@ -1,1 +1,9 @@
-//! Integration tests of toolshim-parse (one binary, see the house style).
+//! Integration tests of toolshim-parse: one binary for the crate (house style 2.6).
+
+/// The corpus under `tests/corpus/<dialect>/*.txt`: each case parsed complete and streamed
+/// at chunk sizes 1, 2, 3, 7 and a seeded random chunking, checked against its header
+/// expectation, and snapshotted in `snapshots/`. Also the file format and grammar.
+mod corpus;
+/// Proptest properties: chunking invariance, text conservation, argument deltas that are
+/// JSON prefixes adding up to a JSON object, no panic and bounded output.
+mod properties;

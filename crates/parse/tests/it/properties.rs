@@ -1,0 +1,529 @@
+//! Properties of the parser, checked with proptest on corpus inputs, on generated mixes of
+//! prose and tool-call syntax, and on arbitrary strings:
+//!
+//! - (a) chunking invariance: every chunking folds to exactly `parse(input)`;
+//! - (b) conservation: text events and call (and hidden rejected-call) spans rebuild the input;
+//! - (c) argument deltas: they concatenate to `arguments`, every prefix at a delta boundary
+//!   is a JSON prefix, and `arguments` is a JSON object;
+//! - (d) no panic, and no more content plus reasoning than input.
+
+use proptest::prelude::*;
+use proptest::sample::Index;
+use toolshim_parse::{Config, Event, Parsed, RejectedText};
+
+use crate::corpus::{Case, load_cases, load_tools, parse_complete, stream_events};
+
+/// Pieces of tool-call syntax that generated inputs are made of, `<think>` excepted.
+const SYNTAX: &[&str] = &[
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_call",
+    "</tool_call",
+    "</toolcall>",
+    "\n<tool_call>\n",
+    "{\"name\": ",
+    "{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}",
+    "\"get_weather\"",
+    "\"get_time\"",
+    "\"search_web\"",
+    "\"arguments\": ",
+    "\"parameters\":",
+    "\"city\": \"Paris\"",
+    "\"days\": 3",
+    "\"days\": \"3\"",
+    "{",
+    "}",
+    "[",
+    "]",
+    "\"",
+    "'",
+    "\\",
+    "\\\"",
+    "\\n",
+    "\\ud83d\\ude00",
+    ":",
+    ",",
+    " ",
+    "\n",
+    "```json\n",
+    "```",
+    "```xml\n",
+    "[TOOL_CALLS]",
+    "{\"tool_calls\": [",
+    "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"arguments\": \"{\\\"city\\\":\\\"Paris\\\"}\"}}",
+    "<function_calls>",
+    "<invoke name=\"get_weather\">",
+    "<parameter name=\"city\">",
+    "</parameter>",
+    "</invoke>",
+    "</function_calls>",
+    "<function=get_weather>",
+    "<function name=\"get_time\">",
+    "</function>",
+    "<function_call>",
+    "</function_call>",
+    "True",
+    "None",
+    "“",
+    "”",
+    "// note\n",
+    "/* c */",
+    "12345678901234567890123",
+    "東京",
+    "😀",
+    "I'll check the weather. ",
+    "Sure! Here is the result:",
+];
+
+/// `<think>` syntax, only in inputs that conservation does not look at.
+const THINK: &[&str] = &["<think>", "</think>", "<think>\nhmm\n</think>\n"];
+
+fn fragment(extra: &'static [&'static str]) -> impl Strategy<Value = String> {
+    let syntax: Vec<&'static str> = SYNTAX.iter().chain(extra).copied().collect();
+    prop_oneof![
+        6 => prop::sample::select(syntax).prop_map(str::to_owned),
+        2 => "[a-zA-Z ,.!?\n]{0,12}",
+        1 => "[0-9]{1,6}",
+        1 => "\\PC{0,3}",
+        1 => any::<char>().prop_map(String::from),
+    ]
+}
+
+/// Random mixes of prose, unicode and tool-call syntax, `<think>` included.
+fn mixed_input() -> impl Strategy<Value = String> {
+    prop::collection::vec(fragment(THINK), 0..40).prop_map(|parts| parts.concat())
+}
+
+/// Like [`mixed_input`], without any `<think>` syntax.
+fn mixed_input_without_think() -> impl Strategy<Value = String> {
+    prop::collection::vec(fragment(&[]), 0..40).prop_map(|parts| parts.concat())
+}
+
+/// Cut points, turned into a chunking of a given input by [`split_at`].
+fn cuts() -> impl Strategy<Value = Vec<Index>> {
+    prop::collection::vec(any::<Index>(), 0..24)
+}
+
+/// `input` cut at the given char positions (sorted; a repeated cut feeds an empty chunk).
+fn split_at<'a>(input: &'a str, cuts: &[Index]) -> Vec<&'a str> {
+    let bounds: Vec<usize> =
+        input.char_indices().map(|(idx, _)| idx).chain([input.len()]).collect();
+    let mut at: Vec<usize> = cuts.iter().map(|cut| bounds[cut.index(bounds.len())]).collect();
+    at.sort_unstable();
+    let mut chunks = Vec::with_capacity(at.len() + 1);
+    let mut start = 0;
+    for end in at {
+        chunks.push(&input[start..end]);
+        start = end;
+    }
+    chunks.push(&input[start..]);
+    chunks
+}
+
+/// The settings generated inputs are parsed with: no tools; the weather tools keeping
+/// rejected text; the weather tools hiding it.
+fn configs() -> Result<Vec<Config>, String> {
+    let keep = Config::with_tools(load_tools("weather")?);
+    let hide = Config { rejected_text: RejectedText::Hide, ..keep.clone() };
+    Ok(vec![Config::default(), keep, hide])
+}
+
+fn proptest_config() -> ProptestConfig {
+    ProptestConfig::with_cases(256)
+}
+
+/// Names the corpus case in a failure.
+fn in_case(case: &Case, res: Result<(), TestCaseError>) -> Result<(), TestCaseError> {
+    res.map_err(|err| match err {
+        TestCaseError::Fail(reason) => {
+            TestCaseError::fail(format!("{}: {}", case.name, reason.message()))
+        }
+        TestCaseError::Reject(reason) => TestCaseError::Reject(reason),
+    })
+}
+
+/// (a) The folded stream equals the complete parse.
+fn assert_chunking_invariant(
+    input: &str,
+    config: &Config,
+    cuts: &[Index],
+) -> Result<(), TestCaseError> {
+    let complete = parse_complete(input, config);
+    let chunks = split_at(input, cuts);
+    let streamed = Parsed::from_events(stream_events(chunks.iter().copied(), config));
+    prop_assert_eq!(
+        streamed,
+        complete,
+        "left: folded stream, right: parse(); chunks: {:?}",
+        chunks
+    );
+    Ok(())
+}
+
+/// (b) Text events, accepted call spans and (when hidden) rejected call spans, in event
+/// order, rebuild the input. Only for inputs without `<think>`.
+fn assert_conserved(input: &str, config: &Config, events: &[Event]) -> Result<(), TestCaseError> {
+    let mut rebuilt = String::with_capacity(input.len());
+    for event in events {
+        let span = match event {
+            Event::Text(text) => {
+                rebuilt.push_str(text);
+                continue;
+            }
+            Event::CallEnd { call, .. } => call.span.clone(),
+            Event::Rejected(rejected) if config.rejected_text == RejectedText::Hide => {
+                rejected.span.clone()
+            }
+            _ => continue,
+        };
+        let Some(covered) = input.get(span.clone()) else {
+            return Err(TestCaseError::fail(format!(
+                "span {span:?} is not a char range of the {}-byte input",
+                input.len()
+            )));
+        };
+        rebuilt.push_str(covered);
+    }
+    prop_assert_eq!(rebuilt, input, "events: {:?}", events);
+    Ok(())
+}
+
+/// (c) Every call starts, streams its arguments as JSON prefixes and ends, in order, and
+/// its arguments are a JSON object.
+fn assert_calls_well_formed(events: &[Event]) -> Result<(), TestCaseError> {
+    // (call_idx, name, id at start, arguments so far, prefix checker)
+    let mut open: Option<(usize, String, Option<String>, String, JsonPrefix)> = None;
+    let mut n_calls = 0;
+    for event in events {
+        match event {
+            Event::CallStart { call_idx, id, name } => {
+                prop_assert!(open.is_none(), "CallStart {} inside another call", call_idx);
+                prop_assert_eq!(*call_idx, n_calls, "call indexes count from 0 in order");
+                open =
+                    Some((*call_idx, name.clone(), id.clone(), String::new(), JsonPrefix::new()));
+            }
+            Event::ArgsDelta { call_idx, json } => {
+                let Some((open_idx, _, _, args, checker)) = open.as_mut() else {
+                    return Err(TestCaseError::fail(format!(
+                        "ArgsDelta {call_idx} outside a call"
+                    )));
+                };
+                prop_assert_eq!(*call_idx, *open_idx);
+                args.push_str(json);
+                if let Err(err) = checker.feed_str(json) {
+                    return Err(TestCaseError::fail(format!(
+                        "arguments so far are not a JSON prefix ({err}): {args:?}"
+                    )));
+                }
+            }
+            Event::CallEnd { call_idx, call } => {
+                let Some((open_idx, name, id, args, _)) = open.take() else {
+                    return Err(TestCaseError::fail(format!(
+                        "CallEnd {call_idx} without CallStart"
+                    )));
+                };
+                prop_assert_eq!(*call_idx, open_idx);
+                prop_assert_eq!(&call.name, &name, "CallStart and CallEnd names differ");
+                if id.is_some() {
+                    prop_assert_eq!(&call.id, &id, "CallStart and CallEnd ids differ");
+                }
+                prop_assert_eq!(&args, &call.arguments, "deltas do not add up to the arguments");
+                let value: serde_json::Value = match serde_json::from_str(&call.arguments) {
+                    Ok(value) => value,
+                    Err(err) => {
+                        return Err(TestCaseError::fail(format!(
+                            "arguments are not JSON ({err}): {:?}",
+                            call.arguments
+                        )));
+                    }
+                };
+                prop_assert!(value.is_object(), "arguments are not an object: {}", call.arguments);
+                n_calls += 1;
+            }
+            Event::Text(_) | Event::Reasoning(_) | Event::Rejected(_) | Event::Warning(_) => {}
+        }
+    }
+    prop_assert!(open.is_none(), "a call was started and never ended");
+    Ok(())
+}
+
+/// (d) Content and reasoning together are no longer than the input.
+fn assert_bounded(input: &str, parsed: &Parsed) -> Result<(), TestCaseError> {
+    let n_out = parsed.content.len() + parsed.reasoning.len();
+    prop_assert!(n_out <= input.len(), "{} bytes of text out of {} in", n_out, input.len());
+    Ok(())
+}
+
+#[test]
+fn corpus_inputs_fold_the_same_at_every_chunking() {
+    let cases = load_cases().unwrap();
+    proptest!(proptest_config(), |(case_idx in 0..cases.len(), cuts in cuts())| {
+        let case = &cases[case_idx];
+        in_case(case, assert_chunking_invariant(&case.input, &case.config, &cuts))?;
+    });
+}
+
+#[test]
+fn corpus_inputs_conserve_text_and_stream_valid_arguments() {
+    let cases = load_cases().unwrap();
+    let cases: Vec<&Case> = cases.iter().filter(|case| !case.input.contains("think>")).collect();
+    proptest!(proptest_config(), |(case_idx in 0..cases.len(), cuts in cuts())| {
+        let case = cases[case_idx];
+        let events = stream_events(split_at(&case.input, &cuts), &case.config);
+        in_case(case, assert_conserved(&case.input, &case.config, &events))?;
+        in_case(case, assert_calls_well_formed(&events))?;
+    });
+}
+
+#[test]
+fn generated_inputs_fold_the_same_at_every_chunking() {
+    let configs = configs().unwrap();
+    proptest!(proptest_config(), |(input in mixed_input(), config_idx in 0..configs.len(), cuts in cuts())| {
+        assert_chunking_invariant(&input, &configs[config_idx], &cuts)?;
+    });
+}
+
+#[test]
+fn generated_inputs_conserve_text() {
+    let configs = configs().unwrap();
+    proptest!(proptest_config(), |(input in mixed_input_without_think(), config_idx in 0..configs.len(), cuts in cuts())| {
+        let config = &configs[config_idx];
+        let events = stream_events(split_at(&input, &cuts), config);
+        assert_conserved(&input, config, &events)?;
+        let events = stream_events([input.as_str()], config);
+        assert_conserved(&input, config, &events)?;
+    });
+}
+
+#[test]
+fn generated_calls_stream_valid_arguments() {
+    let configs = configs().unwrap();
+    proptest!(proptest_config(), |(input in mixed_input(), config_idx in 0..configs.len(), cuts in cuts())| {
+        let config = &configs[config_idx];
+        assert_calls_well_formed(&stream_events(split_at(&input, &cuts), config))?;
+        assert_calls_well_formed(&stream_events([input.as_str()], config))?;
+    });
+}
+
+#[test]
+fn arbitrary_strings_do_not_panic_and_stay_bounded() {
+    let configs = configs().unwrap();
+    let input = prop_oneof![".*", "\\PC*", any::<String>()];
+    proptest!(proptest_config(), |(input in input, config_idx in 0..configs.len(), cuts in cuts())| {
+        let config = &configs[config_idx];
+        assert_bounded(&input, &parse_complete(&input, config))?;
+        let streamed = Parsed::from_events(stream_events(split_at(&input, &cuts), config));
+        assert_bounded(&input, &streamed)?;
+    });
+}
+
+#[test]
+fn generated_inputs_stay_bounded() {
+    let configs = configs().unwrap();
+    proptest!(proptest_config(), |(input in mixed_input(), config_idx in 0..configs.len())| {
+        assert_bounded(&input, &parse_complete(&input, &configs[config_idx]))?;
+    });
+}
+
+/// A pushdown automaton that accepts exactly the prefixes of one JSON text (RFC 8259,
+/// surrounding whitespace allowed). `feed` fails at the first character no valid JSON
+/// text could continue with.
+#[derive(Debug)]
+struct JsonPrefix {
+    /// Open arrays (`false`) and objects (`true`), innermost last.
+    stack: Vec<bool>,
+    state: JsonState,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum JsonState {
+    /// A value must come (top level, after `:`, or after `,` in an array).
+    Value,
+    /// Just after `[`: a value or `]`.
+    ValueOrClose,
+    /// Just after `{`: a key or `}`.
+    KeyOrClose,
+    /// After `,` in an object: a key.
+    Key,
+    /// After a key: `:`.
+    Colon,
+    /// Inside a string.
+    Str { key: bool, escape: Escape },
+    /// Inside a number.
+    Number(Num),
+    /// Inside `true`, `false` or `null`; what is left to match.
+    Literal(&'static str),
+    /// After a value inside a container: `,` or the closing bracket.
+    After,
+    /// The top-level value is complete: only whitespace may follow.
+    Done,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Escape {
+    None,
+    Backslash,
+    /// Hex digits still expected after `\u`.
+    Hex(u8),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Num {
+    Minus,
+    Zero,
+    Int,
+    Dot,
+    Frac,
+    Exp,
+    ExpSign,
+    ExpDigits,
+}
+
+impl Num {
+    fn next(self, c: char) -> Option<Num> {
+        let digit = c.is_ascii_digit();
+        match (self, c) {
+            (Num::Minus, '0') => Some(Num::Zero),
+            (Num::Minus, _) if digit => Some(Num::Int),
+            (Num::Int, _) if digit => Some(Num::Int),
+            (Num::Zero | Num::Int, '.') => Some(Num::Dot),
+            (Num::Dot | Num::Frac, _) if digit => Some(Num::Frac),
+            (Num::Zero | Num::Int | Num::Frac, 'e' | 'E') => Some(Num::Exp),
+            (Num::Exp, '+' | '-') => Some(Num::ExpSign),
+            (Num::Exp | Num::ExpSign | Num::ExpDigits, _) if digit => Some(Num::ExpDigits),
+            _ => None,
+        }
+    }
+
+    fn is_complete(self) -> bool {
+        matches!(self, Num::Zero | Num::Int | Num::Frac | Num::ExpDigits)
+    }
+}
+
+impl JsonPrefix {
+    fn new() -> JsonPrefix {
+        JsonPrefix { stack: Vec::new(), state: JsonState::Value }
+    }
+
+    fn feed_str(&mut self, text: &str) -> Result<(), String> {
+        text.chars().try_for_each(|c| self.feed(c))
+    }
+
+    fn after_value(&self) -> JsonState {
+        if self.stack.is_empty() { JsonState::Done } else { JsonState::After }
+    }
+
+    fn feed(&mut self, c: char) -> Result<(), String> {
+        let whitespace = matches!(c, ' ' | '\t' | '\n' | '\r');
+        let unexpected = |state: JsonState| Err(format!("unexpected {c:?} in state {state:?}"));
+        self.state = match self.state {
+            JsonState::Str { key, escape } => match (escape, c) {
+                (Escape::None, '"') if key => JsonState::Colon,
+                (Escape::None, '"') => self.after_value(),
+                (Escape::None, '\\') => JsonState::Str { key, escape: Escape::Backslash },
+                (Escape::None, c) if u32::from(c) < 0x20 => return unexpected(self.state),
+                (Escape::None, _) => self.state,
+                (Escape::Backslash, '"' | '\\' | '/' | 'b' | 'f' | 'n' | 'r' | 't') => {
+                    JsonState::Str { key, escape: Escape::None }
+                }
+                (Escape::Backslash, 'u') => JsonState::Str { key, escape: Escape::Hex(4) },
+                (Escape::Hex(n), c) if c.is_ascii_hexdigit() => {
+                    let escape = if n > 1 { Escape::Hex(n - 1) } else { Escape::None };
+                    JsonState::Str { key, escape }
+                }
+                _ => return unexpected(self.state),
+            },
+            JsonState::Number(num) => match num.next(c) {
+                Some(num) => JsonState::Number(num),
+                None if num.is_complete() => {
+                    self.state = self.after_value();
+                    return self.feed(c);
+                }
+                None => return unexpected(self.state),
+            },
+            JsonState::Literal(rest) => match rest.strip_prefix(c) {
+                Some("") => self.after_value(),
+                Some(rest) => JsonState::Literal(rest),
+                None => return unexpected(self.state),
+            },
+            _ if whitespace => self.state,
+            JsonState::Value | JsonState::ValueOrClose => match c {
+                ']' if self.state == JsonState::ValueOrClose => {
+                    self.stack.pop();
+                    self.after_value()
+                }
+                '{' => {
+                    self.stack.push(true);
+                    JsonState::KeyOrClose
+                }
+                '[' => {
+                    self.stack.push(false);
+                    JsonState::ValueOrClose
+                }
+                '"' => JsonState::Str { key: false, escape: Escape::None },
+                '-' => JsonState::Number(Num::Minus),
+                '0' => JsonState::Number(Num::Zero),
+                '1'..='9' => JsonState::Number(Num::Int),
+                't' => JsonState::Literal("rue"),
+                'f' => JsonState::Literal("alse"),
+                'n' => JsonState::Literal("ull"),
+                _ => return unexpected(self.state),
+            },
+            JsonState::KeyOrClose | JsonState::Key => match c {
+                '"' => JsonState::Str { key: true, escape: Escape::None },
+                '}' if self.state == JsonState::KeyOrClose => {
+                    self.stack.pop();
+                    self.after_value()
+                }
+                _ => return unexpected(self.state),
+            },
+            JsonState::Colon if c == ':' => JsonState::Value,
+            JsonState::After => match (self.stack.last(), c) {
+                (Some(true), ',') => JsonState::Key,
+                (Some(false), ',') => JsonState::Value,
+                (Some(true), '}') | (Some(false), ']') => {
+                    self.stack.pop();
+                    self.after_value()
+                }
+                _ => return unexpected(self.state),
+            },
+            JsonState::Colon | JsonState::Done => return unexpected(self.state),
+        };
+        Ok(())
+    }
+}
+
+#[test]
+fn json_prefix_checker_accepts_prefixes_and_rejects_garbage() {
+    let valid = [
+        r#"{"city":"Paris","days":3,"unit":null}"#,
+        r#"{"a":[1,-0.5e+3,true,false,{"b":"\u00e9\n\"q\""}],"c":{}}"#,
+        r#" [ ] "#,
+        r#"{"emoji":"😀","cjk":"東京","big":12345678901234567890123}"#,
+        "0",
+        "-12.5E-7",
+    ];
+    for text in valid {
+        let mut checker = JsonPrefix::new();
+        assert_eq!(checker.feed_str(text), Ok(()), "{text}");
+        assert!(serde_json::from_str::<serde_json::Value>(text).is_ok(), "{text}");
+    }
+    let invalid = [
+        r#"{"a":1,}"#,
+        r#"{'a':1}"#,
+        r#"{"a" 1}"#,
+        r#"{"a":01}"#,
+        r#"{"a":tru "#,
+        r#"{"a":"x"}}"#,
+        "[1,]",
+        "{\"a\":\"raw\nnewline\"}",
+        r#""\x""#,
+        r#"{"a":-}"#,
+        "{} {}",
+        "[1}",
+    ];
+    for text in invalid {
+        let mut checker = JsonPrefix::new();
+        assert!(checker.feed_str(text).is_err(), "accepted {text:?}");
+    }
+}
