@@ -50,6 +50,10 @@ pub(crate) struct Region {
     pub(crate) markup: Markup,
     /// A JSON value being read, if any.
     pub(crate) json: Option<Reader>,
+    /// The region was opened by a tool-call tag (not a bare bracket or a fence).
+    pub(crate) tagged: bool,
+    /// Absolute offset just past the opener.
+    pub(crate) opener_end: usize,
 }
 
 /// What one step of a region did.
@@ -241,8 +245,11 @@ fn step_text(
                 env: Envelope::new(Origin::Marked, abs, out.config.max_depth),
                 markup: Markup::default(),
                 json: None,
+                tagged: false,
+                opener_end: abs,
             });
             let n = region.begin(opener, rest, abs, buf, base, out);
+            region.opener_end = abs + n;
             *pos = i + n;
             *state = State::Region(region);
             true
@@ -321,6 +328,18 @@ impl Region {
         self.env.end(end, truncated, out, &mut show_fn);
         if !self.env.has_calls() && self.env.seg < end {
             // Tool-call markup with nothing usable inside.
+            let body = buf
+                .get(self.opener_end.saturating_sub(base)..end.saturating_sub(base))
+                .unwrap_or_default();
+            // A tag followed only by prose (a mention, not an attempt) gets no warning.
+            if self.tagged && !body.trim().is_empty() {
+                out.warn(
+                    WarningCode::MalformedCall,
+                    "tool-call markup held no usable call; its text was kept as content".into(),
+                    None,
+                    self.env.seg..end,
+                );
+            }
             show_fn(out, self.env.seg..end);
             self.env.seg = end;
         }

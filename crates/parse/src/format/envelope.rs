@@ -187,6 +187,7 @@ impl Envelope {
         show: &mut Show<'_>,
     ) {
         if self.decision == Decision::Data {
+            debug_assert!(self.pending.as_ref().is_none_or(|p| !p.is_accepted()));
             show(out, self.seg..end);
             self.seg = end;
             return;
@@ -225,10 +226,16 @@ impl Envelope {
     /// Ends the pending call's span at `at`.
     fn settle(&mut self, at: usize, out: &mut Out<'_>, show: &mut Show<'_>) {
         if let Some(call) = self.pending.take() {
-            let span = self.seg..at;
+            let mut span = self.seg..at;
             let keep = out.config.rejected_text == RejectedText::Keep;
             if call.is_rejected() && keep {
                 show(out, span.clone());
+                // Its text may have been shown earlier in pieces; the span is the
+                // call's own syntax, which does not depend on the chunking.
+                span = call.start.clamp(span.start, at)..at;
+                if span.start >= self.seg {
+                    span.start = call.start.min(at);
+                }
             }
             if !call.end(out, span.clone()) {
                 malformed(out, span, show);

@@ -453,6 +453,7 @@ impl Region {
                 len
             }
             Opener::Tag(tag) => {
+                self.tagged = true;
                 let tag = Tag {
                     closing: false,
                     name: &tag.name,
@@ -471,6 +472,24 @@ impl Region {
     /// Opens a tag inside the region (or as its opener). Returns false when the
     /// tag does not belong to tool-call markup.
     fn open_tag(
+        &mut self,
+        tag: &Tag<'_>,
+        at: usize,
+        out: &mut Out<'_>,
+        show: &mut Show<'_>,
+    ) -> bool {
+        let opened = self.open_tag_inner(tag, at, out, show);
+        if opened {
+            // Tool-call markup (inside a fence, say) settles that this is call syntax.
+            self.tagged = true;
+            if self.env.decision == Decision::Pending {
+                self.env.decision = Decision::Calls;
+            }
+        }
+        opened
+    }
+
+    fn open_tag_inner(
         &mut self,
         tag: &Tag<'_>,
         at: usize,
@@ -513,6 +532,7 @@ impl Region {
         let is_call_element = CALL_ELEMENTS.contains(&name) && named.is_some();
         let is_container = CONTAINERS.contains(&name) || (name == "function" && named.is_none());
         if is_call_element || (is_container && named.is_some()) {
+            self.close_open_calls(at, out, show);
             let mut call = self.env.open_call(at, out, show);
             call.name = named;
             call.resolve(out);
@@ -524,10 +544,31 @@ impl Region {
             return true;
         }
         if is_container {
+            self.close_open_calls(at, out, show);
             self.markup.frames.push(Elem::Container { close: name.to_owned(), at, call: None });
             return true;
         }
         false
+    }
+
+    /// Calls do not nest: a call that begins while another is open ends that one
+    /// (its end tag was missing).
+    fn close_open_calls(&mut self, at: usize, out: &mut Out<'_>, show: &mut Show<'_>) {
+        let first = self.markup.frames.iter().position(|f| {
+            matches!(f, Elem::Call { call: Some(_), .. } | Elem::Container { call: Some(_), .. })
+        });
+        let Some(first) = first else { return };
+        for frame in self.markup.frames.iter_mut().skip(first) {
+            if let Elem::Call { close, call: Some(call) } | Elem::Container { close, call: Some(call), .. } = frame {
+                if !close.is_empty() {
+                    call.extra_notes.push((
+                        WarningCode::MissingEndMarker,
+                        format!("the end tag `</{close}>` is missing before the next call"),
+                    ));
+                }
+            }
+        }
+        self.close_frames(first, at, out, show);
     }
 
     /// The innermost call element, if the innermost frame is one.
@@ -644,6 +685,7 @@ impl Region {
                         text.push_str(rest.get(..text_len).unwrap_or_default());
                         let name = text.trim().to_owned();
                         if func_name {
+                            self.close_open_calls(at, out, &mut show);
                             let mut call = self.env.open_call(at, out, &mut show);
                             call.name = Some(name);
                             call.resolve(out);
@@ -720,8 +762,14 @@ impl Region {
                     _ => None,
                 };
                 match lend {
-                    Some(call) => self.env.begin_args(call),
-                    None => {
+                    Some(call) if !call.args.started() => self.env.begin_args(call),
+                    lent => {
+                        // A second JSON value after the call's arguments: the call is
+                        // over, and the value is read on its own.
+                        if let Some(call) = lent {
+                            self.put_back(call);
+                            self.close_open_calls(at, out, show);
+                        }
                         let fenced_only =
                             self.markup.frames.iter().all(|f| matches!(f, Elem::Fence));
                         self.env.begin_value(if fenced_only {
@@ -869,6 +917,7 @@ pub(crate) fn end(
         }
         Inner::Name { text, func_name, at, .. } => {
             if func_name {
+                region.close_open_calls(at, out, show);
                 let mut call = region.env.open_call(at, out, show);
                 call.name = Some(text.trim().to_owned());
                 call.resolve(out);
