@@ -559,7 +559,9 @@ impl Region {
         });
         let Some(first) = first else { return };
         for frame in self.markup.frames.iter_mut().skip(first) {
-            if let Elem::Call { close, call: Some(call) } | Elem::Container { close, call: Some(call), .. } = frame {
+            if let Elem::Call { close, call: Some(call) }
+            | Elem::Container { close, call: Some(call), .. } = frame
+            {
                 if !close.is_empty() {
                     call.extra_notes.push((
                         WarningCode::MissingEndMarker,
@@ -713,17 +715,14 @@ impl Region {
 
     /// Gives a call lent to the JSON envelope back to its frame.
     fn put_back(&mut self, call: CallState) {
-        for frame in self.markup.frames.iter_mut().rev() {
-            match frame {
-                Elem::Call { call: slot, .. } | Elem::Container { call: slot, .. }
-                    if slot.is_none() =>
-                {
-                    *slot = Some(call);
-                    return;
-                }
-                Elem::ArgsField { .. } => continue,
-                _ => return,
-            }
+        let slot = self.markup.frames.iter_mut().rev().find_map(|frame| match frame {
+            Elem::Call { call: slot, .. } | Elem::Container { call: slot, .. } => Some(slot),
+            Elem::Fence | Elem::ArgsField { .. } => None,
+        });
+        match slot {
+            Some(slot) if slot.is_none() => *slot = Some(call),
+            // No frame to take it: a lent call is never dropped, so this does not happen.
+            _ => debug_assert!(false, "a lent call had no frame to return to"),
         }
     }
 
@@ -746,21 +745,17 @@ impl Region {
         let at = abs;
         match b {
             b'{' | b'[' => {
-                let lend = match self.markup.frames.last_mut() {
-                    Some(Elem::Call { call, .. }) => call.take(),
-                    Some(Elem::ArgsField { .. }) => {
-                        let mut lent = None;
-                        for frame in self.markup.frames.iter_mut().rev() {
-                            if let Elem::Call { call, .. } | Elem::Container { call, .. } = frame {
-                                lent = call.take();
-                                break;
-                            }
+                // The innermost call, looking through fences and argument fields.
+                let mut lend = None;
+                for frame in self.markup.frames.iter_mut().rev() {
+                    match frame {
+                        Elem::Fence | Elem::ArgsField { .. } => continue,
+                        Elem::Call { call, .. } | Elem::Container { call, .. } => {
+                            lend = call.take();
+                            break;
                         }
-                        lent
                     }
-                    Some(Elem::Container { call, .. }) if call.is_some() => call.take(),
-                    _ => None,
-                };
+                }
                 match lend {
                     Some(call) if !call.args.started() => self.env.begin_args(call),
                     lent => {
@@ -976,6 +971,13 @@ pub(crate) fn write_param_value(call: &mut CallState, key: &str, raw: &str) {
     let args = &mut call.args;
     if !args.started() {
         args.open(JsonFrame::Object, 0);
+    } else if args.canon.depth() == 0 {
+        // The arguments object is already closed (a JSON body came first).
+        call.extra_notes.push((
+            WarningCode::InvalidArguments,
+            format!("parameter `{key}` came after the arguments object and was not used: {raw:?}"),
+        ));
+        return;
     }
     call.args_seen = true;
     let text = raw.strip_prefix('\n').unwrap_or(raw);
