@@ -103,6 +103,8 @@ fn is_name_byte(b: u8) -> bool {
 }
 
 const MAX_TAG: usize = 1024;
+/// Longer than any opener name: look-ahead for a tag name stops here.
+const MAX_NAME: usize = 32;
 
 /// Reads a tag at the start of `s` (which starts with `<`).
 fn read_tag(s: &str, eof: bool) -> TagMatch<'_> {
@@ -115,6 +117,9 @@ fn read_tag(s: &str, eof: bool) -> TagMatch<'_> {
     let name_start = i;
     while b.get(i).is_some_and(|&c| is_name_byte(c)) {
         i += 1;
+        if i - name_start > MAX_NAME {
+            return TagMatch::No;
+        }
     }
     let name = s.get(name_start..i).unwrap_or_default();
     if i >= b.len() {
@@ -289,7 +294,8 @@ pub(crate) fn open(rest: &str, eof: bool) -> Open {
         Some(b'`') => open_fence(rest, eof),
         Some(b'<') => {
             // Decide early for ordinary `<` so text is not held.
-            let name_len = b.iter().skip(1).take_while(|&&c| is_name_byte(c)).count();
+            let name_len =
+                b.iter().skip(1).take(MAX_NAME).take_while(|&&c| is_name_byte(c)).count();
             let partial = rest.get(1..1 + name_len).unwrap_or_default();
             if name_len + 1 >= b.len() {
                 return if !eof && is_prefix_of_any(partial, OPENERS) {
@@ -335,7 +341,8 @@ pub(crate) fn open(rest: &str, eof: bool) -> Open {
 /// A fence opener: "```label\n" followed by something that may be a call.
 fn open_fence(rest: &str, eof: bool) -> Open {
     let b = rest.as_bytes();
-    let ticks = b.iter().take_while(|&&c| c == b'`').count();
+    // Bounded look-ahead: a long run of backticks must not be recounted per byte.
+    let ticks = b.iter().take(4).take_while(|&&c| c == b'`').count();
     if ticks < 3 {
         return if ticks == b.len() && !eof { Open::NeedMore } else { Open::No };
     }
@@ -343,7 +350,7 @@ fn open_fence(rest: &str, eof: bool) -> Open {
         return Open::No;
     }
     let mut i = 3;
-    while b.get(i).is_some_and(|&c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-') {
+    while i < 40 && b.get(i).is_some_and(|&c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-') {
         i += 1;
     }
     let label = rest.get(3..i).unwrap_or_default().to_ascii_lowercase();
@@ -778,7 +785,7 @@ impl Region {
                 RegionStep::Consumed(0)
             }
             b'`' => {
-                let ticks = rest.bytes().take_while(|&c| c == b'`').count();
+                let ticks = rest.bytes().take(3).take_while(|&c| c == b'`').count();
                 if ticks < 3 {
                     return if ticks == rest.len() && !eof {
                         RegionStep::NeedMore
