@@ -157,6 +157,19 @@ impl Tool {
     }
 }
 
+/// A tool of a shared [`ToolSet`], cheap to clone.
+#[derive(Debug, Clone)]
+pub(crate) struct ToolRef {
+    set: std::sync::Arc<ToolSet>,
+    idx: usize,
+}
+
+impl ToolRef {
+    pub(crate) fn get(&self) -> Option<&Tool> {
+        self.set.tools.get(self.idx)
+    }
+}
+
 /// A set of tools, with name matching that forgives the ways models misspell names.
 #[derive(Debug, Clone, Default)]
 pub struct ToolSet {
@@ -231,23 +244,32 @@ impl ToolSet {
     /// with only letters and digits compared (`get-weather`). An ambiguous match
     /// at any step matches nothing.
     pub fn resolve(&self, name: &str) -> Option<&Tool> {
+        self.resolve_index(name).and_then(|idx| self.tools.get(idx))
+    }
+
+    fn resolve_index(&self, name: &str) -> Option<usize> {
         let name = name.trim();
         if let Some(&idx) = self.exact.get(name) {
-            return self.tools.get(idx);
+            return Some(idx);
         }
         let candidates = [Some(name), name.rsplit(['.', ':', '/']).next().filter(|t| *t != name)];
         for candidate in candidates.into_iter().flatten() {
             if let Some(&idx) = self.exact.get(candidate) {
-                return self.tools.get(idx);
+                return Some(idx);
             }
             if let Some(found) = self.folded.get(&candidate.to_lowercase()) {
-                return found.and_then(|idx| self.tools.get(idx));
+                return *found;
             }
             if let Some(found) = self.loose.get(&loose_key(candidate)) {
-                return found.and_then(|idx| self.tools.get(idx));
+                return *found;
             }
         }
         None
+    }
+
+    /// Like [`ToolSet::resolve`], as a shared handle.
+    pub(crate) fn resolve_shared(set: &std::sync::Arc<ToolSet>, name: &str) -> Option<ToolRef> {
+        set.resolve_index(name).map(|idx| ToolRef { set: std::sync::Arc::clone(set), idx })
     }
 }
 

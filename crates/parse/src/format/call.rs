@@ -3,7 +3,7 @@
 use std::ops::Range;
 
 use crate::json::canon::{ArgsNote, ArgsWriter};
-use crate::{Config, Event, Rejected, ToolCall, Warning, WarningCode};
+use crate::{Config, Event, Rejected, ToolCall, ToolSet, Warning, WarningCode};
 
 /// Shows a range of the input (absolute offsets) as text.
 pub(crate) type Show<'s> = dyn FnMut(&mut Out<'_>, Range<usize>) + 's;
@@ -64,7 +64,7 @@ impl CallState {
         CallState {
             name: None,
             id: None,
-            args: ArgsWriter::new(None),
+            args: ArgsWriter::default(),
             status: Status::Unnamed,
             args_seen: false,
             start,
@@ -97,8 +97,10 @@ impl CallState {
         }
         let (name, tool) = match &out.config.tools {
             None => (raw.to_owned(), None),
-            Some(tools) => match tools.resolve(raw) {
-                Some(tool) => (tool.name().to_owned(), Some(tool.clone())),
+            Some(tools) => match ToolSet::resolve_shared(tools, raw) {
+                Some(tool) => {
+                    (tool.get().map(|t| t.name().to_owned()).unwrap_or_default(), Some(tool))
+                }
                 None => {
                     let declared: Vec<&str> = tools.tools().iter().map(|t| t.name()).collect();
                     let reason = if declared.is_empty() {
@@ -111,7 +113,7 @@ impl CallState {
                 }
             },
         };
-        if tool.is_some() {
+        if let Some(tool) = tool {
             self.args.set_tool(tool);
         }
         let call_idx = *out.n_calls;

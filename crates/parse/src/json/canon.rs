@@ -5,7 +5,7 @@
 //! cut off by the end of the input can be closed without leaving a dangling key.
 
 use crate::json::reader::{Frame, Reader, Sink, Status};
-use crate::tools::{ParamType, Tool};
+use crate::tools::{ParamType, Tool, ToolRef};
 
 /// Writes canonical JSON. Invariant: `out` is always a prefix of valid JSON, and
 /// `open.len()` is the number of containers opened in `out` and not yet closed.
@@ -167,20 +167,16 @@ pub(crate) struct ArgsWriter {
     held: Option<Held>,
     pub(crate) keys: Vec<String>,
     pub(crate) notes: Vec<ArgsNote>,
-    tool: Option<Tool>,
+    tool: Option<ToolRef>,
 }
 
 impl ArgsWriter {
-    pub(crate) fn new(tool: Option<Tool>) -> ArgsWriter {
-        ArgsWriter { tool, ..ArgsWriter::default() }
-    }
-
-    pub(crate) fn set_tool(&mut self, tool: Option<Tool>) {
-        self.tool = tool;
+    pub(crate) fn set_tool(&mut self, tool: ToolRef) {
+        self.tool = Some(tool);
     }
 
     pub(crate) fn tool(&self) -> Option<&Tool> {
-        self.tool.as_ref()
+        self.tool.as_ref().and_then(ToolRef::get)
     }
 
     pub(crate) fn started(&self) -> bool {
@@ -193,7 +189,7 @@ impl ArgsWriter {
     }
 
     fn top_type(&self) -> ParamType {
-        match (&self.tool, &self.key) {
+        match (self.tool(), &self.key) {
             (Some(tool), Some(key)) if self.at_top() => tool.param_type(key),
             _ => ParamType::Any,
         }
