@@ -11,7 +11,8 @@ use serde_json::value::RawValue;
 pub(crate) enum Layout {
     /// One line, no spaces.
     Compact,
-    /// Two-space indentation, like `serde_json::to_string_pretty`. Raw values stay as they are.
+    /// Two-space indentation, like `serde_json::to_string_pretty`. Raw values are re-indented
+    /// the same way; their text (numbers, escapes, key order) is kept verbatim.
     Pretty,
 }
 
@@ -48,7 +49,10 @@ impl<'a> Json<'a> {
                 let _ = write!(out, "{value}");
             }
             Json::Str(text) => write_str(text, out),
-            Json::Raw(raw) => out.push_str(raw.get()),
+            Json::Raw(raw) => match layout {
+                Layout::Compact => out.push_str(raw.get()),
+                Layout::Pretty => indent_raw(raw.get(), depth, out),
+            },
             Json::Array(items) => {
                 write_seq(('[', ']'), items, layout, depth, out, |item, out| {
                     item.write(layout, depth + 1, out);
@@ -157,7 +161,7 @@ mod tests {
     }
 
     #[test]
-    fn keys_keep_their_order_and_raw_values_stay_verbatim() {
+    fn keys_keep_their_order_and_raw_values_keep_their_text() {
         let raw =
             serde_json::from_str::<&RawValue>(r#" {"z":1,"a":123456789012345678901234567890} "#)
                 .unwrap();
@@ -166,7 +170,81 @@ mod tests {
         assert_eq!(value.render(Layout::Compact), format!(r#"{{"z":{raw_text},"a":null}}"#));
         assert_eq!(
             value.render(Layout::Pretty),
-            format!("{{\n  \"z\": {raw_text},\n  \"a\": null\n}}")
+            "{\n  \"z\": {\n    \"z\": 1,\n    \"a\": 123456789012345678901234567890\n  },\n  \"a\": null\n}"
         );
+    }
+}
+
+/// Re-indents compact JSON text with two spaces per level, as `serde_json`'s pretty printer
+/// would lay it out, without parsing it into values (so numbers and key order are kept).
+fn indent_raw(text: &str, depth: usize, out: &mut String) {
+    let newline = |out: &mut String, depth: usize| {
+        out.push('\n');
+        for _ in 0..depth {
+            out.push_str("  ");
+        }
+    };
+    let mut depth = depth;
+    let mut in_str = false;
+    let mut escaped = false;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if in_str {
+            out.push(c);
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => {
+                in_str = true;
+                out.push(c);
+            }
+            '{' | '[' => {
+                out.push(c);
+                if matches!(chars.peek(), Some('}' | ']')) {
+                    if let Some(close) = chars.next() {
+                        out.push(close);
+                    }
+                } else {
+                    depth += 1;
+                    newline(out, depth);
+                }
+            }
+            '}' | ']' => {
+                depth = depth.saturating_sub(1);
+                newline(out, depth);
+                out.push(c);
+            }
+            ',' => {
+                out.push(c);
+                newline(out, depth);
+            }
+            ':' => out.push_str(": "),
+            c if c.is_whitespace() => {}
+            c => out.push(c),
+        }
+    }
+}
+
+#[cfg(test)]
+mod indent_tests {
+    use super::*;
+
+    #[test]
+    fn raw_json_is_indented_like_serde_json() {
+        let compact = r#"{"a":[1,{"b":"x,y:{z}\"q"}],"c":{},"d":[],"n":12345678901234567890123}"#;
+        let mut got = String::new();
+        indent_raw(compact, 0, &mut got);
+        let value: serde_json::Value =
+            serde_json::from_str(r#"{"a":[1,{"b":"x,y:{z}\"q"}],"c":{},"d":[],"n":1}"#).unwrap();
+        let want = serde_json::to_string_pretty(&value)
+            .unwrap()
+            .replace(": 1\n}", ": 12345678901234567890123\n}");
+        assert_eq!(got, want);
     }
 }

@@ -64,7 +64,9 @@ fn pretty_parsed_is_the_same_json_indented_by_two() {
         pretty.starts_with("{\n  \"calls\": [\n    {\n      \"id\": \"call_1\",\n"),
         "{pretty}"
     );
-    assert!(pretty.contains(r#""arguments": {"city":"Paris","n":123456789012345678901234567890}"#));
+    assert!(pretty.contains(
+        "\"arguments\": {\n        \"city\": \"Paris\",\n        \"n\": 123456789012345678901234567890\n      }"
+    ));
     assert!(pretty.ends_with("\n  \"saw_tool_syntax\": true\n}"), "{pretty}");
     let compact: serde_json::Value = serde_json::from_str(&compact).unwrap();
     let pretty: serde_json::Value = serde_json::from_str(&pretty).unwrap();
