@@ -9,7 +9,7 @@
 use std::ops::Range;
 
 use crate::format::call::Out;
-use crate::format::envelope::{Envelope, Origin, push_text};
+use crate::format::envelope::{Envelope, Origin};
 use crate::format::markup::{self, Markup};
 use crate::json::reader::Reader;
 use crate::{Config, Event, WarningCode};
@@ -102,7 +102,8 @@ impl StreamParser {
 
     fn run(&mut self, events: &mut Vec<Event>, eof: bool) {
         let StreamParser { config, buf, base, pos, settled, state, n_calls } = self;
-        let mut out = Out { events, config, n_calls };
+        let first = events.len();
+        let mut out = Out { events, config, n_calls, first };
         loop {
             let progressed = match state {
                 State::Text => step_text(buf, *base, pos, settled, state, &mut out, eof),
@@ -157,7 +158,7 @@ impl StreamParser {
         if eof {
             // Anything still held is text.
             if let Some(rest) = buf.get(*settled..) {
-                push_text(out.events, rest);
+                out.text(rest);
             }
             *settled = buf.len();
         }
@@ -183,7 +184,7 @@ impl StreamParser {
 /// Pushes `range` (absolute offsets) of the input as text.
 pub(crate) fn show(buf: &str, base: usize, out: &mut Out<'_>, range: Range<usize>) {
     if let Some(text) = buf.get(range.start.saturating_sub(base)..range.end.saturating_sub(base)) {
-        push_text(out.events, text);
+        out.text(text);
     }
 }
 
@@ -191,7 +192,7 @@ pub(crate) fn show(buf: &str, base: usize, out: &mut Out<'_>, range: Range<usize
 fn emit_text(buf: &str, settled: &mut usize, upto: usize, out: &mut Out<'_>) {
     if upto > *settled {
         if let Some(text) = buf.get(*settled..upto) {
-            push_text(out.events, text);
+            out.text(text);
         }
         *settled = upto;
     }
@@ -296,11 +297,7 @@ fn step_think(
 fn emit_reasoning(buf: &str, settled: &mut usize, upto: usize, out: &mut Out<'_>) {
     if upto > *settled {
         if let Some(text) = buf.get(*settled..upto) {
-            if let Some(Event::Reasoning(last)) = out.events.last_mut() {
-                last.push_str(text);
-            } else {
-                out.events.push(Event::Reasoning(text.to_owned()));
-            }
+            out.reasoning(text);
         }
         *settled = upto;
     }

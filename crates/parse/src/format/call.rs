@@ -13,9 +13,39 @@ pub(crate) struct Out<'a> {
     pub(crate) events: &'a mut Vec<Event>,
     pub(crate) config: &'a Config,
     pub(crate) n_calls: &'a mut usize,
+    /// `events[..first]` were there before this call into the parser; they are never changed.
+    pub(crate) first: usize,
 }
 
 impl Out<'_> {
+    /// Pushes text, merged into the previous text event when this same call pushed it.
+    pub(crate) fn text(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        if self.events.len() > self.first {
+            if let Some(Event::Text(last)) = self.events.last_mut() {
+                last.push_str(text);
+                return;
+            }
+        }
+        self.events.push(Event::Text(text.to_owned()));
+    }
+
+    /// Pushes reasoning text, merged like [`Out::text`].
+    pub(crate) fn reasoning(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        if self.events.len() > self.first {
+            if let Some(Event::Reasoning(last)) = self.events.last_mut() {
+                last.push_str(text);
+                return;
+            }
+        }
+        self.events.push(Event::Reasoning(text.to_owned()));
+    }
+
     pub(crate) fn warn(
         &mut self,
         code: WarningCode,

@@ -12,7 +12,7 @@ use std::ops::Range;
 use crate::config::RejectedText;
 use crate::format::call::{CallState, Out, Show};
 use crate::json::reader::{Frame, Reader, Sink, Status};
-use crate::{Event, WarningCode};
+use crate::WarningCode;
 
 /// How strong the evidence is that the JSON is a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -704,17 +704,5 @@ impl Sink for EnvSink<'_, '_> {
         if let Some(call) = self.env.innermost() {
             call.args.repaired(what);
         }
-    }
-}
-
-/// Pushes `text` of the input as a text event (helper for `show` closures).
-pub(crate) fn push_text(events: &mut Vec<Event>, text: &str) {
-    if text.is_empty() {
-        return;
-    }
-    if let Some(Event::Text(last)) = events.last_mut() {
-        last.push_str(text);
-    } else {
-        events.push(Event::Text(text.to_owned()));
     }
 }
