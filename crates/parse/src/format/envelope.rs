@@ -9,10 +9,11 @@
 
 use std::ops::Range;
 
+use crate::WarningCode;
 use crate::config::RejectedText;
 use crate::format::call::{CallState, Out, Show};
+use crate::json::canon::Canon;
 use crate::json::reader::{Frame, Reader, Sink, Status};
-use crate::WarningCode;
 
 /// How strong the evidence is that the JSON is a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +49,8 @@ enum Level {
     Args,
     /// A value that is ignored.
     Skip,
+    /// Inside a value that is ignored but reported: its text goes to `kept`.
+    Kept,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,6 +63,8 @@ enum Role {
     Ignore,
     /// A key toolshim does not use.
     Other(String),
+    /// A value that is not used; the warning (this message, then the value) carries it.
+    Dropped(String),
 }
 
 const NAME_KEYS: &[&str] = &["name", "tool", "tool_name", "function_name", "toolName"];
@@ -97,6 +102,11 @@ enum Capture {
         failed: bool,
         raw: String,
     },
+    /// A string value that is not used, kept for its warning.
+    Dropped {
+        message: String,
+        canon: Canon,
+    },
 }
 
 const MAX_CAPTURE: usize = 512;
@@ -119,6 +129,8 @@ pub(crate) struct Envelope {
     max_depth: usize,
     /// The reader is closing what is open because the input broke off.
     pub(crate) repairing: bool,
+    /// A container value that is not used, kept for its warning.
+    kept: Option<(String, Canon)>,
 }
 
 impl Envelope {
@@ -144,6 +156,7 @@ impl Envelope {
             n_calls: 0,
             max_depth,
             repairing: false,
+            kept: None,
         }
     }
 
@@ -357,8 +370,20 @@ impl EnvSink<'_, '_> {
         self.env.levels.last() == Some(&Level::Args)
     }
 
-    /// A key at a call level that toolshim does not use.
-    fn other_key(&mut self, key: String) {
+    fn in_kept(&self) -> bool {
+        self.env.levels.last() == Some(&Level::Kept)
+    }
+
+    /// Ends a kept value: its warning carries it.
+    fn kept_done(&mut self, message: String, canon: &mut Canon) {
+        canon.close_all();
+        let text = std::mem::take(&mut canon.out);
+        self.note(WarningCode::IgnoredField, format!("{message}: {text}"));
+    }
+
+    /// A key at a call level that toolshim does not use. Returns false when it shows
+    /// that a bare candidate is data.
+    fn other_key(&mut self, key: &str) -> bool {
         let env = &mut *self.env;
         if env.decision == Decision::Pending {
             let known = match (&env.calls.last(), &self.out.config.tools) {
@@ -369,10 +394,11 @@ impl EnvSink<'_, '_> {
             };
             if !known {
                 env.decision = Decision::Data;
-                return;
+                return false;
             }
         }
-        self.note(WarningCode::IgnoredField, format!("the field `{key}` of the call was ignored"));
+        let _ = key;
+        true
     }
 
     fn call_closed(&mut self, end: usize) {
@@ -413,6 +439,13 @@ impl EnvSink<'_, '_> {
 impl Sink for EnvSink<'_, '_> {
     fn open(&mut self, frame: Frame, at: usize) {
         if self.data() {
+            return;
+        }
+        if self.in_kept() {
+            if let Some((_, canon)) = &mut self.env.kept {
+                canon.open(frame, at);
+            }
+            self.env.levels.push(Level::Kept);
             return;
         }
         if self.in_args() {
@@ -470,9 +503,11 @@ impl Sink for EnvSink<'_, '_> {
                 }
                 Level::Skip
             }
-            (_, Some(Role::Other(key)), _) => {
-                self.other_key(key);
-                Level::Skip
+            (_, Some(Role::Dropped(message)), frame) => {
+                let mut canon = Canon::default();
+                canon.open(frame, at);
+                self.env.kept = Some((message, canon));
+                Level::Kept
             }
             _ => Level::Skip,
         };
@@ -499,6 +534,16 @@ impl Sink for EnvSink<'_, '_> {
                     self.env.decision = Decision::Data;
                 }
             }
+            Level::Kept => {
+                if let Some((_, canon)) = &mut self.env.kept {
+                    canon.close(end);
+                }
+                if !self.in_kept() {
+                    if let Some((message, mut canon)) = self.env.kept.take() {
+                        self.kept_done(message, &mut canon);
+                    }
+                }
+            }
             Level::Function | Level::Skip => {}
         }
     }
@@ -513,23 +558,25 @@ impl Sink for EnvSink<'_, '_> {
                     call.args.key(key);
                 }
             }
+            Some(Level::Kept) => {
+                if let Some((_, canon)) = &mut self.env.kept {
+                    canon.key(key);
+                }
+            }
             Some(Level::Call | Level::Function) => {
                 let mut role = classify(key);
                 if role == Role::Args && self.env.calls.last().is_some_and(|c| c.args_seen) {
-                    self.note(
-                        WarningCode::IgnoredField,
-                        format!(
-                            "a second arguments field `{key}` was ignored; the first one is used"
-                        ),
-                    );
-                    role = Role::Ignore;
+                    role = Role::Dropped(format!(
+                        "a second arguments field `{key}` was ignored; the first one is used"
+                    ));
                 }
-                if let Role::Other(other) = role {
-                    self.other_key(other.clone());
-                    self.env.role = Some(Role::Other(other));
-                } else {
-                    self.env.role = Some(role);
+                if let Role::Other(other) = &role {
+                    if !self.other_key(other) {
+                        return;
+                    }
+                    role = Role::Dropped(format!("the field `{other}` of the call was ignored"));
                 }
+                self.env.role = Some(role);
             }
             _ => {}
         }
@@ -537,6 +584,12 @@ impl Sink for EnvSink<'_, '_> {
 
     fn str_start(&mut self) {
         if self.data() {
+            return;
+        }
+        if self.in_kept() {
+            if let Some((_, canon)) = &mut self.env.kept {
+                canon.str_start();
+            }
             return;
         }
         if self.in_args() {
@@ -556,6 +609,11 @@ impl Sink for EnvSink<'_, '_> {
         self.env.capture = match self.env.role.take() {
             Some(Role::Name | Role::Function) => Capture::Name(String::new()),
             Some(Role::Id) => Capture::Id(String::new()),
+            Some(Role::Dropped(message)) => {
+                let mut canon = Canon::default();
+                canon.str_start();
+                Capture::Dropped { message, canon }
+            }
             Some(Role::Args) => {
                 if let Some(call) = self.env.innermost() {
                     call.args_seen = true;
@@ -575,6 +633,12 @@ impl Sink for EnvSink<'_, '_> {
         if self.data() {
             return;
         }
+        if self.in_kept() {
+            if let Some((_, canon)) = &mut self.env.kept {
+                canon.str_part(text, clean);
+            }
+            return;
+        }
         if self.in_args() {
             if let Some(call) = self.env.innermost() {
                 call.args.str_part(text, clean);
@@ -584,6 +648,7 @@ impl Sink for EnvSink<'_, '_> {
         let Envelope { capture, calls, .. } = &mut *self.env;
         match capture {
             Capture::None => {}
+            Capture::Dropped { canon, .. } => canon.str_part(text, clean),
             Capture::Name(buf) | Capture::Id(buf) => {
                 if buf.len() < MAX_CAPTURE {
                     buf.push_str(text);
@@ -614,6 +679,12 @@ impl Sink for EnvSink<'_, '_> {
         if self.data() {
             return;
         }
+        if self.in_kept() {
+            if let Some((_, canon)) = &mut self.env.kept {
+                canon.str_end();
+            }
+            return;
+        }
         if self.in_args() {
             if let Some(call) = self.env.innermost() {
                 call.args.str_end();
@@ -622,6 +693,10 @@ impl Sink for EnvSink<'_, '_> {
         }
         match std::mem::replace(&mut self.env.capture, Capture::None) {
             Capture::None => {}
+            Capture::Dropped { message, mut canon } => {
+                canon.str_end();
+                self.kept_done(message, &mut canon);
+            }
             Capture::Name(name) => {
                 if let Some(call) = self.env.innermost() {
                     if call.name.is_none() {
@@ -661,6 +736,12 @@ impl Sink for EnvSink<'_, '_> {
         if self.data() {
             return;
         }
+        if self.in_kept() {
+            if let Some((_, canon)) = &mut self.env.kept {
+                canon.scalar(json);
+            }
+            return;
+        }
         if self.in_args() {
             if let Some(call) = self.env.innermost() {
                 call.args.scalar(json);
@@ -686,6 +767,9 @@ impl Sink for EnvSink<'_, '_> {
                         if let Some(call) = self.env.innermost() {
                             call.id.get_or_insert_with(|| json.to_owned());
                         }
+                    }
+                    Some(Role::Dropped(message)) => {
+                        self.note(WarningCode::IgnoredField, format!("{message}: {json}"));
                     }
                     _ => {}
                 }
