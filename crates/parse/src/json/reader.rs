@@ -197,7 +197,9 @@ impl Reader {
                         self.lex = Lex::BlockComment { star: false };
                         i += 1;
                     }
-                    _ => return Status::Invalid(i.saturating_sub(1)),
+                    // Not a comment: the `/` stays consumed (it may have ended an earlier
+                    // chunk), and this byte is where the value broke off.
+                    _ => return Status::Invalid(i),
                 },
                 Lex::LineComment => {
                     match memchr::memchr(b'\n', bytes.get(i..).unwrap_or_default()) {
