@@ -7,3 +7,6 @@ mod corpus;
 /// Proptest properties: chunking invariance, text conservation, argument deltas that are
 /// JSON prefixes adding up to a JSON object, no panic and bounded output.
 mod properties;
+/// Regression tests for bugs found by fuzzing, property tests and pathological inputs
+/// (`issue_<n>_<what>`): each checks the result and that 1-, 3- and 4-character chunkings agree.
+mod regression;

@@ -1,0 +1,75 @@
+use toolshim_parse::{Config, Parsed};
+
+use crate::corpus::{chunk_by_chars, parse_complete, stream_events};
+
+/// Parses `input` complete and in 1-, 3- and 4-character chunks; all must agree.
+fn parse_all_ways(input: &str) -> Parsed {
+    let config = Config::default();
+    let complete = parse_complete(input, &config);
+    for size in [1, 3, 4] {
+        let events = stream_events(chunk_by_chars(input, size), &config);
+        assert_eq!(Parsed::from_events(events), complete, "chunk size {size}");
+    }
+    complete
+}
+
+fn assert_all_text(input: &str) {
+    let parsed = parse_all_ways(input);
+    assert!(parsed.calls.is_empty());
+    assert_eq!(parsed.content, input);
+}
+
+#[test]
+fn issue_2_long_backtick_run_is_text() {
+    assert_all_text(&"`".repeat(30_000));
+    assert_all_text(&format!("```json\n{}", "`".repeat(30_000)));
+}
+
+#[test]
+fn issue_2_many_open_brackets_are_text() {
+    assert_all_text(&"{".repeat(20_000));
+    assert_all_text(&"[".repeat(20_000));
+    assert_all_text(&"<tool_c".repeat(5_000));
+}
+
+#[test]
+fn issue_2_long_tag_name_is_text() {
+    assert_all_text(&format!("<{}", "a".repeat(50_000)));
+}
+
+#[test]
+fn issue_2_slash_that_is_not_a_comment_breaks_the_same_way_in_every_chunking() {
+    parse_all_ways("<tool_call>\n{/<function=get_weather>0012345678901234567890123");
+}
+
+#[test]
+fn issue_2_second_json_body_ends_the_call() {
+    let parsed = parse_all_ways(
+        r#"<invoke name="get_weather">{"city":"Paris"}{"tool_calls": [{"name":"get_time","arguments":{}}]}"#,
+    );
+    let names: Vec<&str> = parsed.calls.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["get_weather", "get_time"]);
+    assert_eq!(parsed.calls[0].arguments, r#"{"city":"Paris"}"#);
+}
+
+#[test]
+fn issue_2_fenced_call_element_cut_off_still_ends() {
+    let parsed = parse_all_ways("<function=get_weather>```json\n{\"name\": ");
+    assert_eq!(parsed.calls.len(), 1);
+    assert_eq!(parsed.calls[0].arguments, "{}");
+}
+
+#[test]
+fn issue_2_calls_never_nest() {
+    let parsed = parse_all_ways(
+        "<function=get_weather><invoke name=\"get_time\"><parameter name=\"timezone\">UTC</parameter></invoke>",
+    );
+    let names: Vec<&str> = parsed.calls.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["get_weather", "get_time"]);
+}
+
+#[test]
+fn issue_2_surrogate_pair_split_across_chunks() {
+    let parsed = parse_all_ways(r#"{"name":"f","arguments":{"s":"\ud83d\ude00 東京"}}"#);
+    assert_eq!(parsed.calls[0].arguments, r#"{"s":"😀 東京"}"#);
+}
