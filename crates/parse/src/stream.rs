@@ -120,12 +120,12 @@ impl StreamParser {
                     let end = *base + *pos;
                     if ended {
                         region.end(buf, *base, end, &mut out);
-                        *settled = region.env.seg - *base;
+                        *settled = region.env.seg.saturating_sub(*base);
                         *state = State::Text;
                         true
                     } else {
                         // Show what the region knows to be text; enforce the hold limit.
-                        let held = end - region.env.seg;
+                        let held = end.saturating_sub(region.env.seg);
                         if held > out.config.max_held_bytes && region.force_data() {
                             out.warn(
                                 WarningCode::LimitReached,
@@ -141,7 +141,7 @@ impl StreamParser {
                             show(buf, *base, &mut out, from..end);
                             region.env.seg = end;
                         }
-                        *settled = region.env.seg - *base;
+                        *settled = region.env.seg.saturating_sub(*base);
                         // `Consumed(0)` changed the region's state (it set up a reader), so
                         // it is progress; only `NeedMore` stops the loop.
                         !matches!(step, RegionStep::NeedMore)

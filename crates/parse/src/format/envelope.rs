@@ -238,6 +238,8 @@ impl Envelope {
 
     /// Ends the pending call's span at `at`.
     fn settle(&mut self, at: usize, out: &mut Out<'_>, show: &mut Show<'_>) {
+        // Text already shown (of a rejected call) cannot be taken back into a span.
+        let at = at.max(self.seg);
         if let Some(call) = self.pending.take() {
             let mut span = self.seg..at;
             let keep = out.config.rejected_text == RejectedText::Keep;
@@ -245,10 +247,7 @@ impl Envelope {
                 show(out, span.clone());
                 // Its text may have been shown earlier in pieces; the span is the
                 // call's own syntax, which does not depend on the chunking.
-                span = call.start.clamp(span.start, at)..at;
-                if span.start >= self.seg {
-                    span.start = call.start.min(at);
-                }
+                span = call.start.min(at)..at;
             }
             if !call.end(out, span.clone()) {
                 malformed(out, span, show);

@@ -282,6 +282,15 @@ fn decode_entities(text: &str) -> String {
         .replace("&amp;", "&")
 }
 
+/// The tool name a tag carries (`<function=NAME>`, `<invoke name="NAME">`), if not empty.
+fn tool_name_of(tag: &Tag<'_>) -> Option<String> {
+    tag.eq
+        .map(str::to_owned)
+        .or_else(|| attr(tag.attrs, "name"))
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+}
+
 fn is_prefix_of_any(partial: &str, names: &[&str]) -> bool {
     names.iter().any(|name| name.starts_with(partial))
 }
@@ -313,15 +322,8 @@ pub(crate) fn open(rest: &str, eof: bool) -> Open {
                 TagMatch::Tag(tag) if tag.closing => Open::No,
                 TagMatch::Tag(tag) if tag.name == "think" => Open::Think(tag.len),
                 TagMatch::Tag(tag) => {
-                    if tag.name == "function"
-                        && tag.eq.is_none()
-                        && attr(tag.attrs, "name").is_none()
-                    {
-                        return Open::No;
-                    }
-                    if (tag.name == "invoke" || tag.name == "func_call")
-                        && attr(tag.attrs, "name").is_none()
-                    {
+                    let call_element = matches!(tag.name, "function" | "invoke" | "func_call");
+                    if call_element && tool_name_of(&tag).is_none() {
                         return Open::No;
                     }
                     Open::Region(Opener::Tag(OwnedTag {
@@ -504,7 +506,7 @@ impl Region {
         show: &mut Show<'_>,
     ) -> bool {
         let name = tag.name;
-        let named = tag.eq.map(str::to_owned).or_else(|| attr(tag.attrs, "name"));
+        let named = tool_name_of(tag);
         if name == "func_name" {
             self.markup.inner =
                 Inner::Name { close: name.to_owned(), text: String::new(), func_name: true, at };

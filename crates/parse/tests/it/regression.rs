@@ -73,3 +73,13 @@ fn issue_2_surrogate_pair_split_across_chunks() {
     let parsed = parse_all_ways(r#"{"name":"f","arguments":{"s":"\ud83d\ude00 東京"}}"#);
     assert_eq!(parsed.calls[0].arguments, r#"{"s":"😀 東京"}"#);
 }
+
+#[test]
+fn issue_2_call_start_before_shown_text_does_not_panic() {
+    // Found by the `parse` fuzz target: a container became a call after the text of a
+    // rejected call before it had been shown.
+    let parsed = parse_all_ways("<function=><toolcall><parameter>");
+    assert!(parsed.calls.is_empty());
+    assert_eq!(parsed.content, "<function=><toolcall><parameter>");
+    parse_all_ways("<function=x><toolcall><parameter>");
+}
