@@ -105,6 +105,12 @@ fn is_name_byte(b: u8) -> bool {
 const MAX_TAG: usize = 1024;
 /// Longer than any opener name: look-ahead for a tag name stops here.
 const MAX_NAME: usize = 32;
+/// The longest value in `<function=NAME>`.
+const MAX_EQ: usize = 256;
+/// The longest fence opener line ("```" + label + spaces).
+const MAX_FENCE_LINE: usize = 40;
+/// The most whitespace between a fence opener and what it holds.
+const MAX_FENCE_GAP: usize = 64;
 
 /// Reads a tag at the start of `s` (which starts with `<`).
 fn read_tag(s: &str, eof: bool) -> TagMatch<'_> {
@@ -148,8 +154,14 @@ fn read_tag(s: &str, eof: bool) -> TagMatch<'_> {
     if !closing && b.get(i) == Some(&b'=') {
         let start = i + 1;
         let mut j = start;
-        while b.get(j).is_some_and(|&c| c != b'>' && c != b'<' && c != b'\n') && j - start < 256 {
+        // Limits are checked before the byte, so the answer never depends on where
+        // the buffer happened to end.
+        while j - start < MAX_EQ && b.get(j).is_some_and(|&c| c != b'>' && c != b'<' && c != b'\n')
+        {
             j += 1;
+        }
+        if j - start >= MAX_EQ {
+            return TagMatch::No;
         }
         match b.get(j) {
             Some(b'>') => {
@@ -165,7 +177,7 @@ fn read_tag(s: &str, eof: bool) -> TagMatch<'_> {
                     unfinished: false,
                 });
             }
-            None if !eof && j - start < 256 => return TagMatch::NeedMore,
+            None if !eof => return TagMatch::NeedMore,
             _ => return TagMatch::No,
         }
     }
@@ -352,15 +364,20 @@ fn open_fence(rest: &str, eof: bool) -> Open {
         return Open::No;
     }
     let mut i = 3;
-    while i < 40 && b.get(i).is_some_and(|&c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-') {
+    while i < MAX_FENCE_LINE
+        && b.get(i).is_some_and(|&c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
+    {
         i += 1;
     }
     let label = rest.get(3..i).unwrap_or_default().to_ascii_lowercase();
-    while b.get(i).is_some_and(|&c| c == b' ' || c == b'\t' || c == b'\r') {
+    while i < MAX_FENCE_LINE && b.get(i).is_some_and(|&c| c == b' ' || c == b'\t' || c == b'\r') {
         i += 1;
     }
+    if i >= MAX_FENCE_LINE {
+        return Open::No;
+    }
     match b.get(i) {
-        None if !eof && i < 40 => return Open::NeedMore,
+        None if !eof => return Open::NeedMore,
         Some(b'\n') => i += 1,
         _ => return Open::No,
     }
@@ -368,12 +385,15 @@ fn open_fence(rest: &str, eof: bool) -> Open {
         return Open::No;
     }
     let line = i;
-    while b.get(i).is_some_and(|c| c.is_ascii_whitespace()) && i - line < 64 {
+    while i - line < MAX_FENCE_GAP && b.get(i).is_some_and(|c| c.is_ascii_whitespace()) {
         i += 1;
+    }
+    if i - line >= MAX_FENCE_GAP {
+        return Open::No;
     }
     match b.get(i) {
         Some(b'{' | b'[' | b'<') => Open::Region(Opener::Fence(line)),
-        None if !eof && i - line < 64 => Open::NeedMore,
+        None if !eof => Open::NeedMore,
         _ => Open::No,
     }
 }
@@ -803,12 +823,13 @@ impl Region {
                     return RegionStep::Consumed(ticks);
                 }
                 // A fence inside markup: skip its opener line.
-                match rest.find('\n') {
-                    Some(n) if n < 40 => {
+                let line = rest.as_bytes().iter().take(MAX_FENCE_LINE).position(|&c| c == b'\n');
+                match line {
+                    Some(n) => {
                         self.markup.frames.push(Elem::Fence);
                         RegionStep::Consumed(n + 1)
                     }
-                    None if !eof && rest.len() < 40 => RegionStep::NeedMore,
+                    None if !eof && rest.len() < MAX_FENCE_LINE => RegionStep::NeedMore,
                     _ => RegionStep::End(0),
                 }
             }

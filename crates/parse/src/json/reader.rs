@@ -127,13 +127,35 @@ fn is_scalar_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'_' | b'+' | b'-' | b'.' | b'$')
 }
 
-/// Whether a string body byte needs a closer look (end, escape, control, or a
-/// possible smart quote lead byte).
-fn stops(quote: Quote, b: u8) -> bool {
+/// Bytes that end a run of plain string text: the closing quote, `\`, control
+/// characters, and for smart quotes the lead byte of U+201D / U+2019.
+#[expect(clippy::indexing_slicing, reason = "const evaluation; every index is below 256")]
+const fn stop_table(quote: Quote) -> [bool; 256] {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        table[b] = true;
+        b += 1;
+    }
+    table[b'\\' as usize] = true;
+    table[b'"' as usize] = true;
     match quote {
-        Quote::Double => b == b'"' || b == b'\\' || b < 0x20,
-        Quote::Single => b == b'\'' || b == b'"' || b == b'\\' || b < 0x20,
-        Quote::SmartDouble | Quote::SmartSingle => b == b'"' || b == b'\\' || b < 0x20 || b == 0xE2,
+        Quote::Double => {}
+        Quote::Single => table[b'\'' as usize] = true,
+        Quote::SmartDouble | Quote::SmartSingle => table[0xE2] = true,
+    }
+    table
+}
+
+static STOP_DOUBLE: [bool; 256] = stop_table(Quote::Double);
+static STOP_SINGLE: [bool; 256] = stop_table(Quote::Single);
+static STOP_SMART: [bool; 256] = stop_table(Quote::SmartDouble);
+
+fn stop_table_for(quote: Quote) -> &'static [bool; 256] {
+    match quote {
+        Quote::Double => &STOP_DOUBLE,
+        Quote::Single => &STOP_SINGLE,
+        Quote::SmartDouble | Quote::SmartSingle => &STOP_SMART,
     }
 }
 
@@ -159,9 +181,12 @@ impl Reader {
             match self.lex {
                 Lex::Str { quote, key, escape: Escape::None } => {
                     let start = i;
-                    while bytes.get(i).is_some_and(|&b| !stops(quote, b)) {
-                        i += 1;
-                    }
+                    let table = stop_table_for(quote);
+                    let rest = bytes.get(i..).unwrap_or_default();
+                    i += rest
+                        .iter()
+                        .position(|&b| table.get(usize::from(b)).copied().unwrap_or(true))
+                        .unwrap_or(rest.len());
                     if i > start {
                         let run = input.get(start..i).unwrap_or_default();
                         self.str_text(run, quote == Quote::Double, key, sink);

@@ -83,3 +83,16 @@ fn issue_2_call_start_before_shown_text_does_not_panic() {
     assert_eq!(parsed.content, "<function=><toolcall><parameter>");
     parse_all_ways("<function=x><toolcall><parameter>");
 }
+
+#[test]
+fn issue_2_limits_decide_the_same_in_every_chunking() {
+    // Found by the `stream_vs_complete` fuzz target: a look-ahead limit was checked after
+    // the byte, so "limit reached" and "buffer ended" disagreed.
+    let name = "n".repeat(256);
+    parse_all_ways(&format!("<function={name}>{{\"a\":1}}</function>"));
+    parse_all_ways(&format!("```{}\n{{\"name\":\"f\",\"arguments\":{{}}}}\n```", "j".repeat(37)));
+    parse_all_ways(&format!(
+        "```json\n{}{{\"name\":\"f\",\"arguments\":{{}}}}\n```",
+        " ".repeat(64)
+    ));
+}
