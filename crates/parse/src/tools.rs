@@ -152,6 +152,11 @@ impl Tool {
         !self.declared || self.params.contains_key(key)
     }
 
+    /// Whether the schema says anything the end-of-call checks use.
+    pub(crate) fn has_schema(&self) -> bool {
+        self.declared || !self.required.is_empty()
+    }
+
     pub(crate) fn required(&self) -> &[String] {
         &self.required
     }

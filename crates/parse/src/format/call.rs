@@ -171,13 +171,14 @@ impl CallState {
         if matches!(self.status, Status::Unnamed) {
             return false;
         }
-        let arguments = self.args.finish().to_owned();
+        self.args.finish();
+        let arguments = std::mem::take(&mut self.args.canon.out);
         match std::mem::replace(&mut self.status, Status::Unnamed) {
             Status::Accepted { call_idx, name, sent } => {
                 if let Some(delta) = arguments.get(sent..).filter(|d| !d.is_empty()) {
                     out.events.push(Event::ArgsDelta { call_idx, json: delta.to_owned() });
                 }
-                self.warnings(out, call_idx, &span);
+                self.warnings(out, call_idx, &span, &arguments);
                 let call = ToolCall { id: self.id.clone(), name, arguments, span };
                 out.events.push(Event::CallEnd { call_idx, call });
             }
@@ -189,7 +190,13 @@ impl CallState {
         true
     }
 
-    fn warnings(&mut self, out: &mut Out<'_>, call_idx: usize, span: &Range<usize>) {
+    fn warnings(
+        &mut self,
+        out: &mut Out<'_>,
+        call_idx: usize,
+        span: &Range<usize>,
+        arguments: &str,
+    ) {
         let idx = Some(call_idx);
         let mut repairs: Vec<&'static str> = Vec::new();
         for note in &self.args.notes {
@@ -230,11 +237,12 @@ impl CallState {
                 span.clone(),
             );
         }
-        if let Some(tool) = self.args.tool() {
+        if let Some(tool) = self.args.tool().filter(|tool| tool.has_schema()) {
+            let keys = crate::json::canon::top_level_keys(arguments);
             let missing: Vec<&str> = tool
                 .required()
                 .iter()
-                .filter(|key| !self.args.keys.contains(key))
+                .filter(|key| !keys.contains(key))
                 .map(String::as_str)
                 .collect();
             if !missing.is_empty() {
@@ -245,13 +253,8 @@ impl CallState {
                     span.clone(),
                 );
             }
-            let unknown: Vec<&str> = self
-                .args
-                .keys
-                .iter()
-                .filter(|key| !tool.declares(key))
-                .map(String::as_str)
-                .collect();
+            let unknown: Vec<&str> =
+                keys.iter().filter(|key| !tool.declares(key)).map(String::as_str).collect();
             if !unknown.is_empty() {
                 out.warn(
                     WarningCode::UnknownParameter,

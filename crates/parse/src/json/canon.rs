@@ -14,7 +14,9 @@ pub(crate) struct Canon {
     pub(crate) out: String,
     /// Per open container: its kind and whether it already has an item.
     open: Vec<(Frame, bool)>,
-    key: Option<String>,
+    /// The key of the next object member; written when its value begins. Reused, so
+    /// keys cost no allocation.
+    key: String,
     /// Inside a string value.
     in_str: bool,
     /// A value has been completed at the top level.
@@ -33,8 +35,8 @@ impl Canon {
             }
             *has_items = true;
             if *frame == Frame::Object {
-                let key = self.key.take().unwrap_or_default();
-                write_str(&mut self.out, &key, false);
+                write_str(&mut self.out, &self.key, false);
+                self.key.clear();
                 self.out.push(':');
             }
         }
@@ -66,14 +68,15 @@ impl Sink for Canon {
 
     fn close(&mut self, _end: usize) {
         if let Some((frame, _)) = self.open.pop() {
-            self.key = None;
+            self.key.clear();
             self.out.push(if frame == Frame::Object { '}' } else { ']' });
             self.end_value();
         }
     }
 
     fn key(&mut self, key: &str) {
-        self.key = Some(key.to_owned());
+        self.key.clear();
+        self.key.push_str(key);
     }
 
     fn str_start(&mut self) {
@@ -163,9 +166,9 @@ struct Held {
 #[derive(Debug, Default)]
 pub(crate) struct ArgsWriter {
     pub(crate) canon: Canon,
-    key: Option<String>,
+    /// The current top-level key (empty below the top level).
+    key: String,
     held: Option<Held>,
-    pub(crate) keys: Vec<String>,
     pub(crate) notes: Vec<ArgsNote>,
     tool: Option<ToolRef>,
 }
@@ -189,8 +192,8 @@ impl ArgsWriter {
     }
 
     fn top_type(&self) -> ParamType {
-        match (self.tool(), &self.key) {
-            (Some(tool), Some(key)) if self.at_top() => tool.param_type(key),
+        match self.tool() {
+            Some(tool) if self.at_top() => tool.param_type(&self.key),
             _ => ParamType::Any,
         }
     }
@@ -242,7 +245,7 @@ impl ArgsWriter {
             }
             ParamType::String | ParamType::Any => None,
         };
-        self.canon.key = Some(held.key.clone());
+        self.canon.key(&held.key);
         match converted {
             Some(json) => {
                 self.canon.scalar(&json);
@@ -267,6 +270,35 @@ impl Canon {
     }
 }
 
+/// The top-level keys of a JSON object, decoded, in order.
+pub(crate) fn top_level_keys(json: &str) -> Vec<String> {
+    struct Keys {
+        depth: usize,
+        keys: Vec<String>,
+    }
+    impl Sink for Keys {
+        fn open(&mut self, _frame: Frame, _at: usize) {
+            self.depth += 1;
+        }
+        fn close(&mut self, _end: usize) {
+            self.depth = self.depth.saturating_sub(1);
+        }
+        fn key(&mut self, key: &str) {
+            if self.depth == 1 {
+                self.keys.push(key.to_owned());
+            }
+        }
+        fn str_start(&mut self) {}
+        fn str_part(&mut self, _text: &str, _clean: bool) {}
+        fn str_end(&mut self) {}
+        fn scalar(&mut self, _json: &str) {}
+        fn repaired(&mut self, _what: &'static str) {}
+    }
+    let mut sink = Keys { depth: 0, keys: Vec::new() };
+    let _ = Reader::new(usize::MAX).feed(json, 0, &mut sink);
+    sink.keys
+}
+
 /// Parses complete JSON text into canonical form; `None` when it is not one JSON value.
 pub(crate) fn canonical_json(text: &str) -> Option<String> {
     let mut reader = Reader::new(128);
@@ -281,39 +313,30 @@ pub(crate) fn canonical_json(text: &str) -> Option<String> {
 
 impl Sink for ArgsWriter {
     fn open(&mut self, frame: Frame, at: usize) {
-        if self.at_top() {
-            if let Some(key) = &self.key {
-                self.keys.push(key.clone());
-            }
-        }
         self.canon.open(frame, at);
     }
 
     fn close(&mut self, end: usize) {
         self.canon.close(end);
         if self.at_top() {
-            self.key = None;
+            self.key.clear();
         }
     }
 
     fn key(&mut self, key: &str) {
         if self.at_top() {
-            self.key = Some(key.to_owned());
+            self.key.clear();
+            self.key.push_str(key);
         }
         self.canon.key(key);
     }
 
     fn str_start(&mut self) {
         let to = self.top_type();
-        if self.at_top() {
-            if let Some(key) = &self.key {
-                self.keys.push(key.clone());
-            }
-        }
         if matches!(to, ParamType::Integer | ParamType::Number | ParamType::Boolean)
             || matches!(to, ParamType::Array | ParamType::Object)
         {
-            let key = self.key.clone().unwrap_or_default();
+            let key = self.key.clone();
             self.held = Some(Held { key, to, text: String::new() });
             return;
         }
@@ -336,16 +359,11 @@ impl Sink for ArgsWriter {
 
     fn scalar(&mut self, json: &str) {
         let to = self.top_type();
-        if self.at_top() {
-            if let Some(key) = &self.key {
-                self.keys.push(key.clone());
-            }
-        }
         if to == ParamType::String && json != "null" {
             self.canon.str_start();
             self.canon.str_part(json, true);
             self.canon.str_end();
-            let key = self.key.clone().unwrap_or_default();
+            let key = self.key.clone();
             self.notes.push(ArgsNote::Coerced { key, to, from_string: false });
             return;
         }
