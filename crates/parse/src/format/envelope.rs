@@ -94,13 +94,13 @@ fn classify(key: &str) -> Role {
 #[derive(Debug)]
 enum Capture {
     None,
-    Name(String),
-    Id(String),
+    Name(Capped),
+    Id(Capped),
     /// Arguments given as a JSON string: decoded text goes through a second reader.
     ArgsText {
         reader: Reader,
         failed: bool,
-        raw: String,
+        raw: Capped,
     },
     /// A string value that is not used, kept for its warning.
     Dropped {
@@ -110,6 +110,28 @@ enum Capture {
 }
 
 const MAX_CAPTURE: usize = 512;
+
+/// The first `MAX_CAPTURE` bytes of a string that arrives in pieces. A character is kept
+/// when it ends within the limit, whatever the pieces were, so the result does not
+/// depend on the chunking.
+#[derive(Debug, Default)]
+struct Capped {
+    text: String,
+    /// Bytes offered so far, kept or not.
+    seen: usize,
+}
+
+impl Capped {
+    fn push(&mut self, piece: &str) {
+        let room = MAX_CAPTURE.saturating_sub(self.seen);
+        let mut end = room.min(piece.len());
+        while !piece.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.text.push_str(piece.get(..end).unwrap_or_default());
+        self.seen = self.seen.saturating_add(piece.len());
+    }
+}
 
 /// Interprets one JSON value as zero or more calls.
 #[derive(Debug)]
@@ -606,8 +628,8 @@ impl Sink for EnvSink<'_, '_> {
             return;
         }
         self.env.capture = match self.env.role.take() {
-            Some(Role::Name | Role::Function) => Capture::Name(String::new()),
-            Some(Role::Id) => Capture::Id(String::new()),
+            Some(Role::Name | Role::Function) => Capture::Name(Capped::default()),
+            Some(Role::Id) => Capture::Id(Capped::default()),
             Some(Role::Dropped(message)) => {
                 let mut canon = Canon::default();
                 canon.str_start();
@@ -621,7 +643,7 @@ impl Sink for EnvSink<'_, '_> {
                 Capture::ArgsText {
                     reader: Reader::new(self.env.max_depth),
                     failed: false,
-                    raw: String::new(),
+                    raw: Capped::default(),
                 }
             }
             _ => Capture::None,
@@ -648,15 +670,9 @@ impl Sink for EnvSink<'_, '_> {
         match capture {
             Capture::None => {}
             Capture::Dropped { canon, .. } => canon.str_part(text, clean),
-            Capture::Name(buf) | Capture::Id(buf) => {
-                if buf.len() < MAX_CAPTURE {
-                    buf.push_str(text);
-                }
-            }
+            Capture::Name(buf) | Capture::Id(buf) => buf.push(text),
             Capture::ArgsText { reader, failed, raw } => {
-                if raw.len() < MAX_CAPTURE {
-                    raw.push_str(text);
-                }
+                raw.push(text);
                 if *failed {
                     return;
                 }
@@ -699,17 +715,17 @@ impl Sink for EnvSink<'_, '_> {
             Capture::Name(name) => {
                 if let Some(call) = self.env.innermost() {
                     if call.name.is_none() {
-                        call.name = Some(name);
+                        call.name = Some(name.text);
                     }
                 }
                 self.env.maybe_commit(self.out);
             }
             Capture::Id(id) => {
                 if let Some(call) = self.env.innermost() {
-                    call.id.get_or_insert(id);
+                    call.id.get_or_insert(id.text);
                 }
             }
-            Capture::ArgsText { mut reader, failed, raw } => {
+            Capture::ArgsText { mut reader, failed, raw: Capped { text: raw, .. } } => {
                 let Some(call) = self.env.calls.last_mut() else { return };
                 let closed = reader.finish(0, &mut call.args);
                 if failed || !call.args.started() || !call.args.canon.out.starts_with('{') {

@@ -96,3 +96,12 @@ fn issue_2_limits_decide_the_same_in_every_chunking() {
         " ".repeat(64)
     ));
 }
+
+#[test]
+fn issue_2_long_names_are_capped_the_same_in_every_chunking() {
+    // Found by the `stream_vs_complete` fuzz target: the 512-byte name cap took whole
+    // pieces while under it, so the kept prefix depended on the chunking.
+    let name = format!("{}{}", "a".repeat(510), "😀".repeat(40));
+    let parsed = parse_all_ways(&format!(r#"{{"name": "{name}", "arguments": {{}}}}"#));
+    assert_eq!(parsed.calls[0].name, "a".repeat(510));
+}
