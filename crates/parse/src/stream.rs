@@ -31,6 +31,8 @@ pub struct StreamParser {
     settled: usize,
     state: State,
     n_calls: usize,
+    /// The last region, kept so the next one reuses its allocations.
+    spare: Option<Box<Region>>,
 }
 
 #[derive(Debug)]
@@ -50,6 +52,8 @@ pub(crate) struct Region {
     pub(crate) markup: Markup,
     /// A JSON value being read, if any.
     pub(crate) json: Option<Reader>,
+    /// The last reader, kept for its allocations.
+    pub(crate) spare_reader: Option<Reader>,
     /// The region was opened by a tool-call tag (not a bare bracket or a fence).
     pub(crate) tagged: bool,
     /// Absolute offset just past the opener.
@@ -84,6 +88,7 @@ impl StreamParser {
             settled: 0,
             state: State::Text,
             n_calls: 0,
+            spare: None,
         }
     }
 
@@ -101,12 +106,12 @@ impl StreamParser {
     }
 
     fn run(&mut self, events: &mut Vec<Event>, eof: bool) {
-        let StreamParser { config, buf, base, pos, settled, state, n_calls } = self;
+        let StreamParser { config, buf, base, pos, settled, state, n_calls, spare } = self;
         let first = events.len();
         let mut out = Out { events, config, n_calls, first };
         loop {
             let progressed = match state {
-                State::Text => step_text(buf, *base, pos, settled, state, &mut out, eof),
+                State::Text => step_text(buf, *base, pos, settled, state, spare, &mut out, eof),
                 State::Think => step_think(buf, pos, settled, state, &mut out, eof),
                 State::Region(region) => {
                     let step = region.step(buf, *base, *pos, &mut out, eof);
@@ -121,7 +126,9 @@ impl StreamParser {
                     if ended {
                         region.end(buf, *base, end, &mut out);
                         *settled = region.env.seg.saturating_sub(*base);
-                        *state = State::Text;
+                        if let State::Region(region) = std::mem::replace(state, State::Text) {
+                            *spare = Some(region);
+                        }
                         true
                     } else {
                         // Show what the region knows to be text; enforce the hold limit.
@@ -199,12 +206,14 @@ fn emit_text(buf: &str, settled: &mut usize, upto: usize, out: &mut Out<'_>) {
 }
 
 /// One step in plain text. Returns whether it made progress.
+#[expect(clippy::too_many_arguments, reason = "the engine's fields, borrowed apart from `out`")]
 fn step_text(
     buf: &str,
     base: usize,
     pos: &mut usize,
     settled: &mut usize,
     state: &mut State,
+    spare: &mut Option<Box<Region>>,
     out: &mut Out<'_>,
     eof: bool,
 ) -> bool {
@@ -242,13 +251,20 @@ fn step_text(
         }
         markup::Open::Region(opener) => {
             emit_text(buf, settled, i, out);
-            let mut region = Box::new(Region {
-                env: Envelope::new(Origin::Marked, abs, out.config.max_depth),
-                markup: Markup::default(),
-                json: None,
-                tagged: false,
-                opener_end: abs,
-            });
+            let mut region = match spare.take() {
+                Some(mut region) => {
+                    region.recycle(abs, out.config.max_depth);
+                    region
+                }
+                None => Box::new(Region {
+                    env: Envelope::new(Origin::Marked, abs, out.config.max_depth),
+                    markup: Markup::default(),
+                    json: None,
+                    spare_reader: None,
+                    tagged: false,
+                    opener_end: abs,
+                }),
+            };
             let n = region.begin(opener, rest, abs, buf, base, out);
             region.opener_end = abs + n;
             *pos = i + n;
@@ -304,6 +320,17 @@ fn emit_reasoning(buf: &str, settled: &mut usize, upto: usize, out: &mut Out<'_>
 }
 
 impl Region {
+    /// Makes this region a new one at `start`, keeping its allocations.
+    fn recycle(&mut self, start: usize, max_depth: usize) {
+        self.env.recycle(start, max_depth);
+        self.markup.recycle();
+        if let Some(reader) = self.json.take() {
+            self.spare_reader = Some(reader);
+        }
+        self.tagged = false;
+        self.opener_end = start;
+    }
+
     /// Forces a pending decision to "data". Returns whether it changed anything.
     fn force_data(&mut self) -> bool {
         let before = self.env.decision;

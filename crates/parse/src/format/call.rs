@@ -167,7 +167,7 @@ impl CallState {
     /// Ends the call with the span it covers; pushes warnings and CallEnd or Rejected.
     /// Returns false, and sends nothing, for a call that never got a name, so the
     /// caller can show its text instead.
-    pub(crate) fn end(mut self, out: &mut Out<'_>, span: Range<usize>) -> bool {
+    pub(crate) fn end(mut self: Box<Self>, out: &mut Out<'_>, span: Range<usize>) -> bool {
         if matches!(self.status, Status::Unnamed) {
             return false;
         }

@@ -139,13 +139,17 @@ pub(crate) struct Envelope {
     origin: Origin,
     levels: Vec<Level>,
     role: Option<Role>,
-    calls: Vec<CallState>,
+    #[expect(
+        clippy::vec_box,
+        reason = "calls move between this stack, `pending` and markup frames; a box moves as a pointer"
+    )]
+    calls: Vec<Box<CallState>>,
     capture: Capture,
     pub(crate) decision: Decision,
     /// Bytes before this absolute offset are settled: shown or consumed.
     pub(crate) seg: usize,
     /// A finished call waiting for the end of its span (the next call, or the region end).
-    pending: Option<CallState>,
+    pending: Option<Box<CallState>>,
     /// The wrapper object (`tool_calls`) or list around the calls has produced calls.
     pub(crate) n_calls: usize,
     max_depth: usize,
@@ -168,9 +172,9 @@ impl Envelope {
     pub(crate) fn new(origin: Origin, start: usize, max_depth: usize) -> Envelope {
         Envelope {
             origin,
-            levels: Vec::new(),
+            levels: Vec::with_capacity(8),
             role: None,
-            calls: Vec::new(),
+            calls: Vec::with_capacity(2),
             capture: Capture::None,
             decision: if origin == Origin::Bare { Decision::Pending } else { Decision::Calls },
             seg: start,
@@ -180,6 +184,22 @@ impl Envelope {
             repairing: false,
             kept: None,
         }
+    }
+
+    /// Makes this envelope a new one for a region at `start`, keeping its allocations.
+    pub(crate) fn recycle(&mut self, start: usize, max_depth: usize) {
+        self.origin = Origin::Marked;
+        self.levels.clear();
+        self.role = None;
+        self.calls.clear();
+        self.capture = Capture::None;
+        self.decision = Decision::Calls;
+        self.seg = start;
+        self.pending = None;
+        self.n_calls = 0;
+        self.max_depth = max_depth;
+        self.repairing = false;
+        self.kept = None;
     }
 
     /// Whether the bytes since `seg` should be shown as text now.
@@ -281,7 +301,7 @@ impl Envelope {
         }
     }
 
-    fn finish_call(&mut self, call: CallState, out: &mut Out<'_>, show: &mut Show<'_>) {
+    fn finish_call(&mut self, call: Box<CallState>, out: &mut Out<'_>, show: &mut Show<'_>) {
         // The previous finished call ends where this one's syntax began.
         if self.pending.is_some() {
             let at = call.start.max(self.seg);
@@ -297,11 +317,11 @@ impl Envelope {
         at: usize,
         out: &mut Out<'_>,
         show: &mut Show<'_>,
-    ) -> CallState {
+    ) -> Box<CallState> {
         if self.pending.is_some() {
             self.settle(at, out, show);
         }
-        CallState::new(at)
+        Box::new(CallState::new(at))
     }
 
     /// Starts reading a new JSON value in this region.
@@ -315,19 +335,19 @@ impl Envelope {
     }
 
     /// Starts a value that is the arguments of `call` (whose name the markup gave).
-    pub(crate) fn begin_args(&mut self, call: CallState) {
+    pub(crate) fn begin_args(&mut self, call: Box<CallState>) {
         self.begin_value(Origin::ArgsOnly);
         self.calls.push(call);
         self.role = Some(Role::Args);
     }
 
     /// Takes back the call given to `begin_args`, when its value ended.
-    pub(crate) fn take_args_call(&mut self) -> Option<CallState> {
+    pub(crate) fn take_args_call(&mut self) -> Option<Box<CallState>> {
         if self.origin == Origin::ArgsOnly { self.calls.pop() } else { None }
     }
 
     /// Hands a finished call (from markup) to the region.
-    pub(crate) fn finish(&mut self, call: CallState, out: &mut Out<'_>, show: &mut Show<'_>) {
+    pub(crate) fn finish(&mut self, call: Box<CallState>, out: &mut Out<'_>, show: &mut Show<'_>) {
         self.finish_call(call, out, show);
     }
 
@@ -337,7 +357,7 @@ impl Envelope {
     }
 
     fn innermost(&mut self) -> Option<&mut CallState> {
-        self.calls.last_mut()
+        self.calls.last_mut().map(|call| &mut **call)
     }
 
     /// A bare candidate becomes a call once it has a name and arguments.

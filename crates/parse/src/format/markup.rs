@@ -66,17 +66,8 @@ pub(crate) enum Opener {
     /// A fence opener line, this many bytes long.
     Fence(usize),
     /// A markup tag.
-    Tag(OwnedTag),
-}
-
-/// A tag, copied out of the input.
-#[derive(Debug, Clone)]
-pub(crate) struct OwnedTag {
-    name: String,
-    eq: Option<String>,
-    attrs: String,
-    self_closing: bool,
-    len: usize,
+    /// A markup tag (read again by `Region::begin`, from the same bytes).
+    Tag,
 }
 
 /// A tag as read from the input.
@@ -338,13 +329,7 @@ pub(crate) fn open(rest: &str, eof: bool) -> Open {
                     if call_element && tool_name_of(&tag).is_none() {
                         return Open::No;
                     }
-                    Open::Region(Opener::Tag(OwnedTag {
-                        name: tag.name.to_owned(),
-                        eq: tag.eq.map(str::to_owned),
-                        attrs: tag.attrs.to_owned(),
-                        self_closing: tag.self_closing,
-                        len: tag.len,
-                    }))
+                    Open::Region(Opener::Tag)
                 }
             }
         }
@@ -405,25 +390,33 @@ pub(crate) struct Markup {
     inner: Inner,
 }
 
+impl Markup {
+    /// Empties it, keeping its allocations.
+    pub(crate) fn recycle(&mut self) {
+        self.frames.clear();
+        self.inner = Inner::Between;
+    }
+}
+
 #[derive(Debug)]
 enum Elem {
     Fence,
     /// `<tool_call>` and friends. Holds JSON envelopes or call elements, or acts as
     /// one call once a name field or a parameter shows up.
     Container {
-        close: String,
+        close: &'static str,
         at: usize,
-        call: Option<CallState>,
+        call: Option<Box<CallState>>,
     },
     /// A call whose name the markup gave. `close` is empty for `<func_name>` calls,
     /// which end at the first thing that is not a parameter.
     Call {
-        close: String,
-        call: Option<CallState>,
+        close: &'static str,
+        call: Option<Box<CallState>>,
     },
     /// `<arguments>`: JSON arguments of the enclosing call.
     ArgsField {
-        close: String,
+        close: &'static str,
     },
 }
 
@@ -432,17 +425,35 @@ enum Inner {
     #[default]
     Between,
     /// A parameter's raw value, read until `</close>`.
-    Param { key: String, close: String, text: String },
+    Param { key: String, close: &'static str, text: String },
     /// A name field's text, read until `</close>`.
-    Name { close: String, text: String, func_name: bool, at: usize },
+    Name { close: &'static str, text: String, func_name: bool, at: usize },
 }
 
+/// Whether two tag names mean the same element: equal ignoring ASCII case, `_` and
+/// `-`, or one is the other plus a final `s` (`</tool_calls>` for `<tool_call>`).
 fn same_tag(a: &str, b: &str) -> bool {
-    let norm = |s: &str| -> String {
-        s.chars().filter(|c| *c != '_' && *c != '-').flat_map(char::to_lowercase).collect()
+    fn norm(s: &str) -> impl Iterator<Item = u8> + '_ {
+        s.bytes().filter(|c| *c != b'_' && *c != b'-').map(|c| c.to_ascii_lowercase())
+    }
+    let plural_of = |long: &str, short: &str| {
+        let count = norm(long).count();
+        count == norm(short).count() + 1
+            && norm(long).last() == Some(b's')
+            && norm(long).take(count - 1).eq(norm(short))
     };
-    let (a, b) = (norm(a), norm(b));
-    a == b || a.strip_suffix('s') == Some(&b) || b.strip_suffix('s') == Some(&a)
+    norm(a).eq(norm(b)) || plural_of(a, b) || plural_of(b, a)
+}
+
+/// Every tag name the markup dialects use, so open elements can name their end tag
+/// without an allocation.
+fn static_name(name: &str) -> &'static str {
+    [CONTAINERS, CALL_ELEMENTS, PARAMS, NAME_FIELDS, ARGS_FIELDS, OPENERS]
+        .iter()
+        .flat_map(|names| names.iter())
+        .find(|known| **known == name)
+        .copied()
+        .unwrap_or("")
 }
 
 impl Elem {
@@ -461,7 +472,7 @@ impl Region {
     pub(crate) fn begin(
         &mut self,
         opener: Opener,
-        _rest: &str,
+        rest: &str,
         abs: usize,
         buf: &str,
         base: usize,
@@ -473,7 +484,7 @@ impl Region {
             Opener::Json => {
                 self.env.begin_value(Origin::Bare);
                 self.env.decision = Decision::Pending;
-                self.json = Some(Reader::new(out.config.max_depth));
+                self.start_reader(out.config.max_depth);
                 0
             }
             Opener::Fence(len) => {
@@ -481,21 +492,29 @@ impl Region {
                 self.markup.frames.push(Elem::Fence);
                 len
             }
-            Opener::Tag(tag) => {
+            Opener::Tag => {
                 self.tagged = true;
-                let tag = Tag {
-                    closing: false,
-                    name: &tag.name,
-                    eq: tag.eq.as_deref(),
-                    attrs: &tag.attrs,
-                    self_closing: tag.self_closing,
-                    len: tag.len,
-                    unfinished: false,
+                // `open` found a complete opening tag here; reading it again gives the same.
+                let TagMatch::Tag(tag) = read_tag(rest, false) else {
+                    debug_assert!(false, "the opener tag could not be read again");
+                    return 0;
                 };
                 self.open_tag(&tag, abs, out, &mut show);
                 tag.len
             }
         }
+    }
+
+    /// Starts reading a JSON value, reusing the last reader's allocations.
+    fn start_reader(&mut self, max_depth: usize) {
+        let reader = match self.spare_reader.take() {
+            Some(mut reader) => {
+                reader.recycle(max_depth);
+                reader
+            }
+            None => Reader::new(max_depth),
+        };
+        self.json = Some(reader);
     }
 
     /// Opens a tag inside the region (or as its opener). Returns false when the
@@ -529,7 +548,7 @@ impl Region {
         let named = tool_name_of(tag);
         if name == "func_name" {
             self.markup.inner =
-                Inner::Name { close: name.to_owned(), text: String::new(), func_name: true, at };
+                Inner::Name { close: static_name(name), text: String::new(), func_name: true, at };
             return true;
         }
         if PARAMS.contains(&name) && self.call_frame().is_some()
@@ -544,18 +563,18 @@ impl Region {
             if tag.self_closing {
                 return true;
             }
-            self.markup.inner = Inner::Param { key, close: name.to_owned(), text: String::new() };
+            self.markup.inner = Inner::Param { key, close: static_name(name), text: String::new() };
             return true;
         }
         if NAME_FIELDS.contains(&name) && self.container_can_call() {
             self.markup.inner =
-                Inner::Name { close: name.to_owned(), text: String::new(), func_name: false, at };
+                Inner::Name { close: static_name(name), text: String::new(), func_name: false, at };
             return true;
         }
         if ARGS_FIELDS.contains(&name) && (self.container_can_call() || self.call_frame().is_some())
         {
             self.ensure_container_call(at, out, show);
-            self.markup.frames.push(Elem::ArgsField { close: name.to_owned() });
+            self.markup.frames.push(Elem::ArgsField { close: static_name(name) });
             return true;
         }
         let is_call_element = CALL_ELEMENTS.contains(&name) && named.is_some();
@@ -569,12 +588,12 @@ impl Region {
                 self.env.finish(call, out, show);
                 return true;
             }
-            self.markup.frames.push(Elem::Call { close: name.to_owned(), call: Some(call) });
+            self.markup.frames.push(Elem::Call { close: static_name(name), call: Some(call) });
             return true;
         }
         if is_container {
             self.close_open_calls(at, out, show);
-            self.markup.frames.push(Elem::Container { close: name.to_owned(), at, call: None });
+            self.markup.frames.push(Elem::Container { close: static_name(name), at, call: None });
             return true;
         }
         false
@@ -605,7 +624,7 @@ impl Region {
     /// The innermost call element, if the innermost frame is one.
     fn call_frame(&mut self) -> Option<&mut CallState> {
         match self.markup.frames.last_mut() {
-            Some(Elem::Call { call, .. }) => call.as_mut(),
+            Some(Elem::Call { call, .. }) => call.as_deref_mut(),
             _ => None,
         }
     }
@@ -633,7 +652,9 @@ impl Region {
     fn current_call(&mut self) -> Option<&mut CallState> {
         for frame in self.markup.frames.iter_mut().rev() {
             match frame {
-                Elem::Call { call, .. } | Elem::Container { call, .. } => return call.as_mut(),
+                Elem::Call { call, .. } | Elem::Container { call, .. } => {
+                    return call.as_deref_mut();
+                }
                 Elem::ArgsField { .. } => continue,
                 Elem::Fence => return None,
             }
@@ -686,7 +707,7 @@ impl Region {
                 truncated = reader.finish(abs + consumed, &mut sink);
                 self.env.repairing = false;
             }
-            self.json = None;
+            self.spare_reader = self.json.take();
             if let Some(mut call) = self.env.take_args_call() {
                 call.truncated |= truncated;
                 self.put_back(call);
@@ -698,7 +719,7 @@ impl Region {
         }
         match std::mem::take(&mut self.markup.inner) {
             Inner::Between => self.between(rest, abs, out, &mut show, eof),
-            Inner::Param { key, close, mut text } => match scan_until_close(rest, &close, eof) {
+            Inner::Param { key, close, mut text } => match scan_until_close(rest, close, eof) {
                 Scan::Found { text_len, tag_len } => {
                     text.push_str(rest.get(..text_len).unwrap_or_default());
                     self.write_param(&key, &text, abs, out, &mut show);
@@ -711,7 +732,7 @@ impl Region {
                 }
             },
             Inner::Name { close, mut text, func_name, at } => {
-                match scan_until_close(rest, &close, eof) {
+                match scan_until_close(rest, close, eof) {
                     Scan::Found { text_len, tag_len } => {
                         text.push_str(rest.get(..text_len).unwrap_or_default());
                         let name = text.trim().to_owned();
@@ -720,9 +741,7 @@ impl Region {
                             let mut call = self.env.open_call(at, out, &mut show);
                             call.name = Some(name);
                             call.resolve(out);
-                            self.markup
-                                .frames
-                                .push(Elem::Call { close: String::new(), call: Some(call) });
+                            self.markup.frames.push(Elem::Call { close: "", call: Some(call) });
                         } else {
                             self.ensure_container_call(at, out, &mut show);
                             if let Some(call) = self.current_call() {
@@ -743,7 +762,7 @@ impl Region {
     }
 
     /// Gives a call lent to the JSON envelope back to its frame.
-    fn put_back(&mut self, call: CallState) {
+    fn put_back(&mut self, call: Box<CallState>) {
         let slot = self.markup.frames.iter_mut().rev().find_map(|frame| match frame {
             Elem::Call { call: slot, .. } | Elem::Container { call: slot, .. } => Some(slot),
             Elem::Fence | Elem::ArgsField { .. } => None,
@@ -803,7 +822,7 @@ impl Region {
                         });
                     }
                 }
-                self.json = Some(Reader::new(out.config.max_depth));
+                self.start_reader(out.config.max_depth);
                 RegionStep::Consumed(0)
             }
             b'`' => {
@@ -947,7 +966,7 @@ pub(crate) fn end(
                 call.name = Some(text.trim().to_owned());
                 call.resolve(out);
                 call.truncated = true;
-                region.markup.frames.push(Elem::Call { close: String::new(), call: Some(call) });
+                region.markup.frames.push(Elem::Call { close: "", call: Some(call) });
             }
         }
         Inner::Between => {}

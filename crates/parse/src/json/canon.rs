@@ -61,6 +61,10 @@ impl Canon {
 
 impl Sink for Canon {
     fn open(&mut self, frame: Frame, _at: usize) {
+        if self.out.capacity() == 0 {
+            // Most call arguments are short: one allocation instead of a chain of growths.
+            self.out.reserve(64);
+        }
         self.begin_value();
         self.out.push(if frame == Frame::Object { '{' } else { '[' });
         self.open.push((frame, false));

@@ -162,15 +162,27 @@ fn stop_table_for(quote: Quote) -> &'static [bool; 256] {
 impl Reader {
     pub(crate) fn new(max_depth: usize) -> Reader {
         Reader {
-            stack: Vec::new(),
+            stack: Vec::with_capacity(8),
             expect: Expect::Value,
             lex: Lex::Structural,
-            key: String::new(),
+            key: String::with_capacity(16),
             scalar: String::new(),
             high_surrogate: None,
             max_depth: max_depth.max(1),
             started: false,
         }
+    }
+
+    /// Makes this reader a new one, keeping its allocations.
+    pub(crate) fn recycle(&mut self, max_depth: usize) {
+        self.stack.clear();
+        self.key.clear();
+        self.scalar.clear();
+        self.expect = Expect::Value;
+        self.lex = Lex::Structural;
+        self.high_surrogate = None;
+        self.max_depth = max_depth.max(1);
+        self.started = false;
     }
 
     /// Consumes `input`, which starts at absolute offset `base`.
