@@ -150,8 +150,9 @@ impl StreamParser {
                         }
                         *settled = region.env.seg.saturating_sub(*base);
                         // `Consumed(0)` changed the region's state (it set up a reader), so
-                        // it is progress; only `NeedMore` stops the loop.
-                        !matches!(step, RegionStep::NeedMore)
+                        // it is progress; only `NeedMore` stops the loop. With the input
+                        // used up and more to come, the next step could only say `NeedMore`.
+                        !matches!(step, RegionStep::NeedMore) && (eof || *pos < buf.len())
                     }
                 }
             };

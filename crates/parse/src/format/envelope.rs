@@ -710,6 +710,19 @@ impl Sink for EnvSink<'_, '_> {
         }
     }
 
+    fn str_escaped(&mut self, json: &str) {
+        if self.data() {
+            return;
+        }
+        if self.in_args() {
+            if let Some(call) = self.env.innermost() {
+                call.args.str_escaped(json);
+            }
+            return;
+        }
+        self.str_part(&crate::json::reader::decode_escaped(json), false);
+    }
+
     fn str_end(&mut self) {
         if self.data() {
             return;

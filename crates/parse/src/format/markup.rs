@@ -433,6 +433,9 @@ enum Inner {
 /// Whether two tag names mean the same element: equal ignoring ASCII case, `_` and
 /// `-`, or one is the other plus a final `s` (`</tool_calls>` for `<tool_call>`).
 fn same_tag(a: &str, b: &str) -> bool {
+    if a == b {
+        return true;
+    }
     fn norm(s: &str) -> impl Iterator<Item = u8> + '_ {
         s.bytes().filter(|c| *c != b'_' && *c != b'-').map(|c| c.to_ascii_lowercase())
     }

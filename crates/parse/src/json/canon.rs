@@ -97,6 +97,10 @@ impl Sink for Canon {
         }
     }
 
+    fn str_escaped(&mut self, json: &str) {
+        self.out.push_str(json);
+    }
+
     fn str_end(&mut self) {
         self.out.push('"');
         self.in_str = false;
@@ -328,7 +332,8 @@ impl Sink for ArgsWriter {
     }
 
     fn key(&mut self, key: &str) {
-        if self.at_top() {
+        // The key matters only for coercion, which needs a schema.
+        if self.at_top() && self.tool.is_some() {
             self.key.clear();
             self.key.push_str(key);
         }
@@ -351,6 +356,13 @@ impl Sink for ArgsWriter {
         match &mut self.held {
             Some(held) => held.text.push_str(text),
             None => self.canon.str_part(text, clean),
+        }
+    }
+
+    fn str_escaped(&mut self, json: &str) {
+        match &mut self.held {
+            Some(held) => held.text.push_str(&crate::json::reader::decode_escaped(json)),
+            None => self.canon.str_escaped(json),
         }
     }
 

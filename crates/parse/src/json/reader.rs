@@ -26,6 +26,11 @@ pub(crate) trait Sink {
     fn str_start(&mut self);
     /// Decoded string text. `clean` promises it holds no `"`, `\` or control character.
     fn str_part(&mut self, text: &str, clean: bool);
+    /// String text still escaped, as canonical JSON escapes it: only `\"`, `\\`, `\n`,
+    /// `\r`, `\t`, `\b` and `\f` occur. A canonical writer copies it as it is.
+    fn str_escaped(&mut self, json: &str) {
+        self.str_part(&decode_escaped(json), false);
+    }
     /// The string value ends.
     fn str_end(&mut self);
     /// A number or literal, already in canonical JSON form.
@@ -199,9 +204,32 @@ impl Reader {
                         .iter()
                         .position(|&b| table.get(usize::from(b)).copied().unwrap_or(true))
                         .unwrap_or(rest.len());
+                    // In a value string, the escapes canonical JSON also uses pass through
+                    // as they are, so text full of `\n` and `\"` is copied, not decoded.
+                    let mut escaped = false;
+                    if quote == Quote::Double && !key && self.high_surrogate.is_none() {
+                        while bytes.get(i) == Some(&b'\\')
+                            && matches!(
+                                bytes.get(i + 1),
+                                Some(b'n' | b't' | b'r' | b'b' | b'f' | b'"' | b'\\')
+                            )
+                        {
+                            escaped = true;
+                            i += 2;
+                            let rest = bytes.get(i..).unwrap_or_default();
+                            i += rest
+                                .iter()
+                                .position(|&b| table.get(usize::from(b)).copied().unwrap_or(true))
+                                .unwrap_or(rest.len());
+                        }
+                    }
                     if i > start {
                         let run = input.get(start..i).unwrap_or_default();
-                        self.str_text(run, quote == Quote::Double, key, sink);
+                        if escaped {
+                            sink.str_escaped(run);
+                        } else {
+                            self.str_text(run, quote == Quote::Double, key, sink);
+                        }
                     }
                     let Some(&b) = bytes.get(i) else { break };
                     i += self.string_stop(input, i, b, quote, key, sink);
@@ -697,6 +725,28 @@ fn canonical_scalar(text: &str) -> Scalar<'_> {
         }
     }
     Scalar::Word
+}
+
+/// Decodes text in the form [`Sink::str_escaped`] receives.
+pub(crate) fn decode_escaped(json: &str) -> String {
+    let mut decoded = String::with_capacity(json.len());
+    let mut chars = json.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            decoded.push(c);
+            continue;
+        }
+        decoded.push(match chars.next() {
+            Some('n') => '\n',
+            Some('t') => '\t',
+            Some('r') => '\r',
+            Some('b') => '\u{8}',
+            Some('f') => '\u{c}',
+            Some(other) => other,
+            None => '\\',
+        });
+    }
+    decoded
 }
 
 pub(crate) fn is_json_number(text: &str) -> bool {
