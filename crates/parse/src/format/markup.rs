@@ -83,6 +83,13 @@ struct Tag<'a> {
     unfinished: bool,
 }
 
+impl<'a> Tag<'a> {
+    /// A closing tag whose `>` is missing (`</tool_call` at the end of the output).
+    fn unfinished_close(name: &'a str, len: usize) -> Tag<'a> {
+        Tag { closing: true, name, eq: None, attrs: "", self_closing: false, len, unfinished: true }
+    }
+}
+
 enum TagMatch<'a> {
     Tag(Tag<'a>),
     NeedMore,
@@ -122,15 +129,7 @@ fn read_tag(s: &str, eof: bool) -> TagMatch<'_> {
     if i >= b.len() {
         return if eof {
             if closing && !name.is_empty() {
-                TagMatch::Tag(Tag {
-                    closing,
-                    name,
-                    eq: None,
-                    attrs: "",
-                    self_closing: false,
-                    len: i,
-                    unfinished: true,
-                })
+                TagMatch::Tag(Tag::unfinished_close(name, i))
             } else {
                 TagMatch::No
             }
@@ -207,16 +206,7 @@ fn read_tag(s: &str, eof: bool) -> TagMatch<'_> {
         }
     }
     if closing && (eof || b.get(i) == Some(&b'\n')) {
-        // `</tool_call` with its `>` missing.
-        return TagMatch::Tag(Tag {
-            closing,
-            name,
-            eq: None,
-            attrs: "",
-            self_closing: false,
-            len: i,
-            unfinished: true,
-        });
+        return TagMatch::Tag(Tag::unfinished_close(name, i));
     }
     if eof { TagMatch::No } else { TagMatch::NeedMore }
 }

@@ -382,14 +382,7 @@ impl Reader {
             _ => None,
         };
         if let Some(n) = closes {
-            self.flush_surrogate(key, sink);
-            self.lex = Lex::Structural;
-            if key {
-                self.expect = Expect::Colon;
-            } else {
-                sink.str_end();
-                self.expect = Expect::CommaOrEnd;
-            }
+            self.close_string(key, sink);
             return n;
         }
         if b == b'\\' {
@@ -463,18 +456,23 @@ impl Reader {
                 (Quote::SmartDouble, '"' | RIGHT_DOUBLE) | (Quote::SmartSingle, RIGHT_SINGLE)
             );
         if ends {
-            self.flush_surrogate(key, sink);
-            self.lex = Lex::Structural;
-            if key {
-                self.expect = Expect::Colon;
-            } else {
-                sink.str_end();
-                self.expect = Expect::CommaOrEnd;
-            }
+            self.close_string(key, sink);
         } else if c == '\\' {
             self.lex = Lex::Str { quote, key, escape: Escape::Backslash };
         } else {
             self.str_char(c, key, sink);
+        }
+    }
+
+    /// The string (a key, or a value) ends at its closing quote.
+    fn close_string(&mut self, key: bool, sink: &mut impl Sink) {
+        self.flush_surrogate(key, sink);
+        self.lex = Lex::Structural;
+        if key {
+            self.expect = Expect::Colon;
+        } else {
+            sink.str_end();
+            self.expect = Expect::CommaOrEnd;
         }
     }
 
