@@ -16,6 +16,47 @@ pub(crate) struct Cli {
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     Parse(ParseArgs),
+    Serve(ServeArgs),
+}
+
+/// Serve an OpenAI-compatible API that gives a chat-only model tool calling
+///
+/// Listens for OpenAI Chat Completions requests (`POST /v1/chat/completions`, streaming or
+/// not) and forwards them to an upstream OpenAI-compatible chat endpoint (llama.cpp server,
+/// Ollama, vLLM, LM Studio, a hosted API). In `emulate` mode the tools are described in the
+/// prompt, earlier calls and results are rendered as text, the reply is parsed for tool calls
+/// in any dialect, `tool_choice` is enforced, bad replies are retried, and the client gets real
+/// `tool_calls`. `native` passes requests through; `auto` (the default) tries native and falls
+/// back to emulation when the upstream rejects tools. Also serves `GET /v1/models`,
+/// `GET /healthz` and `GET /metrics`. The first line on standard error is
+/// `toolshim: listening on http://ADDR`. SIGINT or SIGTERM stops it after in-flight requests
+/// finish (up to `drain_timeout_secs`).
+#[derive(Debug, Args)]
+#[command(after_help = SERVE_AFTER_HELP)]
+pub(crate) struct ServeArgs {
+    /// Base URL of the upstream chat endpoint, e.g. http://127.0.0.1:8081 or https://host/v1
+    #[arg(long, value_name = "URL")]
+    pub(crate) upstream: Option<String>,
+
+    /// Address to listen on [default: 127.0.0.1:8080]; port 0 picks a free port
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) listen: Option<String>,
+
+    /// A TOML config file (flags and environment override it)
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+
+    /// How models get tool calling: emulate, native or auto [default: auto]
+    #[arg(long, value_name = "MODE")]
+    pub(crate) mode: Option<String>,
+
+    /// A gateway API key that clients must send as `Authorization: Bearer KEY` (repeatable)
+    #[arg(long = "api-key", value_name = "KEY")]
+    pub(crate) api_keys: Vec<String>,
+
+    /// How many times a bad emulated reply is asked for again [default: 1]
+    #[arg(long, value_name = "N")]
+    pub(crate) max_retries: Option<u32>,
 }
 
 /// Print the tool calls, text and warnings in one model output as JSON
@@ -71,6 +112,28 @@ pub(crate) struct ParseArgs {
     #[arg(long)]
     pub(crate) hide_rejected: bool,
 }
+
+const SERVE_AFTER_HELP: &str = "\
+Environment (overridden by flags):
+  TOOLSHIM_UPSTREAM_URL      the upstream base URL (like --upstream)
+  TOOLSHIM_UPSTREAM_API_KEY  the upstream's API key, sent as a Bearer token
+  TOOLSHIM_LISTEN            like --listen
+  TOOLSHIM_MODE              like --mode
+  TOOLSHIM_API_KEYS          comma-separated gateway keys (like --api-key)
+  TOOLSHIM_MAX_RETRIES       like --max-retries
+  RUST_LOG                   log filter, e.g. info or toolshim_gateway=debug
+
+Config file keys: listen, api_keys, mode, max_retries, body_limit_bytes, drain_timeout_secs,
+[upstream] url, api_key_env, connect_timeout_secs, first_byte_timeout_secs, idle_timeout_secs,
+[models.NAME] upstream, mode. Every problem in the configuration is reported at once.
+
+Example:
+  toolshim serve --upstream http://127.0.0.1:8081 --mode emulate
+  curl http://127.0.0.1:8080/v1/chat/completions -H 'content-type: application/json' \\
+    -d '{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}'
+
+Exit codes: 0 after a clean shutdown, 2 for an invalid configuration or usage, 1 when the
+server fails (for example, the address is in use).";
 
 const PARSE_AFTER_HELP: &str = "\
 Output (one line, keys always in this order):

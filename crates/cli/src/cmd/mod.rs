@@ -6,6 +6,7 @@ use std::{fmt, io};
 use crate::args::Command;
 
 mod parse;
+mod serve;
 
 /// Exit code for a mistake in how toolshim was invoked ([`UsageError`]).
 pub(crate) const EXIT_USAGE: u8 = 2;
@@ -16,6 +17,7 @@ pub(crate) const EXIT_FAILURE: u8 = 1;
 pub(crate) fn run(command: &Command) -> anyhow::Result<()> {
     match command {
         Command::Parse(args) => parse::run(args),
+        Command::Serve(args) => serve::run(args),
     }
 }
 

@@ -1,0 +1,122 @@
+//! `toolshim serve`: configuration from file, environment and flags, then the gateway.
+
+use std::io::Write;
+
+use anyhow::Context;
+use tokio_util::sync::CancellationToken;
+use toolshim_gateway::{Config, Overrides};
+
+use crate::args::ServeArgs;
+use crate::cmd::UsageError;
+
+pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<()> {
+    let config = load(args)?;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime
+        .block_on(async {
+            let token = CancellationToken::new();
+            let server = toolshim_gateway::serve(config, token.clone(), |addr| {
+                let _ = writeln!(std::io::stderr().lock(), "toolshim: listening on http://{addr}");
+            });
+            tokio::pin!(server);
+            tokio::select! {
+                result = &mut server => result,
+                () = shutdown_signal() => {
+                    tracing::info!("shutting down; letting in-flight requests finish");
+                    token.cancel();
+                    server.await
+                }
+            }
+        })
+        .map_err(|message| anyhow::anyhow!(message))
+}
+
+/// Defaults, then the file, then the environment, then flags.
+fn load(args: &ServeArgs) -> anyhow::Result<Config> {
+    let mut config = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|err| UsageError::new(format!("--config {}: {err}", path.display())))?;
+            Config::from_toml(&text)
+                .map_err(|err| UsageError::new(format!("--config {}: {err}", path.display())))?
+        }
+        None => Config::default(),
+    };
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let mut problems = Vec::new();
+    let env_retries = match var("TOOLSHIM_MAX_RETRIES") {
+        Some(text) => match text.parse() {
+            Ok(n) => Some(n),
+            Err(_) => {
+                problems.push(format!("TOOLSHIM_MAX_RETRIES: `{text}` is not a whole number"));
+                None
+            }
+        },
+        None => None,
+    };
+    let env = Overrides {
+        listen: var("TOOLSHIM_LISTEN"),
+        upstream_url: var("TOOLSHIM_UPSTREAM_URL"),
+        mode: var("TOOLSHIM_MODE"),
+        api_keys: var("TOOLSHIM_API_KEYS")
+            .map(|keys| {
+                keys.split(',').map(|k| k.trim().to_owned()).filter(|k| !k.is_empty()).collect()
+            })
+            .unwrap_or_default(),
+        max_retries: env_retries,
+    };
+    let flags = Overrides {
+        listen: args.listen.clone(),
+        upstream_url: args.upstream.clone(),
+        mode: args.mode.clone(),
+        api_keys: args.api_keys.clone(),
+        max_retries: args.max_retries,
+    };
+    for overrides in [&env, &flags] {
+        if let Err(more) = config.apply(overrides) {
+            problems.extend(more);
+        }
+    }
+    if let Err(more) = config.validate() {
+        problems.extend(more);
+    }
+    if !problems.is_empty() {
+        return Err(UsageError::new(format!(
+            "invalid configuration:\n  {}",
+            problems.join("\n  ")
+        ))
+        .into());
+    }
+    Ok(config)
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+}

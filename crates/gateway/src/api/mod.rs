@@ -1,0 +1,3 @@
+//! The API families. Only this module knows their JSON.
+
+pub(crate) mod openai;

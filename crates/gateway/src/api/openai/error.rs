@@ -1,0 +1,49 @@
+//! `ApiError` in OpenAI's shape: `{"error":{"message","type","param","code"}}`.
+
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde_json::json;
+
+use crate::error::ApiError;
+
+fn body(err: &ApiError) -> serde_json::Value {
+    let (kind, code, param): (&str, Option<String>, Option<String>) = match err {
+        ApiError::InvalidRequest { param, code, .. } => {
+            ("invalid_request_error", code.clone(), param.clone())
+        }
+        ApiError::Auth => ("invalid_request_error", Some("invalid_api_key".into()), None),
+        ApiError::NotFound(_) => ("invalid_request_error", Some("not_found".into()), None),
+        ApiError::BodyTooLarge { .. } => {
+            ("invalid_request_error", Some("request_too_large".into()), None)
+        }
+        ApiError::UpstreamRateLimited { .. } => {
+            ("requests", Some("rate_limit_exceeded".into()), None)
+        }
+        ApiError::UpstreamTimeout => ("server_error", Some("upstream_timeout".into()), None),
+        ApiError::ToolCallMissing { .. } => {
+            ("server_error", Some("tool_call_missing".into()), None)
+        }
+        ApiError::Upstream { .. }
+        | ApiError::UpstreamUnavailable { .. }
+        | ApiError::Internal(_) => ("server_error", None, None),
+    };
+    json!({"error": {"message": err.message(), "type": kind, "param": param, "code": code}})
+}
+
+/// The HTTP response for an error raised before streaming began.
+pub(crate) fn response(err: ApiError) -> Response {
+    let mut response = (err.status(), axum::Json(body(&err))).into_response();
+    if let ApiError::UpstreamRateLimited { retry_after: Some(value), .. } = &err {
+        if let Ok(value) = HeaderValue::from_str(value) {
+            response.headers_mut().insert(header::RETRY_AFTER, value);
+        }
+    }
+    response.extensions_mut().insert(err);
+    response
+}
+
+/// The in-band error chunk for a failure after streaming began.
+pub(crate) fn chunk(err: &ApiError) -> Bytes {
+    Bytes::from(format!("data: {}\n\n", body(err)))
+}

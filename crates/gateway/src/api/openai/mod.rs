@@ -1,0 +1,6 @@
+//! OpenAI Chat Completions.
+
+pub(crate) mod error;
+pub(crate) mod handlers;
+pub(crate) mod sse;
+pub(crate) mod wire;

@@ -1,0 +1,221 @@
+//! Encodes `ChatEvent`s as Chat Completions chunks (protocols.md §2C), and folds them into
+//! one completion for non-streaming requests.
+
+use bytes::Bytes;
+
+use crate::api::openai::wire::{
+    Choice, Chunk, ChunkChoice, Completion, Delta, FunctionDelta, ResponseMessage, ToolCallDelta,
+    WireFunction, WireToolCall, to_wire_usage,
+};
+use crate::chat::{ChatEvent, Finish, Outcome};
+
+/// The finish reason for an outcome.
+pub(crate) fn finish_reason(finish: Finish, legacy: bool) -> &'static str {
+    match finish {
+        Finish::Stop => "stop",
+        Finish::Length => "length",
+        Finish::ToolCalls { .. } if legacy => "function_call",
+        Finish::ToolCalls { forced: true } => "stop",
+        Finish::ToolCalls { forced: false } => "tool_calls",
+    }
+}
+
+/// Writes the chunks of one streamed completion.
+pub(crate) struct Encoder {
+    id: String,
+    created: u64,
+    model: String,
+    include_usage: bool,
+    legacy: bool,
+    /// The role chunk has gone out.
+    started: bool,
+}
+
+impl Encoder {
+    pub(crate) fn new(
+        id: String,
+        created: u64,
+        model: String,
+        include_usage: bool,
+        legacy: bool,
+    ) -> Encoder {
+        Encoder { id, created, model, include_usage, legacy, started: false }
+    }
+
+    fn chunk(&self, delta: Delta, finish_reason: Option<&'static str>) -> Bytes {
+        let chunk = Chunk {
+            id: &self.id,
+            object: "chat.completion.chunk",
+            created: self.created,
+            model: &self.model,
+            choices: vec![ChunkChoice { index: 0, delta, logprobs: None, finish_reason }],
+            usage: self.include_usage.then_some(None),
+        };
+        frame(&chunk)
+    }
+
+    fn start(&mut self, text_first: bool, out: &mut Vec<Bytes>) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        let delta = if text_first {
+            Delta {
+                role: Some("assistant"),
+                content: Some(Some(String::new())),
+                refusal: Some(None),
+                ..Delta::default()
+            }
+        } else {
+            Delta { role: Some("assistant"), content: Some(None), ..Delta::default() }
+        };
+        out.push(self.chunk(delta, None));
+    }
+
+    pub(crate) fn encode(&mut self, event: &ChatEvent, out: &mut Vec<Bytes>) {
+        match event {
+            ChatEvent::Text(text) => {
+                self.start(true, out);
+                out.push(
+                    self.chunk(
+                        Delta { content: Some(Some(text.clone())), ..Delta::default() },
+                        None,
+                    ),
+                );
+            }
+            ChatEvent::CallStart { index, id, name } => {
+                self.start(false, out);
+                let delta = if self.legacy {
+                    Delta {
+                        function_call: Some(FunctionDelta {
+                            name: Some(name.clone()),
+                            arguments: String::new(),
+                        }),
+                        ..Delta::default()
+                    }
+                } else {
+                    Delta {
+                        tool_calls: vec![ToolCallDelta {
+                            index: *index,
+                            id: Some(id.clone()),
+                            kind: Some("function"),
+                            function: FunctionDelta {
+                                name: Some(name.clone()),
+                                arguments: String::new(),
+                            },
+                        }],
+                        ..Delta::default()
+                    }
+                };
+                out.push(self.chunk(delta, None));
+            }
+            ChatEvent::CallArgs { index, json } => {
+                let function = FunctionDelta { name: None, arguments: json.clone() };
+                let delta = if self.legacy {
+                    Delta { function_call: Some(function), ..Delta::default() }
+                } else {
+                    Delta {
+                        tool_calls: vec![ToolCallDelta {
+                            index: *index,
+                            id: None,
+                            kind: None,
+                            function,
+                        }],
+                        ..Delta::default()
+                    }
+                };
+                out.push(self.chunk(delta, None));
+            }
+            ChatEvent::CallEnd { .. } => {}
+            ChatEvent::Done(outcome) => {
+                self.start(true, out);
+                out.push(
+                    self.chunk(Delta::default(), Some(finish_reason(outcome.finish, self.legacy))),
+                );
+                if self.include_usage {
+                    let chunk = Chunk {
+                        id: &self.id,
+                        object: "chat.completion.chunk",
+                        created: self.created,
+                        model: &self.model,
+                        choices: Vec::new(),
+                        usage: Some(Some(to_wire_usage(outcome.usage))),
+                    };
+                    out.push(frame(&chunk));
+                }
+                out.push(Bytes::from_static(b"data: [DONE]\n\n"));
+            }
+        }
+    }
+}
+
+fn frame(value: &impl serde::Serialize) -> Bytes {
+    let json = serde_json::to_string(value).unwrap_or_else(|_| "{}".into());
+    Bytes::from(format!("data: {json}\n\n"))
+}
+
+/// Folds events into one non-streamed completion.
+#[derive(Default)]
+pub(crate) struct Collector {
+    text: String,
+    calls: Vec<(String, String, String)>,
+    outcome: Option<Outcome>,
+}
+
+impl Collector {
+    pub(crate) fn push(&mut self, event: ChatEvent) {
+        match event {
+            ChatEvent::Text(text) => self.text.push_str(&text),
+            ChatEvent::CallStart { id, name, .. } => self.calls.push((id, name, String::new())),
+            ChatEvent::CallArgs { index, json } => {
+                if let Some(call) = self.calls.get_mut(index) {
+                    call.2.push_str(&json);
+                }
+            }
+            ChatEvent::CallEnd { .. } => {}
+            ChatEvent::Done(outcome) => self.outcome = Some(outcome),
+        }
+    }
+
+    pub(crate) fn finish(
+        self,
+        id: String,
+        created: u64,
+        model: String,
+        legacy: bool,
+    ) -> Completion {
+        let outcome =
+            self.outcome.unwrap_or(Outcome { finish: Finish::Stop, usage: Default::default() });
+        let content =
+            if self.text.is_empty() && !self.calls.is_empty() { None } else { Some(self.text) };
+        let mut calls = self.calls.into_iter().map(|(id, name, arguments)| {
+            let arguments = if arguments.is_empty() { "{}".to_owned() } else { arguments };
+            WireToolCall { id, kind: "function", function: WireFunction { name, arguments } }
+        });
+        let (tool_calls, function_call) = if legacy {
+            (Vec::new(), calls.next().map(|call| call.function))
+        } else {
+            (calls.collect(), None)
+        };
+        Completion {
+            id,
+            object: "chat.completion",
+            created,
+            model,
+            choices: vec![Choice {
+                index: 0,
+                message: ResponseMessage {
+                    role: "assistant",
+                    content,
+                    refusal: None,
+                    tool_calls,
+                    function_call,
+                    annotations: Vec::new(),
+                },
+                logprobs: None,
+                finish_reason: finish_reason(outcome.finish, legacy),
+            }],
+            usage: to_wire_usage(outcome.usage),
+        }
+    }
+}

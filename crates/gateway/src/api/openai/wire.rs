@@ -1,0 +1,583 @@
+//! OpenAI Chat Completions JSON: the request read into a `ChatRequest` (`from_wire`), and
+//! the response and chunk shapes written back. Field names are OpenAI's.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::chat::{ChatRequest, Message, PriorCall, ToolChoice, ToolSpec, Usage};
+use crate::error::ApiError;
+
+/// A parsed request: the neutral part and what only the encoder needs.
+#[derive(Debug, Clone)]
+pub(crate) struct Parsed {
+    pub(crate) chat: ChatRequest,
+    pub(crate) stream: bool,
+    pub(crate) include_usage: bool,
+    /// The request used `functions`/`function_call`: answer with `function_call`.
+    pub(crate) legacy: bool,
+}
+
+/// Sampling options passed to the upstream unchanged.
+const SAMPLING: &[&str] = &[
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "stop",
+    "seed",
+    "presence_penalty",
+    "frequency_penalty",
+    "logit_bias",
+    "top_k",
+    "min_p",
+    "repeat_penalty",
+];
+
+pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
+    let Some(object) = body.as_object() else {
+        return Err(ApiError::invalid("The request body must be a JSON object.", None));
+    };
+    let model = match object.get("model") {
+        Some(Value::String(model)) if !model.is_empty() => model.clone(),
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "Invalid type for 'model': expected a string.",
+                Some("model"),
+            ));
+        }
+        None => return Err(missing("model")),
+    };
+    let messages = match object.get("messages") {
+        Some(Value::Array(messages)) if !messages.is_empty() => messages,
+        Some(Value::Array(_)) => {
+            return Err(ApiError::invalid("[] is too short - 'messages'", Some("messages")));
+        }
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "Invalid type for 'messages': expected an array.",
+                Some("messages"),
+            ));
+        }
+        None => return Err(missing("messages")),
+    };
+    let messages =
+        messages.iter().enumerate().map(|(i, m)| message(i, m)).collect::<Result<Vec<_>, _>>()?;
+    validate_history(&messages)?;
+
+    let mut legacy = false;
+    let mut tools = match object.get("tools") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(tools)) => {
+            tools.iter().enumerate().map(|(i, t)| tool(i, t)).collect::<Result<Vec<_>, _>>()?
+        }
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "Invalid type for 'tools': expected an array.",
+                Some("tools"),
+            ));
+        }
+    };
+    if tools.is_empty() {
+        if let Some(Value::Array(functions)) = object.get("functions") {
+            legacy = !functions.is_empty();
+            tools = functions
+                .iter()
+                .enumerate()
+                .map(|(i, f)| function(&format!("functions[{i}]"), f))
+                .collect::<Result<Vec<_>, _>>()?;
+        }
+    }
+    let declared = !tools.is_empty();
+    if !declared {
+        // Tool history without `tools`: keep tool calling on for the tools seen before.
+        for message in &messages {
+            if let Message::Assistant { calls, .. } = message {
+                for call in calls {
+                    if !tools.iter().any(|t: &ToolSpec| t.name == call.name) {
+                        tools.push(ToolSpec {
+                            name: call.name.clone(),
+                            description: None,
+                            parameters: None,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    let choice_value = if legacy { object.get("function_call") } else { object.get("tool_choice") };
+    let tool_choice = tool_choice(choice_value, legacy, &tools)?;
+    let parallel_tool_calls =
+        !legacy && object.get("parallel_tool_calls").and_then(Value::as_bool).unwrap_or(true);
+    let stream = object.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let include_usage = stream
+        && object
+            .get("stream_options")
+            .and_then(|o| o.get("include_usage"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+    if object.get("n").and_then(Value::as_u64).is_some_and(|n| n > 1) {
+        return Err(ApiError::invalid("Only n=1 is supported by this gateway.", Some("n")));
+    }
+    let mut sampling = serde_json::Map::new();
+    for key in SAMPLING {
+        if let Some(value) = object.get(*key).filter(|v| !v.is_null()) {
+            sampling.insert((*key).to_owned(), value.clone());
+        }
+    }
+    if !sampling.contains_key("max_tokens") {
+        if let Some(value) = object.get("max_completion_tokens").filter(|v| !v.is_null()) {
+            sampling.insert("max_tokens".into(), value.clone());
+        }
+    }
+    Ok(Parsed {
+        chat: ChatRequest { model, messages, tools, tool_choice, parallel_tool_calls, sampling },
+        stream,
+        include_usage,
+        legacy,
+    })
+}
+
+fn missing(param: &str) -> ApiError {
+    ApiError::InvalidRequest {
+        message: format!("Missing required parameter: '{param}'."),
+        param: Some(param.to_owned()),
+        code: Some("missing_required_parameter".into()),
+    }
+}
+
+/// The text of a `content` field: a string, or the text parts of an array.
+fn text_of(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Array(parts)) => {
+            let mut text = String::new();
+            for part in parts {
+                let piece = match part.get("type").and_then(Value::as_str) {
+                    Some("text") | Some("input_text") | Some("output_text") => {
+                        part.get("text").and_then(Value::as_str).unwrap_or_default().to_owned()
+                    }
+                    Some("refusal") => {
+                        part.get("refusal").and_then(Value::as_str).unwrap_or_default().to_owned()
+                    }
+                    Some("image_url") | Some("input_image") => "[image]".to_owned(),
+                    Some("input_audio") => "[audio]".to_owned(),
+                    Some("file") => "[file]".to_owned(),
+                    _ => part.as_str().unwrap_or_default().to_owned(),
+                };
+                if !piece.is_empty() {
+                    if !text.is_empty() {
+                        text.push('\n');
+                    }
+                    text.push_str(&piece);
+                }
+            }
+            text
+        }
+        _ => String::new(),
+    }
+}
+
+fn message(i: usize, value: &Value) -> Result<Message, ApiError> {
+    let role = value.get("role").and_then(Value::as_str).ok_or_else(|| {
+        ApiError::invalid(
+            format!("Missing required parameter: 'messages[{i}].role'."),
+            Some(&format!("messages[{i}].role")),
+        )
+    })?;
+    let content = value.get("content");
+    Ok(match role {
+        "system" | "developer" => Message::System(text_of(content)),
+        "user" => Message::User(text_of(content)),
+        "assistant" => {
+            let mut calls = Vec::new();
+            if let Some(Value::Array(tool_calls)) = value.get("tool_calls") {
+                for call in tool_calls {
+                    let id = call.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
+                    let name = call
+                        .pointer("/function/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned();
+                    let arguments = arguments_text(call.pointer("/function/arguments"));
+                    calls.push(PriorCall { id, name, arguments });
+                }
+            }
+            if let Some(call) = value.get("function_call").filter(|c| c.is_object()) {
+                let name = call.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+                calls.push(PriorCall {
+                    id: format!("function_{name}"),
+                    name,
+                    arguments: arguments_text(call.get("arguments")),
+                });
+            }
+            Message::Assistant { text: text_of(content), calls }
+        }
+        "tool" => Message::ToolResult {
+            call_id: value
+                .get("tool_call_id")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            name: None,
+            content: text_of(content),
+            is_error: false,
+        },
+        "function" => {
+            let name = value.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+            Message::ToolResult {
+                call_id: format!("function_{name}"),
+                name: Some(name),
+                content: text_of(content),
+                is_error: false,
+            }
+        }
+        other => {
+            return Err(ApiError::invalid(
+                format!(
+                    "Invalid value: '{other}'. Supported values are: 'system', 'assistant', 'user', 'function', 'tool', and 'developer'."
+                ),
+                Some(&format!("messages[{i}].role")),
+            ));
+        }
+    })
+}
+
+fn arguments_text(value: Option<&Value>) -> String {
+    match value {
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Null) | None => "{}".into(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// OpenAI's own checks on tool history, with its wording.
+fn validate_history(messages: &[Message]) -> Result<(), ApiError> {
+    let mut open: Vec<String> = Vec::new();
+    let mut open_at = 0;
+    for (i, message) in messages.iter().enumerate() {
+        match message {
+            Message::ToolResult { call_id, .. } if !call_id.starts_with("function_") => {
+                if !open.iter().any(|id| id == call_id) {
+                    return Err(ApiError::invalid(
+                        "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'.",
+                        Some(&format!("messages.[{i}].role")),
+                    ));
+                }
+                open.retain(|id| id != call_id);
+            }
+            Message::ToolResult { .. } => {}
+            _ if !open.is_empty() => {
+                return Err(ApiError::invalid(
+                    format!(
+                        "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: {}",
+                        open.join(", ")
+                    ),
+                    Some(&format!("messages.[{open_at}].role")),
+                ));
+            }
+            _ => {}
+        }
+        if let Message::Assistant { calls, .. } = message {
+            open = calls
+                .iter()
+                .filter(|c| !c.id.starts_with("function_"))
+                .map(|c| c.id.clone())
+                .collect();
+            open_at = i;
+        }
+    }
+    Ok(())
+}
+
+fn tool(i: usize, value: &Value) -> Result<ToolSpec, ApiError> {
+    match value.get("type").and_then(Value::as_str) {
+        Some("function") => {}
+        Some(other) => {
+            return Err(ApiError::invalid(
+                format!(
+                    "Tools of type '{other}' are not supported by this gateway; use 'function' tools."
+                ),
+                Some(&format!("tools[{i}].type")),
+            ));
+        }
+        None => return Err(missing(&format!("tools[{i}].type"))),
+    }
+    let Some(function_value) = value.get("function") else {
+        return Err(missing(&format!("tools[{i}].function")));
+    };
+    function(&format!("tools[{i}].function"), function_value)
+}
+
+fn function(path: &str, value: &Value) -> Result<ToolSpec, ApiError> {
+    let name = value
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| missing(&format!("{path}.name")))?;
+    let valid = !name.is_empty()
+        && name.len() <= 64
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if !valid {
+        return Err(ApiError::invalid(
+            format!(
+                "Invalid '{path}.name': string does not match pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'."
+            ),
+            Some(&format!("{path}.name")),
+        ));
+    }
+    Ok(ToolSpec {
+        name: name.to_owned(),
+        description: value.get("description").and_then(Value::as_str).map(str::to_owned),
+        parameters: value.get("parameters").filter(|p| p.is_object()).cloned(),
+    })
+}
+
+fn tool_choice(
+    value: Option<&Value>,
+    legacy: bool,
+    tools: &[ToolSpec],
+) -> Result<ToolChoice, ApiError> {
+    let param = if legacy { "function_call" } else { "tool_choice" };
+    let choice = match value {
+        None | Some(Value::Null) => {
+            if tools.is_empty() {
+                ToolChoice::None
+            } else {
+                ToolChoice::Auto
+            }
+        }
+        Some(Value::String(text)) => match text.as_str() {
+            "none" => ToolChoice::None,
+            "auto" => ToolChoice::Auto,
+            "required" if !legacy => ToolChoice::Required,
+            other => {
+                return Err(ApiError::invalid(
+                    format!(
+                        "Invalid value: '{other}'. Supported values are: 'none', 'auto', and 'required'."
+                    ),
+                    Some(param),
+                ));
+            }
+        },
+        Some(Value::Object(object)) => {
+            let name = object
+                .get("name")
+                .or_else(|| object.get("function").and_then(|f| f.get("name")))
+                .and_then(Value::as_str);
+            match (object.get("type").and_then(Value::as_str), name) {
+                (Some("allowed_tools"), _) => {
+                    match object
+                        .get("allowed_tools")
+                        .and_then(|a| a.get("mode"))
+                        .and_then(Value::as_str)
+                    {
+                        Some("required") => ToolChoice::Required,
+                        _ => ToolChoice::Auto,
+                    }
+                }
+                (_, Some(name)) => ToolChoice::Named(name.to_owned()),
+                _ => {
+                    return Err(ApiError::invalid(
+                        format!("Invalid value for '{param}'."),
+                        Some(param),
+                    ));
+                }
+            }
+        }
+        Some(_) => {
+            return Err(ApiError::invalid(format!("Invalid type for '{param}'."), Some(param)));
+        }
+    };
+    if let ToolChoice::Named(name) = &choice {
+        if !tools.iter().any(|t| &t.name == name) {
+            return Err(ApiError::invalid(
+                format!(
+                    "Invalid value for '{param}': function '{name}' is not one of the given tools."
+                ),
+                Some(param),
+            ));
+        }
+    }
+    if choice != ToolChoice::None && choice != ToolChoice::Auto && tools.is_empty() {
+        return Err(ApiError::invalid(
+            format!(
+                "Invalid value for '{param}': '{param}' is only allowed when 'tools' are specified."
+            ),
+            Some(param),
+        ));
+    }
+    Ok(choice)
+}
+
+// ---- responses ----
+
+#[derive(Debug, Serialize)]
+pub(crate) struct Completion {
+    pub(crate) id: String,
+    pub(crate) object: &'static str,
+    pub(crate) created: u64,
+    pub(crate) model: String,
+    pub(crate) choices: Vec<Choice>,
+    pub(crate) usage: WireUsage,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct Choice {
+    pub(crate) index: u32,
+    pub(crate) message: ResponseMessage,
+    pub(crate) logprobs: Option<()>,
+    pub(crate) finish_reason: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct ResponseMessage {
+    pub(crate) role: &'static str,
+    pub(crate) content: Option<String>,
+    pub(crate) refusal: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) tool_calls: Vec<WireToolCall>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) function_call: Option<WireFunction>,
+    pub(crate) annotations: Vec<()>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct WireToolCall {
+    pub(crate) id: String,
+    #[serde(rename = "type")]
+    pub(crate) kind: &'static str,
+    pub(crate) function: WireFunction,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct WireFunction {
+    pub(crate) name: String,
+    pub(crate) arguments: String,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub(crate) struct WireUsage {
+    pub(crate) prompt_tokens: u64,
+    pub(crate) completion_tokens: u64,
+    pub(crate) total_tokens: u64,
+    pub(crate) prompt_tokens_details: PromptDetails,
+    pub(crate) completion_tokens_details: CompletionDetails,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub(crate) struct PromptDetails {
+    pub(crate) cached_tokens: u64,
+    pub(crate) audio_tokens: u64,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub(crate) struct CompletionDetails {
+    pub(crate) reasoning_tokens: u64,
+    pub(crate) audio_tokens: u64,
+    pub(crate) accepted_prediction_tokens: u64,
+    pub(crate) rejected_prediction_tokens: u64,
+}
+
+pub(crate) fn to_wire_usage(usage: Usage) -> WireUsage {
+    WireUsage {
+        prompt_tokens: usage.prompt_tokens,
+        completion_tokens: usage.completion_tokens,
+        total_tokens: usage.prompt_tokens + usage.completion_tokens,
+        prompt_tokens_details: PromptDetails { cached_tokens: 0, audio_tokens: 0 },
+        completion_tokens_details: CompletionDetails {
+            reasoning_tokens: 0,
+            audio_tokens: 0,
+            accepted_prediction_tokens: 0,
+            rejected_prediction_tokens: 0,
+        },
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct Chunk<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) object: &'static str,
+    pub(crate) created: u64,
+    pub(crate) model: &'a str,
+    pub(crate) choices: Vec<ChunkChoice>,
+    /// Absent unless usage was asked for; then `null` on every chunk but the last.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) usage: Option<Option<WireUsage>>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct ChunkChoice {
+    pub(crate) index: u32,
+    pub(crate) delta: Delta,
+    pub(crate) logprobs: Option<()>,
+    pub(crate) finish_reason: Option<&'static str>,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub(crate) struct Delta {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) role: Option<&'static str>,
+    /// `Some(None)` writes `"content": null`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) content: Option<Option<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) refusal: Option<Option<String>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) tool_calls: Vec<ToolCallDelta>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) function_call: Option<FunctionDelta>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct ToolCallDelta {
+    pub(crate) index: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) id: Option<String>,
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    pub(crate) kind: Option<&'static str>,
+    pub(crate) function: FunctionDelta,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct FunctionDelta {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) name: Option<String>,
+    pub(crate) arguments: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn tool_history_without_tools_keeps_tools_on() {
+        let body = json!({"model": "m", "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "18C"}
+        ]});
+        let parsed = from_wire(&body).unwrap();
+        assert_eq!(parsed.chat.tools.len(), 1);
+        assert_eq!(parsed.chat.tool_choice, ToolChoice::Auto);
+    }
+
+    #[test]
+    fn history_errors_use_openai_wording() {
+        let body = json!({"model": "m", "messages": [{"role": "tool", "tool_call_id": "x", "content": "r"}]});
+        let err = from_wire(&body).unwrap_err();
+        assert!(err.message().contains("preceeding message with 'tool_calls'"));
+        let body = json!({"model": "m", "messages": [
+            {"role": "assistant", "tool_calls": [{"id": "call_9", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+            {"role": "user", "content": "next"}
+        ]});
+        let err = from_wire(&body).unwrap_err();
+        assert!(err.message().contains("call_9"));
+    }
+
+    #[test]
+    fn named_choice_must_be_a_tool() {
+        let body = json!({"model": "m", "messages": [{"role": "user", "content": "x"}],
+            "tools": [{"type": "function", "function": {"name": "a"}}],
+            "tool_choice": {"type": "function", "function": {"name": "b"}}});
+        assert!(matches!(from_wire(&body), Err(ApiError::InvalidRequest { .. })));
+    }
+}

@@ -1,0 +1,94 @@
+//! Gateway errors, grouped by cause. Each API family renders them in its own shape
+//! (`api::openai::error`); `status` and `kind` are the only places that classify them.
+
+use axum::http::StatusCode;
+
+/// Why a request failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApiError {
+    /// The client's request is malformed or inconsistent.
+    InvalidRequest { message: String, param: Option<String>, code: Option<String> },
+    /// No valid gateway API key.
+    Auth,
+    /// An unknown route or model.
+    NotFound(String),
+    /// The request body is larger than the configured limit.
+    BodyTooLarge { limit: usize },
+    /// The upstream answered with an error status or an unusable body.
+    Upstream { message: String },
+    /// The upstream rate-limited the request; `retry_after` is its header, if any.
+    UpstreamRateLimited { message: String, retry_after: Option<String> },
+    /// The upstream could not be reached.
+    UpstreamUnavailable { message: String },
+    /// The upstream did not answer (or went silent) within its timeout.
+    UpstreamTimeout,
+    /// `tool_choice` required a call and the model did not produce one, retries included.
+    ToolCallMissing { message: String },
+    /// A bug in the gateway.
+    Internal(String),
+}
+
+impl ApiError {
+    /// The HTTP status. One exhaustive match, no catch-all.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::InvalidRequest { .. } => StatusCode::BAD_REQUEST,
+            ApiError::Auth => StatusCode::UNAUTHORIZED,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::Upstream { .. } => StatusCode::BAD_GATEWAY,
+            ApiError::UpstreamRateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::UpstreamUnavailable { .. } => StatusCode::BAD_GATEWAY,
+            ApiError::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
+            ApiError::ToolCallMissing { .. } => StatusCode::BAD_GATEWAY,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// A short, stable label for logs and metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ApiError::InvalidRequest { .. } => "invalid_request",
+            ApiError::Auth => "auth",
+            ApiError::NotFound(_) => "not_found",
+            ApiError::BodyTooLarge { .. } => "body_too_large",
+            ApiError::Upstream { .. } => "upstream",
+            ApiError::UpstreamRateLimited { .. } => "upstream_rate_limited",
+            ApiError::UpstreamUnavailable { .. } => "upstream_unavailable",
+            ApiError::UpstreamTimeout => "upstream_timeout",
+            ApiError::ToolCallMissing { .. } => "tool_call_missing",
+            ApiError::Internal(_) => "internal",
+        }
+    }
+
+    /// The message shown to clients (sanitized: never an upstream body).
+    pub fn message(&self) -> String {
+        match self {
+            ApiError::InvalidRequest { message, .. }
+            | ApiError::Upstream { message }
+            | ApiError::UpstreamRateLimited { message, .. }
+            | ApiError::UpstreamUnavailable { message }
+            | ApiError::ToolCallMissing { message } => message.clone(),
+            ApiError::Auth => {
+                "Incorrect API key provided. Pass a gateway key as `Authorization: Bearer <key>`."
+                    .into()
+            }
+            ApiError::NotFound(what) => what.clone(),
+            ApiError::BodyTooLarge { limit } => {
+                format!("The request body is larger than the gateway's limit of {limit} bytes.")
+            }
+            ApiError::UpstreamTimeout => "The upstream model did not answer in time.".into(),
+            ApiError::Internal(_) => {
+                "The server had an error while processing your request. Sorry about that!".into()
+            }
+        }
+    }
+
+    pub(crate) fn invalid(message: impl Into<String>, param: Option<&str>) -> ApiError {
+        ApiError::InvalidRequest {
+            message: message.into(),
+            param: param.map(str::to_owned),
+            code: None,
+        }
+    }
+}

@@ -1,0 +1,96 @@
+//! Every metric name and label set, in one place (Prometheus text format on `/metrics`).
+
+use std::time::Duration;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+type Labels = Vec<(&'static str, String)>;
+
+pub(crate) const REQUESTS: &str = "toolshim_requests";
+pub(crate) const REQUEST_SECONDS: &str = "toolshim_request_duration_seconds";
+pub(crate) const FIRST_TOKEN_SECONDS: &str = "toolshim_time_to_first_token_seconds";
+pub(crate) const TOOL_CALLS: &str = "toolshim_tool_calls";
+pub(crate) const RETRIES: &str = "toolshim_retries";
+pub(crate) const ERRORS: &str = "toolshim_errors";
+
+/// The gateway's metrics.
+#[derive(Debug)]
+pub(crate) struct Metrics {
+    registry: Registry,
+    requests: Family<Labels, Counter>,
+    latency: Family<Labels, Histogram>,
+    first_token: Histogram,
+    tool_calls: Counter,
+    retries: Family<Labels, Counter>,
+    errors: Family<Labels, Counter>,
+}
+
+fn seconds_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.001, 2.5, 14))
+}
+
+impl Metrics {
+    pub(crate) fn new() -> Metrics {
+        let mut registry = Registry::default();
+        let requests = Family::<Labels, Counter>::default();
+        let latency = Family::<Labels, Histogram>::new_with_constructor(
+            seconds_histogram as fn() -> Histogram,
+        );
+        let first_token = seconds_histogram();
+        let tool_calls = Counter::default();
+        let retries = Family::<Labels, Counter>::default();
+        let errors = Family::<Labels, Counter>::default();
+        registry.register(REQUESTS, "HTTP requests by route and status class", requests.clone());
+        registry.register(REQUEST_SECONDS, "Request latency by route", latency.clone());
+        registry.register(
+            FIRST_TOKEN_SECONDS,
+            "Time to the first streamed event",
+            first_token.clone(),
+        );
+        registry.register(TOOL_CALLS, "Tool calls returned to clients", tool_calls.clone());
+        registry.register(
+            RETRIES,
+            "Emulated replies asked for again, by reason and whether a retry was left",
+            retries.clone(),
+        );
+        registry.register(ERRORS, "Errors by kind", errors.clone());
+        Metrics { registry, requests, latency, first_token, tool_calls, retries, errors }
+    }
+
+    pub(crate) fn request(&self, route: &str, status: u16, elapsed: Duration) {
+        let class = format!("{}xx", status / 100);
+        self.requests.get_or_create(&vec![("route", route.to_owned()), ("status", class)]).inc();
+        self.latency
+            .get_or_create(&vec![("route", route.to_owned())])
+            .observe(elapsed.as_secs_f64());
+    }
+
+    pub(crate) fn first_token(&self, elapsed: Duration) {
+        self.first_token.observe(elapsed.as_secs_f64());
+    }
+
+    pub(crate) fn calls(&self, n: usize) {
+        self.tool_calls.inc_by(n as u64);
+    }
+
+    pub(crate) fn retry(&self, reason: &str, retried: bool) {
+        let labels = vec![("reason", reason.to_owned()), ("retried", retried.to_string())];
+        self.retries.get_or_create(&labels).inc();
+    }
+
+    pub(crate) fn error(&self, kind: &str) {
+        self.errors.get_or_create(&vec![("kind", kind.to_owned())]).inc();
+    }
+
+    pub(crate) fn render(&self) -> String {
+        let mut out = String::new();
+        if encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}

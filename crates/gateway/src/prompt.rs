@@ -1,0 +1,295 @@
+//! What the upstream sees in emulation mode: the tool contract in the system prompt, the
+//! conversation with earlier calls and results rendered as text, and the correction that
+//! goes with a retry.
+//!
+//! The contract asks for Hermes-style `<tool_call>` blocks, which most open models know.
+//! Examples use placeholders, because small models copy concrete example values.
+
+use serde_json::{Value, json};
+
+use crate::chat::{ChatRequest, Message, RetryReason, ToolChoice, ToolSpec};
+use crate::state::AppState;
+
+/// The body of the upstream request (OpenAI Chat Completions, streaming, no `tools`).
+pub(crate) fn upstream_body(
+    state: &AppState,
+    req: &ChatRequest,
+    retry: Option<(&str, RetryReason)>,
+) -> Value {
+    let (model, _) = state.config.route(&req.model);
+    let mut messages = render_messages(req);
+    if let Some((reply, reason)) = retry {
+        if !reply.trim().is_empty() {
+            messages.push(json!({"role": "assistant", "content": reply}));
+        }
+        messages.push(json!({"role": "user", "content": correction(req, reason)}));
+    }
+    let mut body = serde_json::Map::new();
+    body.insert("model".into(), Value::String(model));
+    body.insert("messages".into(), Value::Array(messages));
+    for (key, value) in &req.sampling {
+        body.insert(key.clone(), value.clone());
+    }
+    body.insert("stream".into(), Value::Bool(true));
+    body.insert("stream_options".into(), json!({"include_usage": true}));
+    Value::Object(body)
+}
+
+/// The conversation as plain chat messages.
+pub(crate) fn render_messages(req: &ChatRequest) -> Vec<Value> {
+    let mut system = String::new();
+    for message in &req.messages {
+        if let Message::System(text) = message {
+            if !system.is_empty() {
+                system.push_str("\n\n");
+            }
+            system.push_str(text);
+        }
+    }
+    if !req.tools.is_empty() && req.tool_choice != ToolChoice::None {
+        if !system.is_empty() {
+            system.push_str("\n\n");
+        }
+        system.push_str(&tool_contract(&req.tools, &req.tool_choice, req.parallel_tool_calls));
+    }
+    let mut out = Vec::new();
+    if !system.is_empty() {
+        out.push(json!({"role": "system", "content": system}));
+    }
+    // Consecutive tool results become one user message.
+    let mut results = String::new();
+    let flush = |results: &mut String, out: &mut Vec<Value>| {
+        if !results.is_empty() {
+            out.push(json!({"role": "user", "content": std::mem::take(results)}));
+        }
+    };
+    for message in &req.messages {
+        match message {
+            Message::System(_) => {}
+            Message::User(text) => {
+                flush(&mut results, &mut out);
+                out.push(json!({"role": "user", "content": text}));
+            }
+            Message::Assistant { text, calls } => {
+                flush(&mut results, &mut out);
+                let mut content = text.clone();
+                for call in calls {
+                    if !content.is_empty() {
+                        content.push('\n');
+                    }
+                    content.push_str(&render_call(&call.id, &call.name, &call.arguments));
+                }
+                out.push(json!({"role": "assistant", "content": content}));
+            }
+            Message::ToolResult { call_id, name, content, is_error } => {
+                if !results.is_empty() {
+                    results.push_str("\n\n");
+                }
+                results.push_str(&render_result(req, call_id, name.as_deref(), content, *is_error));
+            }
+        }
+    }
+    flush(&mut results, &mut out);
+    out
+}
+
+/// A call in the same format the model is asked to write.
+fn render_call(id: &str, name: &str, arguments: &str) -> String {
+    let arguments = serde_json::from_str::<Value>(arguments)
+        .ok()
+        .filter(Value::is_object)
+        .unwrap_or_else(|| Value::String(arguments.to_owned()));
+    let call = json!({"id": id, "name": name, "arguments": arguments});
+    format!("<tool_call>\n{call}\n</tool_call>")
+}
+
+/// A tool result, worded as the continuation of a call.
+fn render_result(
+    req: &ChatRequest,
+    call_id: &str,
+    name: Option<&str>,
+    content: &str,
+    is_error: bool,
+) -> String {
+    let name = name
+        .map(str::to_owned)
+        .or_else(|| call_name(req, call_id))
+        .unwrap_or_else(|| "unknown tool".into());
+    let content = neutralize(content.trim());
+    if is_error {
+        format!(
+            "Error from call {call_id} ({name}):\n{content}\nThe call failed; fix the arguments and try again, or answer without it."
+        )
+    } else if content.is_empty() {
+        format!(
+            "Result of call {call_id} ({name}): (empty result; the call succeeded and returned nothing)"
+        )
+    } else {
+        format!("Result of call {call_id} ({name}):\n{content}")
+    }
+}
+
+fn call_name(req: &ChatRequest, call_id: &str) -> Option<String> {
+    req.messages.iter().find_map(|message| match message {
+        Message::Assistant { calls, .. } => {
+            calls.iter().find(|c| c.id == call_id).map(|c| c.name.clone())
+        }
+        _ => None,
+    })
+}
+
+/// Keeps tool-call markers inside a result from reading as a call.
+fn neutralize(text: &str) -> String {
+    text.replace("<tool_call>", "<tool_call\u{200B}>")
+        .replace("</tool_call>", "</tool_call\u{200B}>")
+        .replace("<function_calls>", "<function_calls\u{200B}>")
+        .replace("<invoke ", "<invoke\u{200B} ")
+}
+
+/// The tool section of the system prompt.
+fn tool_contract(tools: &[ToolSpec], choice: &ToolChoice, parallel: bool) -> String {
+    let mut text = String::from(
+        "# Tools\n\nYou can call the following tools. Each is described by a JSON object with its name, \
+         what it does, and a JSON Schema for its arguments.\n<tools>\n",
+    );
+    for tool in tools {
+        let mut entry = serde_json::Map::new();
+        entry.insert("name".into(), Value::String(tool.name.clone()));
+        if let Some(description) = &tool.description {
+            entry.insert("description".into(), Value::String(description.clone()));
+        }
+        entry.insert("parameters".into(), compact_schema(tool.parameters.as_ref()));
+        text.push_str(&Value::Object(entry).to_string());
+        text.push('\n');
+    }
+    text.push_str("</tools>\n\n");
+    text.push_str(
+        "To call a tool, write a block exactly like this, with a JSON object inside:\n\
+         <tool_call>\n{\"name\": \"<tool name>\", \"arguments\": {\"<argument name>\": <argument value>}}\n</tool_call>\n\n\
+         Rules:\n\
+         - Use only the tool names listed above. The arguments must be a JSON object that follows the tool's schema.\n\
+         - When you call tools, write the calls and stop. The results come back in the next message, as \
+         \"Result of call <id> (<tool name>): ...\". Then continue: answer the user, or call another tool.\n",
+    );
+    if parallel {
+        text.push_str(
+            "- Independent calls can go in one reply, one <tool_call> block each. When a call needs the result \
+             of another, make the first call alone and wait for its result.\n",
+        );
+    } else {
+        text.push_str("- Call at most one tool per reply.\n");
+    }
+    match choice {
+        ToolChoice::Required => text.push_str("- In this reply you must call at least one tool.\n"),
+        ToolChoice::Named(name) => {
+            text.push_str(&format!("- In this reply you must call the tool `{name}`.\n"));
+        }
+        ToolChoice::Auto | ToolChoice::None => text.push_str(
+            "- When no tool is needed, answer in plain text, without any <tool_call> block.\n\
+             - Never say that you cannot use tools: you can, by writing <tool_call> blocks.\n",
+        ),
+    }
+    text.push_str(
+        "\nExample, for a question that needs a tool:\n<tool_call>\n{\"name\": \"<tool name>\", \"arguments\": \
+         {\"<argument name>\": \"<value taken from the user's request>\"}}\n</tool_call>",
+    );
+    text
+}
+
+/// The schema without the parts that only cost tokens (titles, `$schema`).
+fn compact_schema(schema: Option<&Value>) -> Value {
+    fn strip(value: &Value) -> Value {
+        match value {
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .filter(|(key, _)| !matches!(key.as_str(), "title" | "$schema" | "examples"))
+                    .map(|(key, value)| (key.clone(), strip(value)))
+                    .collect(),
+            ),
+            Value::Array(items) => Value::Array(items.iter().map(strip).collect()),
+            other => other.clone(),
+        }
+    }
+    schema.map_or_else(|| json!({"type": "object", "properties": {}}), strip)
+}
+
+/// The stricter message that goes with a retry.
+fn correction(req: &ChatRequest, reason: RetryReason) -> String {
+    let names: Vec<&str> = req.tools.iter().map(|t| t.name.as_str()).collect();
+    let what = match reason {
+        RetryReason::Refusal => "You said you cannot use tools, but you can: you call a tool by writing a <tool_call> block.".to_owned(),
+        RetryReason::MissingCall => match &req.tool_choice {
+            ToolChoice::Named(name) => format!("Your reply did not call the tool `{name}`, which this reply must call."),
+            _ => "Your reply did not call a tool, and this reply must call at least one.".to_owned(),
+        },
+        RetryReason::Malformed => "Your tool call could not be read: it was not valid JSON with a \"name\" and an \"arguments\" object.".to_owned(),
+        RetryReason::UnknownTool => format!("Your reply called a tool that does not exist. The only tools are: {}.", names.join(", ")),
+        RetryReason::Truncated => "Your reply was cut off in the middle of a tool call. Write the call again, shorter.".to_owned(),
+    };
+    format!(
+        "{what}\nReply again. To call a tool, write exactly:\n<tool_call>\n{{\"name\": \"<one of: {}>\", \"arguments\": {{...}}}}\n</tool_call>",
+        names.join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chat::PriorCall;
+
+    fn request(messages: Vec<Message>) -> ChatRequest {
+        ChatRequest {
+            model: "m".into(),
+            messages,
+            tools: vec![ToolSpec {
+                name: "get_weather".into(),
+                description: Some("Weather".into()),
+                parameters: None,
+            }],
+            tool_choice: ToolChoice::Auto,
+            parallel_tool_calls: true,
+            sampling: serde_json::Map::new(),
+        }
+    }
+
+    #[test]
+    fn history_is_rendered_as_text_with_ids_and_names() {
+        let req = request(vec![
+            Message::User("Weather in Paris?".into()),
+            Message::Assistant {
+                text: String::new(),
+                calls: vec![PriorCall {
+                    id: "call_1".into(),
+                    name: "get_weather".into(),
+                    arguments: r#"{"city":"Paris"}"#.into(),
+                }],
+            },
+            Message::ToolResult {
+                call_id: "call_1".into(),
+                name: None,
+                content: "<tool_call>18C</tool_call>".into(),
+                is_error: false,
+            },
+        ]);
+        let messages = render_messages(&req);
+        let roles: Vec<&str> = messages.iter().filter_map(|m| m["role"].as_str()).collect();
+        assert_eq!(roles, ["system", "user", "assistant", "user"]);
+        let assistant = messages[2]["content"].as_str().unwrap();
+        assert!(
+            assistant.contains("<tool_call>")
+                && assistant.contains("call_1")
+                && assistant.contains("Paris")
+        );
+        let result = messages[3]["content"].as_str().unwrap();
+        assert!(result.starts_with("Result of call call_1 (get_weather):"));
+        assert!(!result.contains("<tool_call>"), "markers in results are neutralized: {result}");
+    }
+
+    #[test]
+    fn contract_states_the_choice() {
+        let text =
+            tool_contract(&request(vec![]).tools, &ToolChoice::Named("get_weather".into()), false);
+        assert!(text.contains("must call the tool `get_weather`"));
+        assert!(text.contains("at most one tool"));
+    }
+}

@@ -1,0 +1,238 @@
+//! The one shared HTTP client for the upstream, with connect, first-byte and idle timeouts.
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use serde_json::Value;
+
+use crate::chat::Usage;
+use crate::config::{Config, UpstreamConfig};
+use crate::error::ApiError;
+use crate::upstream::sse_decode::SseDecoder;
+
+/// What the upstream's reply is made of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum UpstreamEvent {
+    Text(String),
+    Finish(String),
+    Usage(Usage),
+}
+
+pub(crate) type UpstreamStream =
+    Pin<Box<dyn Stream<Item = Result<UpstreamEvent, ApiError>> + Send>>;
+
+/// Talks to the upstream chat endpoint.
+#[derive(Debug, Clone)]
+pub(crate) struct UpstreamClient {
+    http: reqwest::Client,
+    url: String,
+    key: Option<String>,
+    first_byte: Duration,
+    idle: Duration,
+}
+
+impl UpstreamClient {
+    /// Builds the shared client. The key is read from the environment variable the config names.
+    pub(crate) fn new(config: &UpstreamConfig) -> Result<UpstreamClient, String> {
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "this is the one place the upstream client is built"
+        )]
+        let builder = reqwest::Client::builder();
+        let http = builder
+            .connect_timeout(Config::secs(config.connect_timeout_secs))
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build()
+            .map_err(|err| format!("cannot build the HTTP client: {err}"))?;
+        let base = config.url.trim().trim_end_matches('/');
+        let url = if base.ends_with("/v1") {
+            format!("{base}/chat/completions")
+        } else {
+            format!("{base}/v1/chat/completions")
+        };
+        let key = std::env::var(&config.api_key_env).ok().filter(|k| !k.is_empty());
+        Ok(UpstreamClient {
+            http,
+            url,
+            key,
+            first_byte: Config::secs(config.first_byte_timeout_secs),
+            idle: Config::secs(config.idle_timeout_secs),
+        })
+    }
+
+    /// Sends a raw request body and returns the response once its status is known.
+    pub(crate) async fn send(&self, body: &Value) -> Result<reqwest::Response, ApiError> {
+        let mut request = self.http.post(&self.url).json(body);
+        if let Some(key) = &self.key {
+            request = request.bearer_auth(key);
+        }
+        let response = match tokio::time::timeout(self.first_byte, request.send()).await {
+            Err(_) => return Err(ApiError::UpstreamTimeout),
+            Ok(Err(err)) if err.is_timeout() => return Err(ApiError::UpstreamTimeout),
+            Ok(Err(err)) => {
+                tracing::debug!(error = %err, "upstream request failed");
+                return Err(ApiError::UpstreamUnavailable {
+                    message: "The upstream model could not be reached.".into(),
+                });
+            }
+            Ok(Ok(response)) => response,
+        };
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let retry_after =
+            response.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let body = response.text().await.unwrap_or_default();
+        tracing::debug!(status = status.as_u16(), body = %body, "upstream error");
+        Err(match status.as_u16() {
+            429 => ApiError::UpstreamRateLimited {
+                message: "The upstream model is rate limited; try again later.".into(),
+                retry_after,
+            },
+            400..=499 => ApiError::Upstream {
+                message: format!(
+                    "The upstream model rejected the request (status {}).",
+                    status.as_u16()
+                ),
+            },
+            _ => ApiError::Upstream {
+                message: format!("The upstream model failed (status {}).", status.as_u16()),
+            },
+        })
+    }
+
+    /// The upstream's model ids (`GET …/models`), or none when it has no such list.
+    pub(crate) async fn model_ids(&self) -> Vec<String> {
+        let url = self.url.trim_end_matches("/chat/completions").to_owned() + "/models";
+        let mut request = self.http.get(url);
+        if let Some(key) = &self.key {
+            request = request.bearer_auth(key);
+        }
+        let Ok(Ok(response)) = tokio::time::timeout(self.first_byte, request.send()).await else {
+            return Vec::new();
+        };
+        let Ok(value) = response.json::<Value>().await else { return Vec::new() };
+        value
+            .get("data")
+            .and_then(Value::as_array)
+            .map(|models| {
+                models
+                    .iter()
+                    .filter_map(|m| m.get("id").and_then(Value::as_str))
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Sends a streaming chat request and decodes the reply into events.
+    pub(crate) async fn chat_stream(&self, body: Value) -> Result<UpstreamStream, ApiError> {
+        let response = self.send(&body).await?;
+        let is_json = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/json"));
+        let idle = self.idle;
+        let mut bytes = response.bytes_stream();
+        let stream = async_stream::stream! {
+            if is_json {
+                // An upstream that ignored `stream: true`.
+                let mut body = Vec::new();
+                loop {
+                    match tokio::time::timeout(idle, bytes.next()).await {
+                        Err(_) => { yield Err(ApiError::UpstreamTimeout); return; }
+                        Ok(None) => break,
+                        Ok(Some(Err(_))) => { yield Err(broken()); return; }
+                        Ok(Some(Ok(chunk))) => body.extend_from_slice(&chunk),
+                    }
+                }
+                match serde_json::from_slice::<Value>(&body) {
+                    Ok(value) => for event in completion_events(&value) { yield Ok(event); },
+                    Err(_) => yield Err(ApiError::Upstream { message: "The upstream model sent an invalid JSON body.".into() }),
+                }
+                return;
+            }
+            let mut decoder = SseDecoder::default();
+            let mut payloads = Vec::new();
+            let mut done = false;
+            while !done {
+                let next = tokio::time::timeout(idle, bytes.next()).await;
+                let chunk = match next {
+                    Err(_) => { yield Err(ApiError::UpstreamTimeout); return; }
+                    Ok(None) => { decoder.finish(&mut payloads); done = true; None }
+                    Ok(Some(Err(_))) => { yield Err(broken()); return; }
+                    Ok(Some(Ok(chunk))) => Some(chunk),
+                };
+                if let Some(chunk) = chunk {
+                    decoder.feed(&chunk, &mut payloads);
+                }
+                for payload in payloads.drain(..) {
+                    if payload.trim() == "[DONE]" {
+                        done = true;
+                        break;
+                    }
+                    match serde_json::from_str::<Value>(&payload) {
+                        Ok(value) if value.get("error").is_some_and(|e| !e.is_null()) => {
+                            yield Err(ApiError::Upstream { message: "The upstream model reported an error mid-stream.".into() });
+                            return;
+                        }
+                        Ok(value) => for event in chunk_events(&value) { yield Ok(event); },
+                        Err(_) => tracing::debug!(payload = %payload, "skipped an upstream SSE line that is not JSON"),
+                    }
+                }
+            }
+        };
+        Ok(Box::pin(stream))
+    }
+}
+
+fn broken() -> ApiError {
+    ApiError::Upstream { message: "The connection to the upstream model broke off.".into() }
+}
+
+fn usage_of(value: &Value) -> Option<Usage> {
+    let usage = value.get("usage").filter(|u| u.is_object())?;
+    Some(Usage {
+        prompt_tokens: usage.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
+        completion_tokens: usage.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0),
+    })
+}
+
+/// Events of one streamed chunk.
+fn chunk_events(value: &Value) -> Vec<UpstreamEvent> {
+    let mut events = Vec::new();
+    if let Some(choice) = value.get("choices").and_then(Value::as_array).and_then(|c| c.first()) {
+        if let Some(text) = choice.pointer("/delta/content").and_then(Value::as_str) {
+            if !text.is_empty() {
+                events.push(UpstreamEvent::Text(text.to_owned()));
+            }
+        }
+        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+            events.push(UpstreamEvent::Finish(reason.to_owned()));
+        }
+    }
+    if let Some(usage) = usage_of(value) {
+        events.push(UpstreamEvent::Usage(usage));
+    }
+    events
+}
+
+/// Events of a whole (non-streamed) completion.
+fn completion_events(value: &Value) -> Vec<UpstreamEvent> {
+    let mut events = Vec::new();
+    if let Some(choice) = value.get("choices").and_then(Value::as_array).and_then(|c| c.first()) {
+        if let Some(text) = choice.pointer("/message/content").and_then(Value::as_str) {
+            events.push(UpstreamEvent::Text(text.to_owned()));
+        }
+        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+            events.push(UpstreamEvent::Finish(reason.to_owned()));
+        }
+    }
+    if let Some(usage) = usage_of(value) {
+        events.push(UpstreamEvent::Usage(usage));
+    }
+    events
+}

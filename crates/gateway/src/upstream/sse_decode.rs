@@ -1,0 +1,86 @@
+//! Incremental decoding of an OpenAI-style SSE body into `data:` payloads.
+//!
+//! Network chunks may split lines and UTF-8 characters anywhere; bytes are buffered
+//! until a line is complete, so each payload is decoded whole.
+
+/// Collects bytes and returns complete `data:` payloads.
+#[derive(Debug, Default)]
+pub(crate) struct SseDecoder {
+    buf: Vec<u8>,
+    /// `data:` lines of the event being read, joined by `\n`.
+    data: Option<String>,
+}
+
+impl SseDecoder {
+    /// Feeds bytes; pushes each finished event's data to `out`.
+    pub(crate) fn feed(&mut self, bytes: &[u8], out: &mut Vec<String>) {
+        self.buf.extend_from_slice(bytes);
+        let mut start = 0;
+        while let Some(offset) =
+            self.buf.get(start..).and_then(|rest| rest.iter().position(|&b| b == b'\n'))
+        {
+            let end = start + offset;
+            let line = self.buf.get(start..end).unwrap_or_default();
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let line = String::from_utf8_lossy(line).into_owned();
+            self.line(&line, out);
+            start = end + 1;
+        }
+        self.buf.drain(..start);
+    }
+
+    /// Ends the body: an event without its blank line still counts.
+    pub(crate) fn finish(&mut self, out: &mut Vec<String>) {
+        if !self.buf.is_empty() {
+            let rest = String::from_utf8_lossy(&std::mem::take(&mut self.buf)).into_owned();
+            self.line(rest.trim_end_matches('\r'), out);
+        }
+        if let Some(data) = self.data.take() {
+            out.push(data);
+        }
+    }
+
+    fn line(&mut self, line: &str, out: &mut Vec<String>) {
+        if line.is_empty() {
+            if let Some(data) = self.data.take() {
+                out.push(data);
+            }
+            return;
+        }
+        if line.starts_with(':') {
+            return;
+        }
+        let (field, value) = match line.split_once(':') {
+            Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
+            None => (line, ""),
+        };
+        if field == "data" {
+            match &mut self.data {
+                Some(data) => {
+                    data.push('\n');
+                    data.push_str(value);
+                }
+                None => self.data = Some(value.to_owned()),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_split_anywhere_decode_whole() {
+        let body = "data: {\"a\":\"東京\"}\n\n: keepalive\n\ndata: [DONE]\n\n".as_bytes();
+        for split in 1..body.len() {
+            let mut decoder = SseDecoder::default();
+            let mut out = Vec::new();
+            for piece in body.chunks(split) {
+                decoder.feed(piece, &mut out);
+            }
+            decoder.finish(&mut out);
+            assert_eq!(out, ["{\"a\":\"東京\"}", "[DONE]"], "split {split}");
+        }
+    }
+}
