@@ -34,6 +34,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{
     MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer,
 };
+use tracing::Instrument;
 
 pub use crate::config::{Config, Mode, ModelConfig, Overrides, UpstreamConfig};
 pub use crate::error::ApiError;
@@ -98,11 +99,7 @@ async fn observe(State(state): State<AppState>, request: Request, next: Next) ->
         .unwrap_or_default()
         .to_owned();
     let span = tracing::info_span!("request", request_id = %request_id, route = %route);
-    let response = {
-        let _enter = span.enter();
-        drop(_enter);
-        next.run(request).await
-    };
+    let response = next.run(request).instrument(span.clone()).await;
     let status = response.status();
     if let Some(err) = response.extensions().get::<ApiError>() {
         state.metrics.error(err.kind());

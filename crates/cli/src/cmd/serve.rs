@@ -1,6 +1,6 @@
 //! `toolshim serve`: configuration from file, environment and flags, then the gateway.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
@@ -16,6 +16,7 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .init();
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -53,7 +53,9 @@ pub(crate) async fn chat_completions(
     let body = match body {
         Ok(body) => body,
         Err(_) => {
-            return error::response(ApiError::BodyTooLarge { limit: state.config.body_limit_bytes });
+            return error::response(ApiError::BodyTooLarge {
+                limit: state.config.body_limit_bytes,
+            });
         }
     };
     match handle(state, &headers, &body).await {
