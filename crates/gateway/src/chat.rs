@@ -149,6 +149,8 @@ pub(crate) fn run(
         let max_retries = state.config.max_retries;
         let mut feedback: Option<(String, RetryReason)> = None;
         let mut attempt: u32 = 0;
+        // Usage of all attempts: retries cost tokens too.
+        let mut spent = Usage::default();
         loop {
             let body = prompt::upstream_body(&state, &req, feedback.as_ref().map(|(reply, reason)| (reply.as_str(), *reason)));
             let mut upstream = match state.upstream.chat_stream(body).await {
@@ -204,6 +206,12 @@ pub(crate) fn run(
             shaper.finish(&mut produced);
             let truncated = finish_reason.as_deref() == Some("length");
             let problem = shaper.problem(truncated);
+            spent.prompt_tokens += usage.prompt_tokens;
+            spent.completion_tokens += if usage.completion_tokens == 0 && usage.prompt_tokens == 0 {
+                (raw.chars().count() as u64).div_ceil(4)
+            } else {
+                usage.completion_tokens
+            };
             if !committed {
                 if let Some(reason) = problem {
                     state.metrics.retry(reason.as_str(), attempt < max_retries);
@@ -230,19 +238,18 @@ pub(crate) fn run(
             for event in produced {
                 yield Ok(event);
             }
-            let finish = if shaper.n_calls > 0 {
-                Finish::ToolCalls { forced: matches!(req.tool_choice, ToolChoice::Named(_)) }
-            } else if truncated {
+            // A streamed call that the token limit cut off could not be retried (it had
+            // already gone out); like OpenAI, the reply then ends with `length`.
+            let finish = if truncated && (shaper.n_calls == 0 || shaper.cut_off_call) {
                 Finish::Length
+            } else if shaper.n_calls > 0 {
+                Finish::ToolCalls { forced: matches!(req.tool_choice, ToolChoice::Named(_)) }
             } else {
                 Finish::Stop
             };
             state.metrics.calls(shaper.n_calls);
             tracing::info!(engaged, calls = shaper.n_calls, attempt, "reply finished");
-            if usage.completion_tokens == 0 && usage.prompt_tokens == 0 {
-                usage.completion_tokens = (raw.chars().count() as u64).div_ceil(4);
-            }
-            yield Ok(ChatEvent::Done(Outcome { finish, usage }));
+            yield Ok(ChatEvent::Done(Outcome { finish, usage: spent }));
             return;
         }
     }
@@ -270,6 +277,9 @@ struct Shaper {
     n_calls: usize,
     /// Visible text so far (bounded), for refusal detection.
     text: String,
+    /// Whitespace-only text not yet sent: dropped if a call follows (it is layout around
+    /// the call, not content), sent with the next visible text otherwise.
+    blank: String,
     rejected: usize,
     malformed: bool,
     cut_off_call: bool,
@@ -290,6 +300,7 @@ impl Shaper {
             map: Vec::new(),
             n_calls: 0,
             text: String::new(),
+            blank: String::new(),
             rejected: 0,
             malformed: false,
             cut_off_call: false,
@@ -313,12 +324,26 @@ impl Shaper {
             parser.finish(&mut events);
             self.shape(events, out);
         }
+        if self.n_calls == 0 && !self.blank.is_empty() {
+            let blank = std::mem::take(&mut self.blank);
+            self.send_text(blank, out);
+        }
     }
 
     fn text_event(&mut self, text: String, out: &mut Vec<ChatEvent>) {
         if text.is_empty() {
             return;
         }
+        if self.engaged && text.trim().is_empty() {
+            self.blank.push_str(&text);
+            return;
+        }
+        let text =
+            if self.blank.is_empty() { text } else { std::mem::take(&mut self.blank) + &text };
+        self.send_text(text, out);
+    }
+
+    fn send_text(&mut self, text: String, out: &mut Vec<ChatEvent>) {
         if self.text.len() < 4096 {
             self.text.push_str(&text);
         }
@@ -346,6 +371,7 @@ impl Shaper {
                         *entry = slot;
                     }
                     if let Some(index) = slot {
+                        self.blank.clear();
                         self.n_calls += 1;
                         out.push(ChatEvent::CallStart { index, id: new_call_id(), name });
                     }

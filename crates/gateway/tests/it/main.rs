@@ -1,1 +1,31 @@
+//! The gateway's integration tests: one binary (HOUSE-STYLE 2.6), everything in-process on
+//! `127.0.0.1:0` against a scripted mock upstream.
+//!
+//! - `common`: `MockUpstream` (a small axum app that streams scripted replies as OpenAI SSE,
+//!   or errors, stalls and disconnects, and records every request), `spawn_gateway`,
+//!   the test HTTP client, request builders, and `check_stream`, the Chat Completions
+//!   SSE grammar checker (protocols.md 2.13/2.14).
+//! - `openai`: non-streaming completions: calls parsed from each dialect, `tool_choice`
+//!   and `parallel_tool_calls` policy, retries (missing call, unknown tool, refusal,
+//!   truncation), repair and coercion, history rendered as text, `/v1/models`, `/healthz`,
+//!   `/metrics`.
+//! - `streaming`: the same through `stream: true`, every stream grammar-checked; markers
+//!   split across 1..=7-character chunks never leak; one byte-level golden.
+//! - `errors`: OpenAI error shapes for 400/401/404/413, upstream 429/500/unreachable/stall
+//!   before the first byte, in-band errors after it, client disconnect cancelling upstream.
+//! - `shutdown`: cancelling the token refuses new connections and lets in-flight streams
+//!   finish.
 
+// Helpers outside `#[test]` functions fail the test the same way the tests do.
+#![expect(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test helpers report failures by panicking"
+)]
+
+mod common;
+mod errors;
+mod openai;
+mod shutdown;
+mod streaming;

@@ -285,6 +285,15 @@ fn validate_history(messages: &[Message]) -> Result<(), ApiError> {
             open_at = i;
         }
     }
+    if !open.is_empty() {
+        return Err(ApiError::invalid(
+            format!(
+                "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: {}",
+                open.join(", ")
+            ),
+            Some(&format!("messages.[{open_at}].role")),
+        ));
+    }
     Ok(())
 }
 
