@@ -123,9 +123,11 @@ Environment (overridden by flags):
   TOOLSHIM_MAX_RETRIES       like --max-retries
   RUST_LOG                   log filter, e.g. info or toolshim_gateway=debug
 
-Config file keys: listen, api_keys, mode, max_retries, body_limit_bytes, drain_timeout_secs,
-[upstream] url, api_key_env, connect_timeout_secs, first_byte_timeout_secs, idle_timeout_secs,
-[models.NAME] upstream, mode. Every problem in the configuration is reported at once.
+Config file keys: listen, api_keys, mode, call_format (tool_call, json or xml: how the prompt
+asks for calls; replies are parsed in every dialect), max_retries, body_limit_bytes,
+drain_timeout_secs; [upstream] url, api_key_env, connect_timeout_secs, first_byte_timeout_secs,
+idle_timeout_secs; [models.NAME] upstream, mode, call_format. Every problem in the
+configuration is reported at once.
 
 Example:
   toolshim serve --upstream http://127.0.0.1:8081 --mode emulate

@@ -30,6 +30,22 @@ impl Mode {
     }
 }
 
+/// How the tool prompt asks the model to write a call. Replies are parsed in every dialect
+/// whatever this says; it only decides what the model is taught (and how earlier calls are
+/// shown to it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum CallFormat {
+    /// `<tool_call>{"name":…,"arguments":{…}}</tool_call>` (Hermes; most open models know it).
+    #[default]
+    ToolCall,
+    /// A bare JSON object `{"name":…,"arguments":{…}}` on its own line (for servers that strip
+    /// special tokens such as `<tool_call>`).
+    Json,
+    /// `<function_calls><invoke name="…"><parameter name="…">…</parameter></invoke></function_calls>`.
+    Xml,
+}
+
 /// Everything the gateway needs to run.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -42,6 +58,8 @@ pub struct Config {
     pub upstream: UpstreamConfig,
     /// The mode for models without an entry in `models`.
     pub mode: Mode,
+    /// How the tool prompt asks models to write calls (per model in `models`).
+    pub call_format: CallFormat,
     /// Per client model name: the upstream model and mode.
     pub models: BTreeMap<String, ModelConfig>,
     /// How often a failed emulated reply is asked for again.
@@ -76,6 +94,8 @@ pub struct ModelConfig {
     pub upstream: Option<String>,
     /// The mode for this model (default: the top-level `mode`).
     pub mode: Option<Mode>,
+    /// The call format for this model (default: the top-level `call_format`).
+    pub call_format: Option<CallFormat>,
 }
 
 impl Default for Config {
@@ -85,6 +105,7 @@ impl Default for Config {
             api_keys: Vec::new(),
             upstream: UpstreamConfig::default(),
             mode: Mode::Auto,
+            call_format: CallFormat::ToolCall,
             models: BTreeMap::new(),
             max_retries: 1,
             body_limit_bytes: 16 << 20,
@@ -195,6 +216,11 @@ impl Config {
             ),
             None => (model.to_owned(), self.mode),
         }
+    }
+
+    /// The call format for a client model name.
+    pub fn call_format(&self, model: &str) -> CallFormat {
+        self.models.get(model).and_then(|entry| entry.call_format).unwrap_or(self.call_format)
     }
 
     pub(crate) fn secs(value: f64) -> Duration {

@@ -36,7 +36,7 @@ use tower_http::request_id::{
 };
 use tracing::Instrument;
 
-pub use crate::config::{Config, Mode, ModelConfig, Overrides, UpstreamConfig};
+pub use crate::config::{CallFormat, Config, Mode, ModelConfig, Overrides, UpstreamConfig};
 pub use crate::error::ApiError;
 pub use crate::state::AppState;
 

@@ -16,6 +16,8 @@ pub(crate) const FIRST_TOKEN_SECONDS: &str = "toolshim_time_to_first_token_secon
 pub(crate) const TOOL_CALLS: &str = "toolshim_tool_calls";
 pub(crate) const RETRIES: &str = "toolshim_retries";
 pub(crate) const ERRORS: &str = "toolshim_errors";
+pub(crate) const REFUSALS: &str = "toolshim_refusals";
+pub(crate) const PARSE_FAILURES: &str = "toolshim_parse_failures";
 
 /// The gateway's metrics.
 #[derive(Debug)]
@@ -27,6 +29,8 @@ pub(crate) struct Metrics {
     tool_calls: Counter,
     retries: Family<Labels, Counter>,
     errors: Family<Labels, Counter>,
+    refusals: Counter,
+    parse_failures: Counter,
 }
 
 fn seconds_histogram() -> Histogram {
@@ -44,6 +48,8 @@ impl Metrics {
         let tool_calls = Counter::default();
         let retries = Family::<Labels, Counter>::default();
         let errors = Family::<Labels, Counter>::default();
+        let refusals = Counter::default();
+        let parse_failures = Counter::default();
         registry.register(REQUESTS, "HTTP requests by route and status class", requests.clone());
         registry.register(REQUEST_SECONDS, "Request latency by route", latency.clone());
         registry.register(
@@ -58,7 +64,27 @@ impl Metrics {
             retries.clone(),
         );
         registry.register(ERRORS, "Errors by kind", errors.clone());
-        Metrics { registry, requests, latency, first_token, tool_calls, retries, errors }
+        registry.register(
+            REFUSALS,
+            "Replies in which the model said it has no tools",
+            refusals.clone(),
+        );
+        registry.register(
+            PARSE_FAILURES,
+            "Replies with tool-call syntax that gave no usable call (malformed, unknown tool, cut off)",
+            parse_failures.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            latency,
+            first_token,
+            tool_calls,
+            retries,
+            errors,
+            refusals,
+            parse_failures,
+        }
     }
 
     pub(crate) fn request(&self, route: &str, status: u16, elapsed: Duration) {
@@ -80,6 +106,15 @@ impl Metrics {
     pub(crate) fn retry(&self, reason: &str, retried: bool) {
         let labels = vec![("reason", reason.to_owned()), ("retried", retried.to_string())];
         self.retries.get_or_create(&labels).inc();
+        match reason {
+            "refusal" => {
+                self.refusals.inc();
+            }
+            "malformed" | "unknown_tool" | "truncated" => {
+                self.parse_failures.inc();
+            }
+            _ => {}
+        }
     }
 
     pub(crate) fn error(&self, kind: &str) {

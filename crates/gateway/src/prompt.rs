@@ -8,6 +8,7 @@
 use serde_json::{Value, json};
 
 use crate::chat::{ChatRequest, Message, RetryReason, ToolChoice, ToolSpec};
+use crate::config::CallFormat;
 use crate::state::AppState;
 
 /// The body of the upstream request (OpenAI Chat Completions, streaming, no `tools`).
@@ -17,12 +18,13 @@ pub(crate) fn upstream_body(
     retry: Option<(&str, RetryReason)>,
 ) -> Value {
     let (model, _) = state.config.route(&req.model);
-    let mut messages = render_messages(req);
+    let format = state.config.call_format(&req.model);
+    let mut messages = render_messages(req, format);
     if let Some((reply, reason)) = retry {
         if !reply.trim().is_empty() {
             messages.push(json!({"role": "assistant", "content": reply}));
         }
-        messages.push(json!({"role": "user", "content": correction(req, reason)}));
+        messages.push(json!({"role": "user", "content": correction(req, reason, format)}));
     }
     let mut body = serde_json::Map::new();
     body.insert("model".into(), Value::String(model));
@@ -36,7 +38,7 @@ pub(crate) fn upstream_body(
 }
 
 /// The conversation as plain chat messages.
-pub(crate) fn render_messages(req: &ChatRequest) -> Vec<Value> {
+pub(crate) fn render_messages(req: &ChatRequest, format: CallFormat) -> Vec<Value> {
     let mut system = String::new();
     for message in &req.messages {
         if let Message::System(text) = message {
@@ -50,7 +52,12 @@ pub(crate) fn render_messages(req: &ChatRequest) -> Vec<Value> {
         if !system.is_empty() {
             system.push_str("\n\n");
         }
-        system.push_str(&tool_contract(&req.tools, &req.tool_choice, req.parallel_tool_calls));
+        system.push_str(&tool_contract(
+            &req.tools,
+            &req.tool_choice,
+            req.parallel_tool_calls,
+            format,
+        ));
     }
     let mut out = Vec::new();
     if !system.is_empty() {
@@ -77,7 +84,7 @@ pub(crate) fn render_messages(req: &ChatRequest) -> Vec<Value> {
                     if !content.is_empty() {
                         content.push('\n');
                     }
-                    content.push_str(&render_call(&call.id, &call.name, &call.arguments));
+                    content.push_str(&render_call(format, &call.id, &call.name, &call.arguments));
                 }
                 out.push(json!({"role": "assistant", "content": content}));
             }
@@ -94,13 +101,62 @@ pub(crate) fn render_messages(req: &ChatRequest) -> Vec<Value> {
 }
 
 /// A call in the same format the model is asked to write.
-fn render_call(id: &str, name: &str, arguments: &str) -> String {
+fn render_call(format: CallFormat, id: &str, name: &str, arguments: &str) -> String {
     let arguments = serde_json::from_str::<Value>(arguments)
         .ok()
         .filter(Value::is_object)
         .unwrap_or_else(|| Value::String(arguments.to_owned()));
-    let call = json!({"id": id, "name": name, "arguments": arguments});
-    format!("<tool_call>\n{call}\n</tool_call>")
+    match format {
+        CallFormat::ToolCall => {
+            let call = json!({"id": id, "name": name, "arguments": arguments});
+            format!("<tool_call>\n{call}\n</tool_call>")
+        }
+        CallFormat::Json => json!({"id": id, "name": name, "arguments": arguments}).to_string(),
+        CallFormat::Xml => {
+            let mut text =
+                format!("<function_calls>\n<invoke name=\"{}\" id=\"{}\">\n", attr(name), attr(id));
+            if let Value::Object(map) = &arguments {
+                for (key, value) in map {
+                    let value = value.as_str().map_or_else(|| value.to_string(), str::to_owned);
+                    text.push_str(&format!(
+                        "<parameter name=\"{}\">{value}</parameter>\n",
+                        attr(key)
+                    ));
+                }
+            }
+            text.push_str("</invoke>\n</function_calls>");
+            text
+        }
+    }
+}
+
+fn attr(text: &str) -> String {
+    text.replace('&', "&amp;").replace('"', "&quot;").replace('<', "&lt;")
+}
+
+/// How each format is named and shown in the tool contract.
+struct Syntax {
+    /// "a <tool_call> block", …
+    block: &'static str,
+    /// The call template with placeholders.
+    template: &'static str,
+}
+
+fn syntax(format: CallFormat) -> Syntax {
+    match format {
+        CallFormat::ToolCall => Syntax {
+            block: "a <tool_call> block",
+            template: "<tool_call>\n{\"name\": \"<tool name>\", \"arguments\": {\"<argument name>\": \"<value taken from the user's request>\"}}\n</tool_call>",
+        },
+        CallFormat::Json => Syntax {
+            block: "a JSON object on a line of its own",
+            template: "{\"name\": \"<tool name>\", \"arguments\": {\"<argument name>\": \"<value taken from the user's request>\"}}",
+        },
+        CallFormat::Xml => Syntax {
+            block: "a <function_calls> block",
+            template: "<function_calls>\n<invoke name=\"<tool name>\">\n<parameter name=\"<argument name>\"><value taken from the user's request></parameter>\n</invoke>\n</function_calls>",
+        },
+    }
 }
 
 /// A tool result, worded as the continuation of a call.
@@ -147,7 +203,14 @@ fn neutralize(text: &str) -> String {
 }
 
 /// The tool section of the system prompt.
-fn tool_contract(tools: &[ToolSpec], choice: &ToolChoice, parallel: bool) -> String {
+fn tool_contract(
+    tools: &[ToolSpec],
+    choice: &ToolChoice,
+    parallel: bool,
+    format: CallFormat,
+) -> String {
+    let syntax = syntax(format);
+    let block = syntax.block;
     let mut text = String::from(
         "# Tools\n\nYou can call the following tools. Each is described by a JSON object with its name, \
          what it does, and a JSON Schema for its arguments.\n<tools>\n",
@@ -163,19 +226,19 @@ fn tool_contract(tools: &[ToolSpec], choice: &ToolChoice, parallel: bool) -> Str
         text.push('\n');
     }
     text.push_str("</tools>\n\n");
-    text.push_str(
-        "To call a tool, write a block exactly like this, with a JSON object inside:\n\
-         <tool_call>\n{\"name\": \"<tool name>\", \"arguments\": {\"<argument name>\": <argument value>}}\n</tool_call>\n\n\
+    text.push_str(&format!(
+        "To call a tool, write {block}, exactly in this form:\n{}\n\n\
          Rules:\n\
-         - Use only the tool names listed above. The arguments must be a JSON object that follows the tool's schema.\n\
+         - Use only the tool names listed above. The arguments must follow the tool's schema.\n\
          - When you call tools, write the calls and stop. The results come back in the next message, as \
          \"Result of call <id> (<tool name>): ...\". Then continue: answer the user, or call another tool.\n",
-    );
+        syntax.template
+    ));
     if parallel {
-        text.push_str(
-            "- Independent calls can go in one reply, one <tool_call> block each. When a call needs the result \
-             of another, make the first call alone and wait for its result.\n",
-        );
+        text.push_str(&format!(
+            "- Independent calls can go in one reply, {block} each. When a call needs the result of another, \
+             make the first call alone and wait for its result.\n"
+        ));
     } else {
         text.push_str("- Call at most one tool per reply.\n");
     }
@@ -184,14 +247,13 @@ fn tool_contract(tools: &[ToolSpec], choice: &ToolChoice, parallel: bool) -> Str
         ToolChoice::Named(name) => {
             text.push_str(&format!("- In this reply you must call the tool `{name}`.\n"));
         }
-        ToolChoice::Auto | ToolChoice::None => text.push_str(
-            "- When no tool is needed, answer in plain text, without any <tool_call> block.\n\
-             - Never say that you cannot use tools: you can, by writing <tool_call> blocks.\n",
-        ),
+        ToolChoice::Auto | ToolChoice::None => text.push_str(&format!(
+            "- When no tool is needed, answer in plain text, without any call.\n\
+             - Never say that you cannot use tools: you can, by writing {block}.\n"
+        )),
     }
     text.push_str(
-        "\nExample, for a question that needs a tool:\n<tool_call>\n{\"name\": \"<tool name>\", \"arguments\": \
-         {\"<argument name>\": \"<value taken from the user's request>\"}}\n</tool_call>",
+        "\nThe placeholders in <angle brackets> stand for real names and values; never copy them.",
     );
     text
 }
@@ -214,21 +276,43 @@ fn compact_schema(schema: Option<&Value>) -> Value {
 }
 
 /// The stricter message that goes with a retry.
-fn correction(req: &ChatRequest, reason: RetryReason) -> String {
+fn correction(req: &ChatRequest, reason: RetryReason, format: CallFormat) -> String {
     let names: Vec<&str> = req.tools.iter().map(|t| t.name.as_str()).collect();
+    let syntax = syntax(format);
     let what = match reason {
-        RetryReason::Refusal => "You said you cannot use tools, but you can: you call a tool by writing a <tool_call> block.".to_owned(),
+        RetryReason::Refusal => {
+            format!(
+                "You said you cannot use tools, but you can: you call a tool by writing {}.",
+                syntax.block
+            )
+        }
         RetryReason::MissingCall => match &req.tool_choice {
-            ToolChoice::Named(name) => format!("Your reply did not call the tool `{name}`, which this reply must call."),
-            _ => "Your reply did not call a tool, and this reply must call at least one.".to_owned(),
+            ToolChoice::Named(name) => {
+                format!("Your reply did not call the tool `{name}`, which this reply must call.")
+            }
+            _ => {
+                "Your reply did not call a tool, and this reply must call at least one.".to_owned()
+            }
         },
-        RetryReason::Malformed => "Your tool call could not be read: it was not valid JSON with a \"name\" and an \"arguments\" object.".to_owned(),
-        RetryReason::UnknownTool => format!("Your reply called a tool that does not exist. The only tools are: {}.", names.join(", ")),
-        RetryReason::Truncated => "Your reply was cut off in the middle of a tool call. Write the call again, shorter.".to_owned(),
+        RetryReason::Malformed => {
+            "Your tool call could not be read: write it exactly in the form below, with valid JSON."
+                .to_owned()
+        }
+        RetryReason::UnknownTool => {
+            format!(
+                "Your reply called a tool that does not exist. The only tools are: {}.",
+                names.join(", ")
+            )
+        }
+        RetryReason::Truncated => {
+            "Your reply was cut off in the middle of a tool call. Write the call again, shorter."
+                .to_owned()
+        }
     };
     format!(
-        "{what}\nReply again. To call a tool, write exactly:\n<tool_call>\n{{\"name\": \"<one of: {}>\", \"arguments\": {{...}}}}\n</tool_call>",
-        names.join(", ")
+        "{what}\nReply again. The tools are: {}. To call one, write exactly:\n{}",
+        names.join(", "),
+        syntax.template
     )
 }
 
@@ -271,7 +355,7 @@ mod tests {
                 is_error: false,
             },
         ]);
-        let messages = render_messages(&req);
+        let messages = render_messages(&req, CallFormat::ToolCall);
         let roles: Vec<&str> = messages.iter().filter_map(|m| m["role"].as_str()).collect();
         assert_eq!(roles, ["system", "user", "assistant", "user"]);
         let assistant = messages[2]["content"].as_str().unwrap();
@@ -287,9 +371,28 @@ mod tests {
 
     #[test]
     fn contract_states_the_choice() {
-        let text =
-            tool_contract(&request(vec![]).tools, &ToolChoice::Named("get_weather".into()), false);
+        let text = tool_contract(
+            &request(vec![]).tools,
+            &ToolChoice::Named("get_weather".into()),
+            false,
+            CallFormat::ToolCall,
+        );
         assert!(text.contains("must call the tool `get_weather`"));
         assert!(text.contains("at most one tool"));
+    }
+
+    #[test]
+    fn every_format_renders_calls_the_parser_reads_back() {
+        for format in [CallFormat::ToolCall, CallFormat::Json, CallFormat::Xml] {
+            let text = render_call(format, "call_1", "get_weather", r#"{"city":"Paris","days":2}"#);
+            let parsed = toolshim_parse::parse(&text, &toolshim_parse::Config::default());
+            assert_eq!(parsed.calls.len(), 1, "{format:?}: {text}");
+            assert_eq!(parsed.calls[0].name, "get_weather");
+            let args: Value = serde_json::from_str(&parsed.calls[0].arguments).unwrap();
+            assert_eq!(args["city"], "Paris", "{format:?}");
+            assert!(parsed.content.trim().is_empty(), "{format:?}: {:?}", parsed.content);
+            let contract = tool_contract(&request(vec![]).tools, &ToolChoice::Auto, true, format);
+            assert!(contract.contains(syntax(format).template));
+        }
     }
 }

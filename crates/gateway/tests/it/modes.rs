@@ -21,9 +21,10 @@ fn content(body: &str) -> String {
 async fn native_mode_passes_tools_through_and_relays_the_reply() {
     let gw = spawn_gateway(|config| {
         config.mode = Mode::Native;
-        config
-            .models
-            .insert(MODEL.into(), ModelConfig { upstream: Some("up-model".into()), mode: None });
+        config.models.insert(
+            MODEL.into(),
+            ModelConfig { upstream: Some("up-model".into()), mode: None, call_format: None },
+        );
     })
     .await;
     gw.upstream.push(Reply::text("native answer"));
@@ -77,4 +78,26 @@ async fn auto_mode_keeps_upstream_failures_that_are_not_about_tools() {
     let (status, body) = gw.chat(&request("Weather in Paris?")).await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
     assert_eq!(gw.upstream.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn the_call_format_is_chosen_per_model_and_replies_parse_in_any_dialect() {
+    let gw = spawn_gateway(|config| {
+        config.models.insert(
+            MODEL.into(),
+            ModelConfig {
+                upstream: None,
+                mode: None,
+                call_format: Some(toolshim_gateway::CallFormat::Json),
+            },
+        );
+    })
+    .await;
+    // The model was taught bare JSON but answers with a <tool_call> block: still a call.
+    gw.upstream.push(Reply::text(hermes("get_weather", json!({"city": "Paris"}))));
+    let completion = gw.complete(&request("Weather in Paris?")).await;
+    assert_eq!(completion["choices"][0]["message"]["tool_calls"].as_array().unwrap().len(), 1);
+    let system = gw.upstream.requests()[0]["messages"][0]["content"].as_str().unwrap().to_owned();
+    assert!(system.contains("a JSON object on a line of its own"), "{system}");
+    assert!(!system.contains("<tool_call>"), "{system}");
 }

@@ -451,7 +451,11 @@ async fn models_lists_the_upstream_models_or_the_configured_ones() {
     let gw = spawn_gateway(|config| {
         config.models.insert(
             "small".into(),
-            toolshim_gateway::ModelConfig { upstream: Some("qwen".into()), mode: None },
+            toolshim_gateway::ModelConfig {
+                upstream: Some("qwen".into()),
+                mode: None,
+                call_format: None,
+            },
         );
     })
     .await;
@@ -466,7 +470,11 @@ async fn configured_model_is_renamed_for_the_upstream() {
     let gw = spawn_gateway(|config| {
         config.models.insert(
             "small".into(),
-            toolshim_gateway::ModelConfig { upstream: Some("qwen2.5-7b".into()), mode: None },
+            toolshim_gateway::ModelConfig {
+                upstream: Some("qwen2.5-7b".into()),
+                mode: None,
+                call_format: None,
+            },
         );
     })
     .await;
