@@ -450,3 +450,57 @@ fn unknown_tool_is_rejected_and_hide_rejected_removes_its_text() {
     assert_eq!(hidden["rejected"][0]["name"], "get_stock_price", "{hidden}");
     assert!(!hidden["content"].as_str().unwrap().contains("get_stock_price"), "{hidden}");
 }
+
+// ---- serve ----
+
+/// `toolshim serve …` with no TOOLSHIM_* variables from the test's own environment.
+fn serve(args: &[&str]) -> TestCommand {
+    let mut all = vec!["serve"];
+    all.extend_from_slice(args);
+    let mut command = TestCommand::new(&all);
+    for var in [
+        "TOOLSHIM_UPSTREAM_URL",
+        "TOOLSHIM_LISTEN",
+        "TOOLSHIM_MODE",
+        "TOOLSHIM_API_KEYS",
+        "TOOLSHIM_MAX_RETRIES",
+    ] {
+        command.cmd.env_remove(var);
+    }
+    command
+}
+
+#[test]
+fn serve_reports_every_configuration_problem_at_once() {
+    let stderr =
+        serve(&["--listen", "nowhere", "--mode", "fast", "--max-retries", "99"]).usage_error();
+    for key in ["listen:", "mode:", "upstream.url:", "max_retries:"] {
+        assert!(stderr.contains(key), "{key} missing from:\n{stderr}");
+    }
+}
+
+#[test]
+fn serve_names_an_unknown_config_key() {
+    let dir = scratch_dir("serve_names_an_unknown_config_key");
+    let path = write_file(&dir, "toolshim.toml", b"lisen = \"127.0.0.1:1\"\n");
+    let stderr = serve(&["--config", &path]).usage_error();
+    assert!(stderr.contains("lisen"), "{stderr}");
+}
+
+#[test]
+fn serve_help_documents_environment_config_and_exit_codes() {
+    let help = serve(&["--help"]).ok();
+    for needle in [
+        "--upstream",
+        "--listen",
+        "--mode",
+        "--api-key",
+        "--max-retries",
+        "--config",
+        "TOOLSHIM_UPSTREAM_API_KEY",
+        "call_format",
+        "Exit codes",
+    ] {
+        assert!(help.contains(needle), "{needle} missing from serve --help");
+    }
+}
