@@ -201,11 +201,12 @@ fn usage_of(value: &Value) -> Option<Usage> {
     })
 }
 
-/// Events of one streamed chunk.
-fn chunk_events(value: &Value) -> Vec<UpstreamEvent> {
+/// Events of one streamed chunk (`delta`) or of a whole completion (`message`).
+fn events_of(value: &Value, part: &str) -> Vec<UpstreamEvent> {
     let mut events = Vec::new();
     if let Some(choice) = value.get("choices").and_then(Value::as_array).and_then(|c| c.first()) {
-        if let Some(text) = choice.pointer("/delta/content").and_then(Value::as_str) {
+        if let Some(text) = choice.get(part).and_then(|p| p.get("content")).and_then(Value::as_str)
+        {
             if !text.is_empty() {
                 events.push(UpstreamEvent::Text(text.to_owned()));
             }
@@ -220,19 +221,10 @@ fn chunk_events(value: &Value) -> Vec<UpstreamEvent> {
     events
 }
 
-/// Events of a whole (non-streamed) completion.
+fn chunk_events(value: &Value) -> Vec<UpstreamEvent> {
+    events_of(value, "delta")
+}
+
 fn completion_events(value: &Value) -> Vec<UpstreamEvent> {
-    let mut events = Vec::new();
-    if let Some(choice) = value.get("choices").and_then(Value::as_array).and_then(|c| c.first()) {
-        if let Some(text) = choice.pointer("/message/content").and_then(Value::as_str) {
-            events.push(UpstreamEvent::Text(text.to_owned()));
-        }
-        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
-            events.push(UpstreamEvent::Finish(reason.to_owned()));
-        }
-    }
-    if let Some(usage) = usage_of(value) {
-        events.push(UpstreamEvent::Usage(usage));
-    }
-    events
+    events_of(value, "message")
 }

@@ -265,15 +265,7 @@ fn validate_history(messages: &[Message]) -> Result<(), ApiError> {
                 open.retain(|id| id != call_id);
             }
             Message::ToolResult { .. } => {}
-            _ if !open.is_empty() => {
-                return Err(ApiError::invalid(
-                    format!(
-                        "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: {}",
-                        open.join(", ")
-                    ),
-                    Some(&format!("messages.[{open_at}].role")),
-                ));
-            }
+            _ if !open.is_empty() => return Err(unanswered(&open, open_at)),
             _ => {}
         }
         if let Message::Assistant { calls, .. } = message {
@@ -286,15 +278,20 @@ fn validate_history(messages: &[Message]) -> Result<(), ApiError> {
         }
     }
     if !open.is_empty() {
-        return Err(ApiError::invalid(
-            format!(
-                "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: {}",
-                open.join(", ")
-            ),
-            Some(&format!("messages.[{open_at}].role")),
-        ));
+        return Err(unanswered(&open, open_at));
     }
     Ok(())
+}
+
+/// OpenAI's error for tool calls without results.
+fn unanswered(open: &[String], at: usize) -> ApiError {
+    ApiError::invalid(
+        format!(
+            "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: {}",
+            open.join(", ")
+        ),
+        Some(&format!("messages.[{at}].role")),
+    )
 }
 
 fn tool(i: usize, value: &Value) -> Result<ToolSpec, ApiError> {
