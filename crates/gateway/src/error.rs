@@ -3,13 +3,24 @@
 
 use axum::http::StatusCode;
 
+/// What was wrong with the credentials.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthFailure {
+    /// No key at all.
+    Missing,
+    /// An `x-api-key` that is not a gateway key.
+    BadKey,
+    /// A Bearer token that is not a gateway key.
+    BadBearer,
+}
+
 /// Why a request failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApiError {
     /// The client's request is malformed or inconsistent.
     InvalidRequest { message: String, param: Option<String>, code: Option<String> },
     /// No valid gateway API key.
-    Auth,
+    Auth(AuthFailure),
     /// An unknown route or model.
     NotFound(String),
     /// The request body is larger than the configured limit.
@@ -18,6 +29,10 @@ pub enum ApiError {
     Upstream { message: String },
     /// The upstream rate-limited the request; `retry_after` is its header, if any.
     UpstreamRateLimited { message: String, retry_after: Option<String> },
+    /// The upstream says it is overloaded (503 or 529).
+    UpstreamOverloaded,
+    /// The prompt does not fit the upstream model's context window.
+    ContextOverflow { tokens: u64, limit: u64 },
     /// The upstream could not be reached.
     UpstreamUnavailable { message: String },
     /// The upstream did not answer (or went silent) within its timeout.
@@ -33,11 +48,13 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::InvalidRequest { .. } => StatusCode::BAD_REQUEST,
-            ApiError::Auth => StatusCode::UNAUTHORIZED,
+            ApiError::Auth(_) => StatusCode::UNAUTHORIZED,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Upstream { .. } => StatusCode::BAD_GATEWAY,
             ApiError::UpstreamRateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::UpstreamOverloaded => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::ContextOverflow { .. } => StatusCode::BAD_REQUEST,
             ApiError::UpstreamUnavailable { .. } => StatusCode::BAD_GATEWAY,
             ApiError::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
             ApiError::ToolCallMissing { .. } => StatusCode::BAD_GATEWAY,
@@ -49,11 +66,13 @@ impl ApiError {
     pub fn kind(&self) -> &'static str {
         match self {
             ApiError::InvalidRequest { .. } => "invalid_request",
-            ApiError::Auth => "auth",
+            ApiError::Auth(_) => "auth",
             ApiError::NotFound(_) => "not_found",
             ApiError::BodyTooLarge { .. } => "body_too_large",
             ApiError::Upstream { .. } => "upstream",
             ApiError::UpstreamRateLimited { .. } => "upstream_rate_limited",
+            ApiError::UpstreamOverloaded => "upstream_overloaded",
+            ApiError::ContextOverflow { .. } => "context_overflow",
             ApiError::UpstreamUnavailable { .. } => "upstream_unavailable",
             ApiError::UpstreamTimeout => "upstream_timeout",
             ApiError::ToolCallMissing { .. } => "tool_call_missing",
@@ -69,10 +88,16 @@ impl ApiError {
             | ApiError::UpstreamRateLimited { message, .. }
             | ApiError::UpstreamUnavailable { message }
             | ApiError::ToolCallMissing { message } => message.clone(),
-            ApiError::Auth => {
+            ApiError::Auth(_) => {
                 "Incorrect API key provided. Pass a gateway key as `Authorization: Bearer <key>`."
                     .into()
             }
+            ApiError::UpstreamOverloaded => {
+                "The upstream model is overloaded; try again later.".into()
+            }
+            ApiError::ContextOverflow { tokens, limit } => format!(
+                "This model's maximum context length is {limit} tokens. However, your messages resulted in {tokens} tokens. Please reduce the length of the messages."
+            ),
             ApiError::NotFound(what) => what.clone(),
             ApiError::BodyTooLarge { limit } => {
                 format!("The request body is larger than the gateway's limit of {limit} bytes.")

@@ -37,7 +37,7 @@ use tower_http::request_id::{
 use tracing::Instrument;
 
 pub use crate::config::{CallFormat, Config, Mode, ModelConfig, Overrides, UpstreamConfig};
-pub use crate::error::ApiError;
+pub use crate::error::{ApiError, AuthFailure};
 pub use crate::state::AppState;
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -59,7 +59,9 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(api::openai::handlers::chat_completions))
         .route("/chat/completions", post(api::openai::handlers::chat_completions))
-        .route("/v1/models", get(api::openai::handlers::models))
+        .route("/v1/messages", post(api::anthropic::handlers::messages))
+        .route("/v1/messages/count_tokens", post(api::anthropic::handlers::count_tokens))
+        .route("/v1/models", get(api::models))
         .route("/healthz", get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }))
         .route("/metrics", get(metrics_text))
         .fallback(not_found)

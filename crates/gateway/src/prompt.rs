@@ -37,6 +37,16 @@ pub(crate) fn upstream_body(
     Value::Object(body)
 }
 
+/// An estimate of the prompt's tokens as the upstream will see it (about four characters a
+/// token, plus a few per message), for usage reports before the upstream's own count arrives
+/// and for `count_tokens`.
+pub(crate) fn estimate_input_tokens(state: &AppState, req: &ChatRequest) -> u64 {
+    let messages = render_messages(req, state.config.call_format(&req.model));
+    let chars: usize =
+        messages.iter().map(|m| m["content"].as_str().map_or(0, |t| t.chars().count())).sum();
+    (chars as u64).div_ceil(4) + 4 * messages.len() as u64
+}
+
 /// The conversation as plain chat messages.
 pub(crate) fn render_messages(req: &ChatRequest, format: CallFormat) -> Vec<Value> {
     let mut system = String::new();

@@ -87,6 +87,17 @@ impl UpstreamClient {
         let body = response.text().await.unwrap_or_default();
         tracing::debug!(status = status.as_u16(), body = %body, "upstream error");
         Err(match status.as_u16() {
+            503 | 529 => ApiError::UpstreamOverloaded,
+            400 | 413 if is_context_overflow(&body) => {
+                let numbers: Vec<u64> = body
+                    .split(|c: char| !c.is_ascii_digit())
+                    .filter_map(|n| n.parse().ok())
+                    .filter(|n| *n >= 16)
+                    .collect();
+                let limit = numbers.iter().copied().min().unwrap_or(0);
+                let tokens = numbers.iter().copied().max().unwrap_or(0).max(limit + 1);
+                ApiError::ContextOverflow { tokens, limit }
+            }
             429 => ApiError::UpstreamRateLimited {
                 message: "The upstream model is rate limited; try again later.".into(),
                 retry_after,
@@ -187,6 +198,13 @@ impl UpstreamClient {
         };
         Ok(Box::pin(stream))
     }
+}
+
+/// Whether an upstream error body says the prompt is longer than the context window.
+fn is_context_overflow(body: &str) -> bool {
+    let body = body.to_ascii_lowercase();
+    body.contains("context")
+        && (body.contains("exceed") || body.contains("maximum") || body.contains("too long"))
 }
 
 fn broken() -> ApiError {

@@ -12,7 +12,13 @@ fn body(err: &ApiError) -> serde_json::Value {
         ApiError::InvalidRequest { param, code, .. } => {
             ("invalid_request_error", code.clone(), param.clone())
         }
-        ApiError::Auth => ("invalid_request_error", Some("invalid_api_key".into()), None),
+        ApiError::Auth(_) => ("invalid_request_error", Some("invalid_api_key".into()), None),
+        ApiError::ContextOverflow { .. } => (
+            "invalid_request_error",
+            Some("context_length_exceeded".into()),
+            Some("messages".into()),
+        ),
+        ApiError::UpstreamOverloaded => ("server_error", Some("overloaded".into()), None),
         ApiError::NotFound(_) => ("invalid_request_error", Some("not_found".into()), None),
         ApiError::BodyTooLarge { .. } => {
             ("invalid_request_error", Some("request_too_large".into()), None)

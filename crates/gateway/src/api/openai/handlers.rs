@@ -30,7 +30,8 @@ pub(crate) fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), Api
         .map(str::trim);
     match bearer {
         Some(key) if state.config.api_keys.iter().any(|k| k == key) => Ok(()),
-        _ => Err(ApiError::Auth),
+        Some(_) => Err(ApiError::Auth(crate::error::AuthFailure::BadBearer)),
+        None => Err(ApiError::Auth(crate::error::AuthFailure::Missing)),
     }
 }
 

@@ -1,0 +1,166 @@
+//! Thin handlers for the Anthropic Messages API, on the same pipeline as OpenAI.
+
+use std::convert::Infallible;
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+use crate::api::anthropic::sse::{Collector, Encoder, ping};
+use crate::api::anthropic::{error, wire};
+use crate::chat::{self, ChatEvent, ToolChoice};
+use crate::error::{ApiError, AuthFailure};
+use crate::prompt::estimate_input_tokens;
+use crate::state::AppState;
+
+/// Silence after which a `ping` keeps the stream alive.
+const PING_EVERY: Duration = Duration::from_secs(10);
+
+/// `x-api-key` or `Authorization: Bearer`, when gateway keys are configured.
+pub(crate) fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+    if state.config.api_keys.is_empty() {
+        return Ok(());
+    }
+    let known = |key: &str| state.config.api_keys.iter().any(|k| k == key.trim());
+    if let Some(key) = headers.get("x-api-key").and_then(|v| v.to_str().ok()) {
+        return if known(key) { Ok(()) } else { Err(ApiError::Auth(AuthFailure::BadKey)) };
+    }
+    match headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+    {
+        Some(token) if known(token) => Ok(()),
+        Some(_) => Err(ApiError::Auth(AuthFailure::BadBearer)),
+        None => Err(ApiError::Auth(AuthFailure::Missing)),
+    }
+}
+
+fn request_id(headers: &HeaderMap) -> Option<String> {
+    headers.get("x-request-id").and_then(|v| v.to_str().ok()).map(str::to_owned)
+}
+
+fn check(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: &Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Result<Value, ApiError> {
+    authorize(state, headers)?;
+    if headers.get("anthropic-version").is_none() {
+        return Err(ApiError::invalid("anthropic-version: header is required", None));
+    }
+    let body = body
+        .as_ref()
+        .map_err(|_| ApiError::BodyTooLarge { limit: state.config.body_limit_bytes })?;
+    serde_json::from_slice(body).map_err(|err| {
+        ApiError::invalid(format!("The request body is not valid JSON: {err}"), None)
+    })
+}
+
+/// `POST /v1/messages`
+pub(crate) async fn messages(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Response {
+    let id = request_id(&headers);
+    let result = async {
+        let value = check(&state, &headers, &body)?;
+        let parsed = wire::from_wire(&value, false)?;
+        tracing::info!(model = %parsed.chat.model, stream = parsed.stream, tools = parsed.chat.tools.len(), "messages");
+        emulate(state, parsed).await
+    }
+    .await;
+    result.unwrap_or_else(|err| error::response(err, id.as_deref()))
+}
+
+async fn emulate(state: AppState, parsed: wire::Parsed) -> Result<Response, ApiError> {
+    let started = Instant::now();
+    let model = parsed.chat.model.clone();
+    let input_tokens = estimate_input_tokens(&state, &parsed.chat);
+    let drop_text = matches!(parsed.chat.tool_choice, ToolChoice::Required | ToolChoice::Named(_));
+    let mut events = Box::pin(chat::run(state.clone(), parsed.chat, parsed.stream));
+    if !parsed.stream {
+        let mut collector = Collector::default();
+        while let Some(event) = events.next().await {
+            collector.push(event?);
+        }
+        let message = collector.finish(model, input_tokens, drop_text);
+        return Ok((StatusCode::OK, axum::Json(message)).into_response());
+    }
+    let first = match events.next().await {
+        Some(Ok(event)) => event,
+        Some(Err(err)) => return Err(err),
+        None => return Err(ApiError::Internal("the pipeline ended without an outcome".into())),
+    };
+    state.metrics.first_token(started.elapsed());
+    let mut encoder = Encoder::new(model, input_tokens, drop_text);
+    let body = async_stream::stream! {
+        let mut frames = Vec::new();
+        let mut next: Option<ChatEvent> = Some(first);
+        loop {
+            if let Some(event) = next.take() {
+                encoder.encode(&event, &mut frames);
+                for frame in frames.drain(..) {
+                    yield Ok::<Bytes, Infallible>(frame);
+                }
+            }
+            match tokio::time::timeout(PING_EVERY, events.next()).await {
+                Err(_) => yield Ok(ping()),
+                Ok(Some(Ok(event))) => next = Some(event),
+                Ok(Some(Err(err))) => {
+                    tracing::warn!(kind = err.kind(), "error after streaming began");
+                    yield Ok(error::event(&err));
+                    return;
+                }
+                Ok(None) => return,
+            }
+        }
+    };
+    let mut response = Response::new(Body::from_stream(body));
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream; charset=utf-8"));
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    Ok(response)
+}
+
+/// `POST /v1/messages/count_tokens`: the same prompt rendering as `/v1/messages`.
+pub(crate) async fn count_tokens(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Response {
+    let id = request_id(&headers);
+    let result = check(&state, &headers, &body)
+        .and_then(|value| wire::from_wire(&value, true))
+        .map(|parsed| {
+            axum::Json(json!({"input_tokens": estimate_input_tokens(&state, &parsed.chat)}))
+                .into_response()
+        });
+    result.unwrap_or_else(|err| error::response(err, id.as_deref()))
+}
+
+/// `GET /v1/models` in Anthropic's shape.
+pub(crate) async fn models(state: &AppState, headers: &HeaderMap) -> Response {
+    if let Err(err) = authorize(state, headers) {
+        return error::response(err, request_id(headers).as_deref());
+    }
+    let mut ids: Vec<String> = state.config.models.keys().cloned().collect();
+    if ids.is_empty() {
+        ids = state.upstream.model_ids().await;
+    }
+    let data: Vec<Value> = ids
+        .iter()
+        .map(|id| json!({"type": "model", "id": id, "display_name": id, "created_at": "2025-01-01T00:00:00Z", "lifecycle": "active"}))
+        .collect();
+    axum::Json(
+        json!({"data": data, "has_more": false, "first_id": ids.first(), "last_id": ids.last()}),
+    )
+    .into_response()
+}

@@ -1,0 +1,6 @@
+//! Anthropic Messages.
+
+pub(crate) mod error;
+pub(crate) mod handlers;
+pub(crate) mod sse;
+pub(crate) mod wire;

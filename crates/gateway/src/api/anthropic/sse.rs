@@ -1,0 +1,228 @@
+//! Encodes `ChatEvent`s as Anthropic stream events (protocols.md §3C), and folds them into one
+//! message for non-streaming requests.
+
+use bytes::Bytes;
+use serde_json::json;
+use serde_json::value::RawValue;
+
+use crate::api::anthropic::wire::{Block, MessageResponse, usage};
+use crate::chat::{ChatEvent, Finish, Outcome};
+
+pub(crate) fn stop_reason(finish: Finish) -> &'static str {
+    match finish {
+        Finish::Stop => "end_turn",
+        Finish::Length => "max_tokens",
+        Finish::ToolCalls { .. } => "tool_use",
+    }
+}
+
+/// `prefix` + 22 base58 characters, the shape of Anthropic ids.
+pub(crate) fn anthropic_id(prefix: &str) -> String {
+    const BASE58: &[u8] = b"123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
+    let mut id = String::from(prefix);
+    id.extend(
+        std::iter::repeat_with(|| {
+            BASE58.get(fastrand::usize(..BASE58.len())).map_or('1', |b| char::from(*b))
+        })
+        .take(22),
+    );
+    id
+}
+
+fn frame(kind: &str, data: &serde_json::Value) -> Bytes {
+    Bytes::from(format!("event: {kind}\ndata: {data}\n\n"))
+}
+
+pub(crate) fn ping() -> Bytes {
+    Bytes::from_static(b"event: ping\ndata: {\"type\": \"ping\"}\n\n")
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Open {
+    None,
+    Text,
+    Tool,
+}
+
+/// Writes the events of one streamed message.
+pub(crate) struct Encoder {
+    id: String,
+    model: String,
+    input_tokens: u64,
+    /// Text is dropped when the choice forced a tool (the real API pre-fills the turn).
+    drop_text: bool,
+    started: bool,
+    pinged: bool,
+    next_index: usize,
+    open: Open,
+}
+
+impl Encoder {
+    pub(crate) fn new(model: String, input_tokens: u64, drop_text: bool) -> Encoder {
+        Encoder {
+            id: anthropic_id("msg_01"),
+            model,
+            input_tokens,
+            drop_text,
+            started: false,
+            pinged: false,
+            next_index: 0,
+            open: Open::None,
+        }
+    }
+
+    fn start(&mut self, out: &mut Vec<Bytes>) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        let message = json!({"type": "message_start", "message": {
+            "id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": [],
+            "stop_reason": null, "stop_sequence": null, "usage": usage(self.input_tokens, 1)}});
+        out.push(frame("message_start", &message));
+    }
+
+    fn close(&mut self, out: &mut Vec<Bytes>) {
+        if self.open != Open::None {
+            let index = self.next_index - 1;
+            out.push(frame(
+                "content_block_stop",
+                &json!({"type": "content_block_stop", "index": index}),
+            ));
+            self.open = Open::None;
+        }
+    }
+
+    fn open_block(&mut self, block: serde_json::Value, kind: Open, out: &mut Vec<Bytes>) {
+        self.close(out);
+        let index = self.next_index;
+        self.next_index += 1;
+        self.open = kind;
+        out.push(frame(
+            "content_block_start",
+            &json!({"type": "content_block_start", "index": index, "content_block": block}),
+        ));
+        if !self.pinged {
+            self.pinged = true;
+            out.push(ping());
+        }
+    }
+
+    pub(crate) fn encode(&mut self, event: &ChatEvent, out: &mut Vec<Bytes>) {
+        self.start(out);
+        match event {
+            ChatEvent::Text(text) => {
+                if self.drop_text {
+                    return;
+                }
+                if self.open != Open::Text {
+                    self.open_block(json!({"type": "text", "text": ""}), Open::Text, out);
+                }
+                let index = self.next_index - 1;
+                out.push(frame(
+                    "content_block_delta",
+                    &json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": text}}),
+                ));
+            }
+            ChatEvent::CallStart { name, .. } => {
+                let block = json!({"type": "tool_use", "id": anthropic_id("toolu_01"), "name": name, "input": {}});
+                self.open_block(block, Open::Tool, out);
+            }
+            ChatEvent::CallArgs { json, .. } => {
+                let index = self.next_index.saturating_sub(1);
+                out.push(frame(
+                    "content_block_delta",
+                    &json!({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": json}}),
+                ));
+            }
+            ChatEvent::CallEnd { .. } => self.close(out),
+            ChatEvent::Done(outcome) => {
+                self.close(out);
+                let output_tokens = outcome.usage.completion_tokens.max(1);
+                let input_tokens = if outcome.usage.prompt_tokens > 0 {
+                    outcome.usage.prompt_tokens
+                } else {
+                    self.input_tokens
+                };
+                out.push(frame(
+                    "message_delta",
+                    &json!({"type": "message_delta",
+                        "delta": {"stop_reason": stop_reason(outcome.finish), "stop_sequence": null},
+                        "usage": {"input_tokens": input_tokens, "cache_creation_input_tokens": 0,
+                                  "cache_read_input_tokens": 0, "output_tokens": output_tokens}}),
+                ));
+                out.push(frame("message_stop", &json!({"type": "message_stop"})));
+            }
+        }
+    }
+}
+
+/// Folds events into one message.
+#[derive(Default)]
+pub(crate) struct Collector {
+    blocks: Vec<(Option<String>, String)>,
+    outcome: Option<Outcome>,
+}
+
+impl Collector {
+    pub(crate) fn push(&mut self, event: ChatEvent) {
+        match event {
+            ChatEvent::Text(text) => match self.blocks.last_mut() {
+                Some((None, existing)) => existing.push_str(&text),
+                _ => self.blocks.push((None, text)),
+            },
+            ChatEvent::CallStart { name, .. } => self.blocks.push((Some(name), String::new())),
+            ChatEvent::CallArgs { json, .. } => {
+                if let Some((Some(_), args)) = self.blocks.last_mut() {
+                    args.push_str(&json);
+                }
+            }
+            ChatEvent::CallEnd { .. } => {}
+            ChatEvent::Done(outcome) => self.outcome = Some(outcome),
+        }
+    }
+
+    pub(crate) fn finish(
+        self,
+        model: String,
+        input_tokens: u64,
+        drop_text: bool,
+    ) -> MessageResponse {
+        let outcome =
+            self.outcome.unwrap_or(Outcome { finish: Finish::Stop, usage: Default::default() });
+        let has_calls = self.blocks.iter().any(|(name, _)| name.is_some());
+        let content = self
+            .blocks
+            .into_iter()
+            .filter(|(name, _)| name.is_some() || !(drop_text && has_calls))
+            .map(|(name, body)| match name {
+                None => Block::Text { text: body },
+                Some(name) => {
+                    let body = if body.is_empty() { "{}".to_owned() } else { body };
+                    // The parser's arguments are always a JSON object; the fallback never runs.
+                    let input = RawValue::from_string(body).unwrap_or_else(|_| empty_object());
+                    Block::ToolUse { id: anthropic_id("toolu_01"), name, input }
+                }
+            })
+            .collect();
+        let input_tokens = if outcome.usage.prompt_tokens > 0 {
+            outcome.usage.prompt_tokens
+        } else {
+            input_tokens
+        };
+        MessageResponse {
+            id: anthropic_id("msg_01"),
+            kind: "message",
+            role: "assistant",
+            model,
+            content,
+            stop_reason: Some(stop_reason(outcome.finish)),
+            stop_sequence: None,
+            usage: usage(input_tokens, outcome.usage.completion_tokens),
+        }
+    }
+}
+
+fn empty_object() -> Box<RawValue> {
+    serde_json::from_str("{}").unwrap_or_else(|_| Box::<RawValue>::default())
+}

@@ -1,0 +1,389 @@
+//! Anthropic Messages JSON: the request read into a `ChatRequest`, and the response shapes.
+
+use serde::Serialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::chat::{ChatRequest, Message, PriorCall, ToolChoice, ToolSpec};
+use crate::error::ApiError;
+
+/// A parsed request: the neutral part and what only the encoder needs.
+#[derive(Debug, Clone)]
+pub(crate) struct Parsed {
+    pub(crate) chat: ChatRequest,
+    pub(crate) stream: bool,
+}
+
+fn invalid(message: impl Into<String>) -> ApiError {
+    ApiError::invalid(message, None)
+}
+
+/// Reads a Messages (or count_tokens) body; `max_tokens` is required unless `counting`.
+pub(crate) fn from_wire(body: &Value, counting: bool) -> Result<Parsed, ApiError> {
+    let Some(object) = body.as_object() else {
+        return Err(invalid("The request body must be a JSON object."));
+    };
+    let model = match object.get("model") {
+        Some(Value::String(model)) if !model.is_empty() => model.clone(),
+        _ => return Err(invalid("model: Field required")),
+    };
+    let max_tokens = object.get("max_tokens");
+    if !counting && !max_tokens.is_some_and(Value::is_u64) {
+        return Err(invalid(if max_tokens.is_none() {
+            "max_tokens: Field required"
+        } else {
+            "max_tokens: Input should be a valid integer"
+        }));
+    }
+    let Some(Value::Array(raw_messages)) = object.get("messages") else {
+        return Err(invalid("messages: Field required"));
+    };
+    let mut messages = Vec::new();
+    match object.get("system") {
+        None | Some(Value::Null) => {}
+        Some(system) => messages.push(Message::System(text_of(system))),
+    }
+    for (i, message) in raw_messages.iter().enumerate() {
+        read_message(i, message, &mut messages)?;
+    }
+    validate_history(raw_messages)?;
+
+    let mut tools = Vec::new();
+    if let Some(Value::Array(list)) = object.get("tools") {
+        for (i, tool) in list.iter().enumerate() {
+            tools.push(read_tool(i, tool)?);
+        }
+    }
+    if tools.is_empty() {
+        for message in &messages {
+            if let Message::Assistant { calls, .. } = message {
+                for call in calls {
+                    if !tools.iter().any(|t: &ToolSpec| t.name == call.name) {
+                        tools.push(ToolSpec {
+                            name: call.name.clone(),
+                            description: None,
+                            parameters: None,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    let (tool_choice, parallel_tool_calls) = read_tool_choice(object.get("tool_choice"), &tools)?;
+    let mut sampling = serde_json::Map::new();
+    for key in ["temperature", "top_p", "top_k", "max_tokens"] {
+        if let Some(value) = object.get(key).filter(|v| !v.is_null()) {
+            sampling.insert(key.to_owned(), value.clone());
+        }
+    }
+    if let Some(stop) = object.get("stop_sequences").filter(|v| v.is_array()) {
+        sampling.insert("stop".into(), stop.clone());
+    }
+    Ok(Parsed {
+        chat: ChatRequest { model, messages, tools, tool_choice, parallel_tool_calls, sampling },
+        stream: object.get("stream").and_then(Value::as_bool).unwrap_or(false),
+    })
+}
+
+/// The text of a string or of an array of content blocks (images described in text).
+fn text_of(content: &Value) -> String {
+    match content {
+        Value::String(text) => text.clone(),
+        Value::Array(blocks) => {
+            let mut text = String::new();
+            for block in blocks {
+                let piece = match block.get("type").and_then(Value::as_str) {
+                    Some("text") => {
+                        block.get("text").and_then(Value::as_str).unwrap_or_default().to_owned()
+                    }
+                    Some("image") => "[image]".to_owned(),
+                    Some("document") => "[document]".to_owned(),
+                    Some("search_result") => block.get("content").map(text_of).unwrap_or_default(),
+                    _ => String::new(),
+                };
+                if !piece.is_empty() {
+                    if !text.is_empty() {
+                        text.push('\n');
+                    }
+                    text.push_str(&piece);
+                }
+            }
+            text
+        }
+        _ => String::new(),
+    }
+}
+
+fn read_message(i: usize, value: &Value, out: &mut Vec<Message>) -> Result<(), ApiError> {
+    let role = value.get("role").and_then(Value::as_str).unwrap_or_default();
+    let content = value.get("content").cloned().unwrap_or(Value::Null);
+    match role {
+        "system" => out.push(Message::System(text_of(&content))),
+        "user" => {
+            let mut text_blocks = Vec::new();
+            if let Value::Array(blocks) = &content {
+                for block in blocks {
+                    if block.get("type").and_then(Value::as_str) == Some("tool_result") {
+                        out.push(Message::ToolResult {
+                            call_id: block
+                                .get("tool_use_id")
+                                .and_then(Value::as_str)
+                                .unwrap_or_default()
+                                .to_owned(),
+                            name: None,
+                            content: block.get("content").map(text_of).unwrap_or_default(),
+                            is_error: block
+                                .get("is_error")
+                                .and_then(Value::as_bool)
+                                .unwrap_or(false),
+                        });
+                    } else {
+                        text_blocks.push(block.clone());
+                    }
+                }
+                let text = text_of(&Value::Array(text_blocks));
+                if !text.is_empty() {
+                    out.push(Message::User(text));
+                }
+            } else {
+                out.push(Message::User(text_of(&content)));
+            }
+        }
+        "assistant" => {
+            let mut calls = Vec::new();
+            let mut text_blocks = Vec::new();
+            if let Value::Array(blocks) = &content {
+                for (j, block) in blocks.iter().enumerate() {
+                    match block.get("type").and_then(Value::as_str) {
+                        Some("tool_use") => {
+                            let input = block.get("input").cloned().unwrap_or(Value::Null);
+                            if !input.is_object() {
+                                return Err(invalid(format!(
+                                    "messages.{i}.content.{j}.tool_use.input: Input should be a valid dictionary"
+                                )));
+                            }
+                            calls.push(PriorCall {
+                                id: block
+                                    .get("id")
+                                    .and_then(Value::as_str)
+                                    .unwrap_or_default()
+                                    .to_owned(),
+                                name: block
+                                    .get("name")
+                                    .and_then(Value::as_str)
+                                    .unwrap_or_default()
+                                    .to_owned(),
+                                arguments: input.to_string(),
+                            });
+                        }
+                        Some("thinking" | "redacted_thinking") => {}
+                        _ => text_blocks.push(block.clone()),
+                    }
+                }
+            }
+            let text = if content.is_string() {
+                text_of(&content)
+            } else {
+                text_of(&Value::Array(text_blocks))
+            };
+            out.push(Message::Assistant { text, calls });
+        }
+        other => {
+            return Err(invalid(format!(
+                "messages.{i}.role: Input should be 'user' or 'assistant', not '{other}'"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Every `tool_use` must be answered by a `tool_result` in the next message (Anthropic's wording).
+fn validate_history(messages: &[Value]) -> Result<(), ApiError> {
+    for (i, message) in messages.iter().enumerate() {
+        if message.get("role").and_then(Value::as_str) != Some("assistant") {
+            continue;
+        }
+        let Some(Value::Array(blocks)) = message.get("content") else { continue };
+        let ids: Vec<&str> = blocks
+            .iter()
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+            .filter_map(|b| b.get("id").and_then(Value::as_str))
+            .collect();
+        if ids.is_empty() {
+            continue;
+        }
+        let answered: Vec<&str> = match messages.get(i + 1).and_then(|m| m.get("content")) {
+            Some(Value::Array(next)) => next
+                .iter()
+                .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
+                .filter_map(|b| b.get("tool_use_id").and_then(Value::as_str))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let missing: Vec<&str> = ids.iter().copied().filter(|id| !answered.contains(id)).collect();
+        if !missing.is_empty() {
+            return Err(invalid(format!(
+                "messages.{}: `tool_use` ids were found without `tool_result` blocks immediately after: {}. Each `tool_use` block must have a corresponding `tool_result` block in the next message.",
+                i + 1,
+                missing.join(", ")
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn read_tool(i: usize, value: &Value) -> Result<ToolSpec, ApiError> {
+    if let Some(kind) = value.get("type").and_then(Value::as_str) {
+        if kind != "custom" {
+            return Err(invalid(format!(
+                "tools.{i}: server tools (`{kind}`) are not supported by this gateway; declare a custom tool with an input_schema"
+            )));
+        }
+    }
+    let name = value
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| invalid(format!("tools.{i}.name: Field required")))?;
+    let valid = !name.is_empty()
+        && name.len() <= 128
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if !valid {
+        return Err(invalid(format!(
+            "tools.{i}.name: String should match pattern '^[a-zA-Z0-9_-]{{1,128}}$'"
+        )));
+    }
+    let Some(schema) = value.get("input_schema").filter(|s| s.is_object()) else {
+        return Err(invalid(format!("tools.{i}.input_schema: Field required")));
+    };
+    Ok(ToolSpec {
+        name: name.to_owned(),
+        description: value.get("description").and_then(Value::as_str).map(str::to_owned),
+        parameters: Some(schema.clone()),
+    })
+}
+
+fn read_tool_choice(
+    value: Option<&Value>,
+    tools: &[ToolSpec],
+) -> Result<(ToolChoice, bool), ApiError> {
+    let Some(value) = value.filter(|v| !v.is_null()) else {
+        return Ok((if tools.is_empty() { ToolChoice::None } else { ToolChoice::Auto }, true));
+    };
+    let parallel =
+        !value.get("disable_parallel_tool_use").and_then(Value::as_bool).unwrap_or(false);
+    let choice = match value.get("type").and_then(Value::as_str) {
+        Some("auto") => ToolChoice::Auto,
+        Some("any") => ToolChoice::Required,
+        Some("none") => ToolChoice::None,
+        Some("tool") => {
+            let name = value
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| invalid("tool_choice.name: Field required"))?;
+            if !tools.iter().any(|t| t.name == name) {
+                return Err(invalid(format!(
+                    "tool_choice.name: tool `{name}` is not one of the given tools"
+                )));
+            }
+            ToolChoice::Named(name.to_owned())
+        }
+        _ => {
+            return Err(invalid(
+                "tool_choice.type: Input should be 'auto', 'any', 'tool' or 'none'",
+            ));
+        }
+    };
+    if matches!(choice, ToolChoice::Required | ToolChoice::Named(_)) && tools.is_empty() {
+        return Err(invalid("tool_choice: a tool choice other than auto or none needs tools"));
+    }
+    Ok((choice, parallel))
+}
+
+// ---- responses ----
+
+#[derive(Debug, Serialize)]
+pub(crate) struct MessageResponse {
+    pub(crate) id: String,
+    #[serde(rename = "type")]
+    pub(crate) kind: &'static str,
+    pub(crate) role: &'static str,
+    pub(crate) model: String,
+    pub(crate) content: Vec<Block>,
+    pub(crate) stop_reason: Option<&'static str>,
+    pub(crate) stop_sequence: Option<String>,
+    pub(crate) usage: WireUsage,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub(crate) enum Block {
+    Text { text: String },
+    ToolUse { id: String, name: String, input: Box<RawValue> },
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub(crate) struct WireUsage {
+    pub(crate) input_tokens: u64,
+    pub(crate) cache_creation_input_tokens: u64,
+    pub(crate) cache_read_input_tokens: u64,
+    pub(crate) output_tokens: u64,
+    pub(crate) service_tier: &'static str,
+}
+
+pub(crate) fn usage(input_tokens: u64, output_tokens: u64) -> WireUsage {
+    WireUsage {
+        input_tokens,
+        cache_creation_input_tokens: 0,
+        cache_read_input_tokens: 0,
+        output_tokens,
+        service_tier: "standard",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn blocks_become_neutral_messages() {
+        let body = json!({"model": "claude", "max_tokens": 100,
+            "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
+            "messages": [
+                {"role": "user", "content": "Weather?"},
+                {"role": "assistant", "content": [{"type": "text", "text": "Checking."}, {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "18C"}], "is_error": true}]}
+            ],
+            "tools": [{"name": "get_weather", "input_schema": {"type": "object"}}],
+            "tool_choice": {"type": "any", "disable_parallel_tool_use": true}});
+        let parsed = from_wire(&body, false).unwrap();
+        assert_eq!(parsed.chat.messages[0], Message::System("Be brief.".into()));
+        assert!(
+            matches!(&parsed.chat.messages[3], Message::ToolResult { is_error: true, content, .. } if content == "18C")
+        );
+        assert_eq!(parsed.chat.tool_choice, ToolChoice::Required);
+        assert!(!parsed.chat.parallel_tool_calls);
+    }
+
+    #[test]
+    fn unanswered_tool_use_uses_anthropic_wording() {
+        let body = json!({"model": "c", "max_tokens": 1, "messages": [
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_9", "name": "f", "input": {}}]},
+            {"role": "user", "content": "next"}]});
+        let err = from_wire(&body, false).unwrap_err();
+        assert!(err.message().contains(
+            "`tool_use` ids were found without `tool_result` blocks immediately after: toolu_9"
+        ));
+    }
+
+    #[test]
+    fn tool_use_input_must_be_an_object() {
+        let body = json!({"model": "c", "max_tokens": 1, "messages": [
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": "x"}]}]});
+        let err = from_wire(&body, false).unwrap_err();
+        assert_eq!(
+            err.message(),
+            "messages.0.content.0.tool_use.input: Input should be a valid dictionary"
+        );
+    }
+}
