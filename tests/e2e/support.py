@@ -452,8 +452,10 @@ class _RecordingTransport(_sdk_http.BaseTransport):  # type: ignore[name-defined
         self._inner.close()
 
 
-def recording_http_client(captures: list[Capture]) -> Any:
-    """An http client for `openai.OpenAI(http_client=…)` that keeps every raw response body."""
-    import openai
+def recording_http_client(captures: list[Capture], sdk: str = "openai") -> Any:
+    """An http client for `openai.OpenAI(http_client=…)` that keeps every raw response body.
 
-    return openai.DefaultHttpxClient(transport=_RecordingTransport(captures), timeout=HTTP_TIMEOUT)
+    `sdk="anthropic"` builds `anthropic.DefaultHttpxClient` instead, for `anthropic.Anthropic`.
+    """
+    module = importlib.import_module(sdk)
+    return module.DefaultHttpxClient(transport=_RecordingTransport(captures), timeout=HTTP_TIMEOUT)
