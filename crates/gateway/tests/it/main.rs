@@ -13,6 +13,8 @@
 //!   split across 1..=7-character chunks never leak; one byte-level golden.
 //! - `errors`: OpenAI error shapes for 400/401/404/413, upstream 429/500/unreachable/stall
 //!   before the first byte, in-band errors after it, client disconnect cancelling upstream.
+//! - `anthropic`: Anthropic Messages on the same pipeline: blocks, the stream event grammar,
+//!   `tool_choice`, tool results with `is_error`, auth and error shapes, `count_tokens`, models.
 //! - `modes`: `native` passes requests through; `auto` falls back to emulation when the
 //!   upstream rejects tools.
 //! - `shutdown`: cancelling the token refuses new connections and lets in-flight streams
@@ -26,6 +28,7 @@
     reason = "test helpers report failures by panicking"
 )]
 
+mod anthropic;
 mod common;
 mod errors;
 mod modes;
