@@ -38,6 +38,10 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "URL")]
     pub(crate) upstream: Option<String>,
 
+    /// The API the upstream speaks: openai (Chat Completions) or anthropic (Messages) [default: openai]
+    #[arg(long, value_name = "API")]
+    pub(crate) upstream_api: Option<String>,
+
     /// Address to listen on [default: 127.0.0.1:8080]; port 0 picks a free port
     #[arg(long, value_name = "ADDR")]
     pub(crate) listen: Option<String>,
@@ -116,7 +120,8 @@ pub(crate) struct ParseArgs {
 const SERVE_AFTER_HELP: &str = "\
 Environment (overridden by flags):
   TOOLSHIM_UPSTREAM_URL      the upstream base URL (like --upstream)
-  TOOLSHIM_UPSTREAM_API_KEY  the upstream's API key, sent as a Bearer token
+  TOOLSHIM_UPSTREAM_API      like --upstream-api
+  TOOLSHIM_UPSTREAM_API_KEY  the upstream's API key (Bearer for openai, x-api-key for anthropic)
   TOOLSHIM_LISTEN            like --listen
   TOOLSHIM_MODE              like --mode
   TOOLSHIM_API_KEYS          comma-separated gateway keys (like --api-key)
@@ -125,9 +130,9 @@ Environment (overridden by flags):
 
 Config file keys: listen, api_keys, mode, call_format (tool_call, json or xml: how the prompt
 asks for calls; replies are parsed in every dialect), max_retries, body_limit_bytes,
-drain_timeout_secs; [upstream] url, api_key_env, connect_timeout_secs, first_byte_timeout_secs,
-idle_timeout_secs; [models.NAME] upstream, mode, call_format. Every problem in the
-configuration is reported at once.
+drain_timeout_secs; [upstream] url, api (openai or anthropic), api_key_env,
+connect_timeout_secs, first_byte_timeout_secs, idle_timeout_secs; [models.NAME] upstream,
+mode, call_format. Every problem in the configuration is reported at once.
 
 Example:
   toolshim serve --upstream http://127.0.0.1:8081 --mode emulate

@@ -70,12 +70,36 @@ pub struct Config {
     pub drain_timeout_secs: f64,
 }
 
+/// Which API the upstream speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum UpstreamApi {
+    /// OpenAI Chat Completions (`/v1/chat/completions`).
+    #[default]
+    OpenAi,
+    /// Anthropic Messages (`/v1/messages`), without tool support; always emulated.
+    Anthropic,
+}
+
+impl UpstreamApi {
+    /// Parses `openai` or `anthropic`.
+    pub fn parse(text: &str) -> Option<UpstreamApi> {
+        match text {
+            "openai" => Some(UpstreamApi::OpenAi),
+            "anthropic" => Some(UpstreamApi::Anthropic),
+            _ => None,
+        }
+    }
+}
+
 /// The upstream chat endpoint.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct UpstreamConfig {
     /// Base URL, for example `http://127.0.0.1:8081` or `https://api.example.com/v1`.
     pub url: String,
+    /// The API the upstream speaks: `openai` (default) or `anthropic`.
+    pub api: UpstreamApi,
     /// Name of the environment variable holding the upstream API key.
     pub api_key_env: String,
     /// Seconds to establish a connection.
@@ -118,6 +142,7 @@ impl Default for UpstreamConfig {
     fn default() -> UpstreamConfig {
         UpstreamConfig {
             url: String::new(),
+            api: UpstreamApi::OpenAi,
             api_key_env: "TOOLSHIM_UPSTREAM_API_KEY".into(),
             connect_timeout_secs: 10.0,
             first_byte_timeout_secs: 300.0,
@@ -131,6 +156,7 @@ impl Default for UpstreamConfig {
 pub struct Overrides {
     pub listen: Option<String>,
     pub upstream_url: Option<String>,
+    pub upstream_api: Option<String>,
     pub mode: Option<String>,
     pub api_keys: Vec<String>,
     pub max_retries: Option<u32>,
@@ -150,6 +176,14 @@ impl Config {
         }
         if let Some(url) = &overrides.upstream_url {
             self.upstream.url.clone_from(url);
+        }
+        if let Some(api) = &overrides.upstream_api {
+            match UpstreamApi::parse(api) {
+                Some(api) => self.upstream.api = api,
+                None => {
+                    problems.push(format!("upstream.api: `{api}` is not one of openai, anthropic"))
+                }
+            }
         }
         if let Some(mode) = &overrides.mode {
             match Mode::parse(mode) {

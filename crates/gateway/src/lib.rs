@@ -36,7 +36,9 @@ use tower_http::request_id::{
 };
 use tracing::Instrument;
 
-pub use crate::config::{CallFormat, Config, Mode, ModelConfig, Overrides, UpstreamConfig};
+pub use crate::config::{
+    CallFormat, Config, Mode, ModelConfig, Overrides, UpstreamApi, UpstreamConfig,
+};
 pub use crate::error::{ApiError, AuthFailure};
 pub use crate::state::AppState;
 

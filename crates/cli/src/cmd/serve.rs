@@ -68,6 +68,7 @@ fn load(args: &ServeArgs) -> anyhow::Result<Config> {
     let env = Overrides {
         listen: var("TOOLSHIM_LISTEN"),
         upstream_url: var("TOOLSHIM_UPSTREAM_URL"),
+        upstream_api: var("TOOLSHIM_UPSTREAM_API"),
         mode: var("TOOLSHIM_MODE"),
         api_keys: var("TOOLSHIM_API_KEYS")
             .map(|keys| {
@@ -79,6 +80,7 @@ fn load(args: &ServeArgs) -> anyhow::Result<Config> {
     let flags = Overrides {
         listen: args.listen.clone(),
         upstream_url: args.upstream.clone(),
+        upstream_api: args.upstream_api.clone(),
         mode: args.mode.clone(),
         api_keys: args.api_keys.clone(),
         max_retries: args.max_retries,

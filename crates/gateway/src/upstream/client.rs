@@ -7,7 +7,7 @@ use futures::{Stream, StreamExt};
 use serde_json::Value;
 
 use crate::chat::Usage;
-use crate::config::{Config, UpstreamConfig};
+use crate::config::{Config, UpstreamApi, UpstreamConfig};
 use crate::error::ApiError;
 use crate::upstream::sse_decode::SseDecoder;
 
@@ -26,6 +26,7 @@ pub(crate) type UpstreamStream =
 #[derive(Debug, Clone)]
 pub(crate) struct UpstreamClient {
     http: reqwest::Client,
+    api: UpstreamApi,
     url: String,
     key: Option<String>,
     first_byte: Duration,
@@ -46,14 +47,19 @@ impl UpstreamClient {
             .build()
             .map_err(|err| format!("cannot build the HTTP client: {err}"))?;
         let base = config.url.trim().trim_end_matches('/');
+        let path = match config.api {
+            UpstreamApi::OpenAi => "chat/completions",
+            UpstreamApi::Anthropic => "messages",
+        };
         let url = if base.ends_with("/v1") {
-            format!("{base}/chat/completions")
+            format!("{base}/{path}")
         } else {
-            format!("{base}/v1/chat/completions")
+            format!("{base}/v1/{path}")
         };
         let key = std::env::var(&config.api_key_env).ok().filter(|k| !k.is_empty());
         Ok(UpstreamClient {
             http,
+            api: config.api,
             url,
             key,
             first_byte: Config::secs(config.first_byte_timeout_secs),
@@ -61,12 +67,29 @@ impl UpstreamClient {
         })
     }
 
+    /// Whether the upstream speaks the Anthropic Messages API.
+    pub(crate) fn is_anthropic(&self) -> bool {
+        self.api == UpstreamApi::Anthropic
+    }
+
+    fn authorize(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match (self.api, &self.key) {
+            (UpstreamApi::OpenAi, Some(key)) => request.bearer_auth(key),
+            (UpstreamApi::OpenAi, None) => request,
+            (UpstreamApi::Anthropic, key) => {
+                let request = request.header("anthropic-version", "2023-06-01");
+                match key {
+                    Some(key) => request.header("x-api-key", key),
+                    None => request,
+                }
+            }
+        }
+    }
+
     /// Sends a raw request body and returns the response once its status is known.
     pub(crate) async fn send(&self, body: &Value) -> Result<reqwest::Response, ApiError> {
         let mut request = self.http.post(&self.url).json(body);
-        if let Some(key) = &self.key {
-            request = request.bearer_auth(key);
-        }
+        request = self.authorize(request);
         let response = match tokio::time::timeout(self.first_byte, request.send()).await {
             Err(_) => return Err(ApiError::UpstreamTimeout),
             Ok(Err(err)) if err.is_timeout() => return Err(ApiError::UpstreamTimeout),
@@ -116,11 +139,10 @@ impl UpstreamClient {
 
     /// The upstream's model ids (`GET …/models`), or none when it has no such list.
     pub(crate) async fn model_ids(&self) -> Vec<String> {
-        let url = self.url.trim_end_matches("/chat/completions").to_owned() + "/models";
-        let mut request = self.http.get(url);
-        if let Some(key) = &self.key {
-            request = request.bearer_auth(key);
-        }
+        let url =
+            self.url.trim_end_matches("/chat/completions").trim_end_matches("/messages").to_owned()
+                + "/models";
+        let request = self.authorize(self.http.get(url));
         let Ok(Ok(response)) = tokio::time::timeout(self.first_byte, request.send()).await else {
             return Vec::new();
         };
@@ -140,6 +162,8 @@ impl UpstreamClient {
 
     /// Sends a streaming chat request and decodes the reply into events.
     pub(crate) async fn chat_stream(&self, body: Value) -> Result<UpstreamStream, ApiError> {
+        let anthropic = self.is_anthropic();
+        let body = if anthropic { to_messages(&body) } else { body };
         let response = self.send(&body).await?;
         let is_json = response
             .headers()
@@ -161,6 +185,7 @@ impl UpstreamClient {
                     }
                 }
                 match serde_json::from_slice::<Value>(&body) {
+                    Ok(value) if anthropic => for event in message_events(&value) { yield Ok(event); },
                     Ok(value) => for event in completion_events(&value) { yield Ok(event); },
                     Err(_) => yield Err(ApiError::Upstream { message: "The upstream model sent an invalid JSON body.".into() }),
                 }
@@ -169,6 +194,7 @@ impl UpstreamClient {
             let mut decoder = SseDecoder::default();
             let mut payloads = Vec::new();
             let mut done = false;
+            let mut input_tokens = 0;
             while !done {
                 let next = tokio::time::timeout(idle, bytes.next()).await;
                 let chunk = match next {
@@ -190,6 +216,12 @@ impl UpstreamClient {
                             yield Err(ApiError::Upstream { message: "The upstream model reported an error mid-stream.".into() });
                             return;
                         }
+                        Ok(value) if anthropic => {
+                            if value.get("type").and_then(Value::as_str) == Some("message_stop") {
+                                done = true;
+                            }
+                            for event in stream_event(&value, &mut input_tokens) { yield Ok(event); }
+                        }
                         Ok(value) => for event in chunk_events(&value) { yield Ok(event); },
                         Err(_) => tracing::debug!(payload = %payload, "skipped an upstream SSE line that is not JSON"),
                     }
@@ -198,6 +230,102 @@ impl UpstreamClient {
         };
         Ok(Box::pin(stream))
     }
+}
+
+/// The rendered chat as an Anthropic Messages request: system text apart, roles alternating.
+fn to_messages(body: &Value) -> Value {
+    let mut system = String::new();
+    let mut messages: Vec<Value> = Vec::new();
+    for message in body.get("messages").and_then(Value::as_array).into_iter().flatten() {
+        let role = message.get("role").and_then(Value::as_str).unwrap_or("user");
+        let content = message.get("content").and_then(Value::as_str).unwrap_or_default();
+        if role == "system" {
+            if !system.is_empty() {
+                system.push_str("\n\n");
+            }
+            system.push_str(content);
+            continue;
+        }
+        let role = if role == "assistant" { "assistant" } else { "user" };
+        match messages.last_mut() {
+            Some(last) if last["role"] == role => {
+                let merged =
+                    format!("{}\n\n{content}", last["content"].as_str().unwrap_or_default());
+                last["content"] = Value::String(merged);
+            }
+            _ => messages.push(serde_json::json!({"role": role, "content": content})),
+        }
+    }
+    let max_tokens = body.get("max_tokens").and_then(Value::as_u64).unwrap_or(4096);
+    let mut out = serde_json::json!({"model": body["model"], "max_tokens": max_tokens, "messages": messages, "stream": true});
+    if !system.is_empty() {
+        out["system"] = Value::String(system);
+    }
+    for key in ["temperature", "top_p", "top_k"] {
+        if let Some(value) = body.get(key) {
+            out[key] = value.clone();
+        }
+    }
+    match body.get("stop") {
+        Some(Value::String(stop)) => out["stop_sequences"] = serde_json::json!([stop]),
+        Some(stops @ Value::Array(_)) => out["stop_sequences"] = stops.clone(),
+        _ => {}
+    }
+    out
+}
+
+fn anthropic_finish(reason: &str) -> String {
+    if reason == "max_tokens" { "length".into() } else { "stop".into() }
+}
+
+/// Events of one Anthropic stream event.
+fn stream_event(value: &Value, input_tokens: &mut u64) -> Vec<UpstreamEvent> {
+    let mut events = Vec::new();
+    match value.get("type").and_then(Value::as_str) {
+        Some("message_start") => {
+            *input_tokens =
+                value.pointer("/message/usage/input_tokens").and_then(Value::as_u64).unwrap_or(0);
+        }
+        Some("content_block_delta") => {
+            if let Some(text) = value.pointer("/delta/text").and_then(Value::as_str) {
+                if !text.is_empty() {
+                    events.push(UpstreamEvent::Text(text.to_owned()));
+                }
+            }
+        }
+        Some("message_delta") => {
+            if let Some(reason) = value.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                events.push(UpstreamEvent::Finish(anthropic_finish(reason)));
+            }
+            let output = value.pointer("/usage/output_tokens").and_then(Value::as_u64).unwrap_or(0);
+            events.push(UpstreamEvent::Usage(Usage {
+                prompt_tokens: *input_tokens,
+                completion_tokens: output,
+            }));
+        }
+        _ => {}
+    }
+    events
+}
+
+/// Events of a whole (non-streamed) Anthropic message.
+fn message_events(value: &Value) -> Vec<UpstreamEvent> {
+    let mut events = Vec::new();
+    for block in value.get("content").and_then(Value::as_array).into_iter().flatten() {
+        if let Some(text) = block.get("text").and_then(Value::as_str) {
+            events.push(UpstreamEvent::Text(text.to_owned()));
+        }
+    }
+    if let Some(reason) = value.get("stop_reason").and_then(Value::as_str) {
+        events.push(UpstreamEvent::Finish(anthropic_finish(reason)));
+    }
+    if let Some(usage) = value.get("usage") {
+        events.push(UpstreamEvent::Usage(Usage {
+            prompt_tokens: usage.get("input_tokens").and_then(Value::as_u64).unwrap_or(0),
+            completion_tokens: usage.get("output_tokens").and_then(Value::as_u64).unwrap_or(0),
+        }));
+    }
+    events
 }
 
 /// Whether an upstream error body says the prompt is longer than the context window.

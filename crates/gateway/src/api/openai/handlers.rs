@@ -75,6 +75,8 @@ async fn handle(state: AppState, headers: &HeaderMap, body: &Bytes) -> Result<Re
     })?;
     let parsed = wire::from_wire(&value)?;
     let (upstream_model, mode) = state.config.route(&parsed.chat.model);
+    // An Anthropic upstream cannot take OpenAI requests as they are: always emulate.
+    let mode = if state.upstream.is_anthropic() { Mode::Emulate } else { mode };
     tracing::info!(model = %parsed.chat.model, upstream_model = %upstream_model, ?mode, stream = parsed.stream,
         tools = parsed.chat.tools.len(), "chat completion");
     match mode {

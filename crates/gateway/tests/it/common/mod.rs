@@ -358,6 +358,7 @@ pub(crate) fn base_config(upstream_url: &str) -> Config {
         mode: Mode::Emulate,
         upstream: UpstreamConfig {
             url: upstream_url.into(),
+            api: toolshim_gateway::UpstreamApi::OpenAi,
             api_key_env: "TOOLSHIM_IT_UNSET_UPSTREAM_KEY".into(),
             connect_timeout_secs: 2.0,
             first_byte_timeout_secs: 5.0,
