@@ -197,6 +197,28 @@ def client(gateway: Gateway, sse_captures: list[Capture]):
         c.close()
 
 
+@pytest.fixture
+def anthropic_client(gateway: Gateway, sse_captures: list[Capture]):
+    """A strict `anthropic.Anthropic` (`max_retries=0`) on the gateway root (no `/v1`).
+
+    It records its raw responses into `sse_captures`, like `client` does.
+    """
+    import anthropic
+
+    c = anthropic.Anthropic(
+        base_url=gateway.root,
+        api_key="test",
+        max_retries=0,
+        timeout=HTTP_TIMEOUT,
+        _strict_response_validation=True,
+        http_client=recording_http_client(sse_captures, sdk="anthropic"),
+    )
+    try:
+        yield c
+    finally:
+        c.close()
+
+
 # -- show the gateway's stderr and the upstream's requests when a test fails ------------------
 
 
