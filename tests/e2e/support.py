@@ -647,7 +647,9 @@ class AnthropicStreamSummary:
 
     payloads: list[dict]  # every event's JSON, pings included, in order
     message: dict | None = None  # message_start.message
-    content: list[dict] = field(default_factory=list)  # {"type":"text","text"} | {"type":"tool_use","id","name","input"}
+    content: list[dict] = field(
+        default_factory=list
+    )  # {"type":"text","text"} | {"type":"tool_use","id","name","input"}
     partial_json: list[str | None] = field(default_factory=list)  # per block: concatenated fragments
     stop_reason: str | None = None
     stop_sequence: str | None = None
@@ -752,7 +754,7 @@ def check_anthropic_stream(
             block = ev.get("content_block")
             assert isinstance(block, dict), ev
             if block.get("type") == "text":
-                assert block.get("text") == "", f"a text block starts with text \"\": {block!r}"
+                assert block.get("text") == "", f'a text block starts with text "": {block!r}'
                 s.content.append({"type": "text", "text": ""})
                 s.partial_json.append(None)
             elif block.get("type") == "tool_use":
@@ -795,7 +797,9 @@ def check_anthropic_stream(
                 try:
                     prefix.feed(frag)
                 except ValueError as err:
-                    raise AssertionError(f"cumulative partial_json is not a valid JSON prefix: {err}") from None
+                    raise AssertionError(
+                        f"cumulative partial_json is not a valid JSON prefix: {err}"
+                    ) from None
                 if buf.strip():
                     try:
                         _jiter_partial(buf)  # the SDK's own check (§3.10)
@@ -821,7 +825,9 @@ def check_anthropic_stream(
             delta_at = n
             delta = ev.get("delta")
             assert isinstance(delta, dict), ev
-            assert delta.get("stop_reason") in ANTHROPIC_STOP_REASONS, f"stop_reason {delta.get('stop_reason')!r}"
+            assert delta.get("stop_reason") in ANTHROPIC_STOP_REASONS, (
+                f"stop_reason {delta.get('stop_reason')!r}"
+            )
             assert "stop_sequence" in delta, f"message_delta.delta lacks stop_sequence: {ev!r}"
             if delta["stop_reason"] != "stop_sequence":
                 assert delta["stop_sequence"] is None, ev
@@ -829,7 +835,12 @@ def check_anthropic_stream(
             assert isinstance(du, dict), f"message_delta without usage (the SDK reads it): {ev!r}"
             assert isinstance(du.get("output_tokens"), int) and du["output_tokens"] >= 0, du
             for key, value in du.items():
-                if key in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
+                if key in (
+                    "input_tokens",
+                    "output_tokens",
+                    "cache_creation_input_tokens",
+                    "cache_read_input_tokens",
+                ):
                     assert value is None or isinstance(value, int) and value >= 0, du
             s.stop_reason = delta["stop_reason"]
             s.stop_sequence = delta["stop_sequence"]

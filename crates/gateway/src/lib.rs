@@ -103,7 +103,11 @@ async fn observe(State(state): State<AppState>, request: Request, next: Next) ->
         .unwrap_or_default()
         .to_owned();
     let span = tracing::info_span!("request", request_id = %request_id, route = %route);
-    let response = next.run(request).instrument(span.clone()).await;
+    let mut response = next.run(request).instrument(span.clone()).await;
+    // Anthropic clients read `request-id`; OpenAI clients read `x-request-id`.
+    if let Ok(value) = HeaderValue::from_str(&request_id) {
+        response.headers_mut().insert(HeaderName::from_static("request-id"), value);
+    }
     let status = response.status();
     if let Some(err) = response.extensions().get::<ApiError>() {
         state.metrics.error(err.kind());

@@ -466,3 +466,16 @@ async fn models_use_the_anthropic_shape_when_asked() {
         gw.http().get(gw.url("/v1/models")).send().await.unwrap().json().await.unwrap();
     assert_eq!(openai["object"], "list");
 }
+
+#[tokio::test]
+async fn input_tokens_agree_everywhere_and_request_id_is_sent() {
+    let gw = spawn_gateway(|_| {}).await;
+    gw.upstream.push(Reply::text("ok"));
+    let body = request("Weather in Paris?");
+    let counted: Value = post(&gw, "/v1/messages/count_tokens", &body).await.json().await.unwrap();
+    let response = post(&gw, "/v1/messages", &body).await;
+    let request_id = response.headers()["request-id"].to_str().unwrap().to_owned();
+    assert!(request_id.starts_with("req_"), "{request_id}");
+    let message: Value = response.json().await.unwrap();
+    assert_eq!(message["usage"]["input_tokens"], counted["input_tokens"]);
+}

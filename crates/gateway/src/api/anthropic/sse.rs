@@ -139,11 +139,8 @@ impl Encoder {
             ChatEvent::Done(outcome) => {
                 self.close(out);
                 let output_tokens = outcome.usage.completion_tokens.max(1);
-                let input_tokens = if outcome.usage.prompt_tokens > 0 {
-                    outcome.usage.prompt_tokens
-                } else {
-                    self.input_tokens
-                };
+                // The same input count as `message_start` and `count_tokens` (one rendering).
+                let input_tokens = self.input_tokens;
                 out.push(frame(
                     "message_delta",
                     &json!({"type": "message_delta",
@@ -205,11 +202,6 @@ impl Collector {
                 }
             })
             .collect();
-        let input_tokens = if outcome.usage.prompt_tokens > 0 {
-            outcome.usage.prompt_tokens
-        } else {
-            input_tokens
-        };
         MessageResponse {
             id: anthropic_id("msg_01"),
             kind: "message",
