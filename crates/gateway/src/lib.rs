@@ -25,7 +25,7 @@ use std::time::Instant;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
-use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::http::{HeaderName, HeaderValue};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -151,9 +151,4 @@ pub async fn serve(
             Ok(())
         }
     }
-}
-
-#[doc(hidden)]
-pub fn status_of(err: &ApiError) -> StatusCode {
-    err.status()
 }

@@ -19,8 +19,6 @@ pub(crate) struct Canon {
     key: String,
     /// Inside a string value.
     in_str: bool,
-    /// A value has been completed at the top level.
-    done: bool,
 }
 
 impl Canon {
@@ -39,12 +37,6 @@ impl Canon {
                 self.key.clear();
                 self.out.push(':');
             }
-        }
-    }
-
-    fn end_value(&mut self) {
-        if self.open.is_empty() {
-            self.done = true;
         }
     }
 
@@ -74,7 +66,6 @@ impl Sink for Canon {
         if let Some((frame, _)) = self.open.pop() {
             self.key.clear();
             self.out.push(if frame == Frame::Object { '}' } else { ']' });
-            self.end_value();
         }
     }
 
@@ -104,13 +95,11 @@ impl Sink for Canon {
     fn str_end(&mut self) {
         self.out.push('"');
         self.in_str = false;
-        self.end_value();
     }
 
     fn scalar(&mut self, json: &str) {
         self.begin_value();
         self.out.push_str(json);
-        self.end_value();
     }
 
     fn repaired(&mut self, _what: &'static str) {}

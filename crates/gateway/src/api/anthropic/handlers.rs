@@ -1,25 +1,20 @@
 //! Thin handlers for the Anthropic Messages API, on the same pipeline as OpenAI.
 
-use std::convert::Infallible;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use crate::api::anthropic::sse::{Collector, Encoder, ping};
+use crate::api::anthropic::sse::{Collector, Encoder};
 use crate::api::anthropic::{error, wire};
-use crate::chat::{self, ChatEvent, ToolChoice};
+use crate::chat::{self, ToolChoice};
 use crate::error::{ApiError, AuthFailure};
 use crate::prompt::estimate_input_tokens;
 use crate::state::AppState;
-
-/// Silence after which a `ping` keeps the stream alive.
-const PING_EVERY: Duration = Duration::from_secs(10);
 
 /// `x-api-key` or `Authorization: Bearer`, when gateway keys are configured.
 pub(crate) fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
@@ -93,41 +88,8 @@ async fn emulate(state: AppState, parsed: wire::Parsed) -> Result<Response, ApiE
         let message = collector.finish(model, input_tokens, drop_text);
         return Ok((StatusCode::OK, axum::Json(message)).into_response());
     }
-    let first = match events.next().await {
-        Some(Ok(event)) => event,
-        Some(Err(err)) => return Err(err),
-        None => return Err(ApiError::Internal("the pipeline ended without an outcome".into())),
-    };
-    state.metrics.first_token(started.elapsed());
-    let mut encoder = Encoder::new(model, input_tokens, drop_text);
-    let body = async_stream::stream! {
-        let mut frames = Vec::new();
-        let mut next: Option<ChatEvent> = Some(first);
-        loop {
-            if let Some(event) = next.take() {
-                encoder.encode(&event, &mut frames);
-                for frame in frames.drain(..) {
-                    yield Ok::<Bytes, Infallible>(frame);
-                }
-            }
-            match tokio::time::timeout(PING_EVERY, events.next()).await {
-                Err(_) => yield Ok(ping()),
-                Ok(Some(Ok(event))) => next = Some(event),
-                Ok(Some(Err(err))) => {
-                    tracing::warn!(kind = err.kind(), "error after streaming began");
-                    yield Ok(error::event(&err));
-                    return;
-                }
-                Ok(None) => return,
-            }
-        }
-    };
-    let mut response = Response::new(Body::from_stream(body));
-    response
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream; charset=utf-8"));
-    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    Ok(response)
+    let encoder = Encoder::new(model, input_tokens, drop_text);
+    crate::api::stream_response(&state, started, events, encoder).await
 }
 
 /// `POST /v1/messages/count_tokens`: the same prompt rendering as `/v1/messages`.

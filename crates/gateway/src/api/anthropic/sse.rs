@@ -154,6 +154,20 @@ impl Encoder {
     }
 }
 
+impl crate::api::StreamEncoder for Encoder {
+    fn encode(&mut self, event: &ChatEvent, out: &mut Vec<Bytes>) {
+        Encoder::encode(self, event, out);
+    }
+
+    fn error(&self, err: &crate::error::ApiError) -> Bytes {
+        crate::api::anthropic::error::event(err)
+    }
+
+    fn keepalive(&self) -> Bytes {
+        ping()
+    }
+}
+
 /// Folds events into one message.
 #[derive(Default)]
 pub(crate) struct Collector {

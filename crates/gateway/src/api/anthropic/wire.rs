@@ -89,27 +89,17 @@ pub(crate) fn from_wire(body: &Value, counting: bool) -> Result<Parsed, ApiError
 fn text_of(content: &Value) -> String {
     match content {
         Value::String(text) => text.clone(),
-        Value::Array(blocks) => {
-            let mut text = String::new();
-            for block in blocks {
-                let piece = match block.get("type").and_then(Value::as_str) {
-                    Some("text") => {
-                        block.get("text").and_then(Value::as_str).unwrap_or_default().to_owned()
-                    }
-                    Some("image") => "[image]".to_owned(),
-                    Some("document") => "[document]".to_owned(),
-                    Some("search_result") => block.get("content").map(text_of).unwrap_or_default(),
-                    _ => String::new(),
-                };
-                if !piece.is_empty() {
-                    if !text.is_empty() {
-                        text.push('\n');
-                    }
-                    text.push_str(&piece);
+        Value::Array(blocks) => crate::api::join_pieces(blocks.iter().map(|block| {
+            match block.get("type").and_then(Value::as_str) {
+                Some("text") => {
+                    block.get("text").and_then(Value::as_str).unwrap_or_default().to_owned()
                 }
+                Some("image") => "[image]".to_owned(),
+                Some("document") => "[document]".to_owned(),
+                Some("search_result") => block.get("content").map(text_of).unwrap_or_default(),
+                _ => String::new(),
             }
-            text
-        }
+        })),
         _ => String::new(),
     }
 }

@@ -1,6 +1,5 @@
 //! Thin handlers: read the wire request, run the pipeline (or pass through), encode.
 
-use std::convert::Infallible;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use axum::body::Body;
@@ -13,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::api::openai::sse::{Collector, Encoder};
 use crate::api::openai::{error, wire};
-use crate::chat::{self, ChatEvent};
+use crate::chat;
 use crate::config::Mode;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -109,45 +108,8 @@ async fn emulate(state: AppState, parsed: wire::Parsed) -> Result<Response, ApiE
         let completion = collector.finish(id, created, model, parsed.legacy);
         return Ok((StatusCode::OK, axum::Json(completion)).into_response());
     }
-    // The status depends on the first event: an error before any output is an HTTP error.
-    let first = match events.next().await {
-        Some(Ok(event)) => event,
-        Some(Err(err)) => return Err(err),
-        None => return Err(ApiError::Internal("the pipeline ended without an outcome".into())),
-    };
-    state.metrics.first_token(started.elapsed());
-    let mut encoder = Encoder::new(id, created, model, parsed.include_usage, parsed.legacy);
-    let body = async_stream::stream! {
-        let mut frames = Vec::new();
-        let mut next: Option<ChatEvent> = Some(first);
-        loop {
-            if let Some(event) = next.take() {
-                encoder.encode(&event, &mut frames);
-                for frame in frames.drain(..) {
-                    yield Ok::<Bytes, Infallible>(frame);
-                }
-            }
-            match events.next().await {
-                Some(Ok(event)) => next = Some(event),
-                Some(Err(err)) => {
-                    tracing::warn!(kind = err.kind(), "error after streaming began");
-                    yield Ok(error::chunk(&err));
-                    return;
-                }
-                None => return,
-            }
-        }
-    };
-    Ok(sse_response(Body::from_stream(body)))
-}
-
-fn sse_response(body: Body) -> Response {
-    let mut response = Response::new(body);
-    let headers = response.headers_mut();
-    headers
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream; charset=utf-8"));
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    response
+    let encoder = Encoder::new(id, created, model, parsed.include_usage, parsed.legacy);
+    crate::api::stream_response(&state, started, events, encoder).await
 }
 
 /// Native mode: the request goes upstream as it is (with the upstream model name).

@@ -149,6 +149,20 @@ impl Encoder {
     }
 }
 
+impl crate::api::StreamEncoder for Encoder {
+    fn encode(&mut self, event: &ChatEvent, out: &mut Vec<Bytes>) {
+        Encoder::encode(self, event, out);
+    }
+
+    fn error(&self, err: &crate::error::ApiError) -> Bytes {
+        crate::api::openai::error::chunk(err)
+    }
+
+    fn keepalive(&self) -> Bytes {
+        Bytes::from_static(b": keepalive\n\n")
+    }
+}
+
 fn frame(value: &impl serde::Serialize) -> Bytes {
     let json = serde_json::to_string(value).unwrap_or_else(|_| "{}".into());
     Bytes::from(format!("data: {json}\n\n"))

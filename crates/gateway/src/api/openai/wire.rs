@@ -148,30 +148,20 @@ fn missing(param: &str) -> ApiError {
 fn text_of(content: Option<&Value>) -> String {
     match content {
         Some(Value::String(text)) => text.clone(),
-        Some(Value::Array(parts)) => {
-            let mut text = String::new();
-            for part in parts {
-                let piece = match part.get("type").and_then(Value::as_str) {
-                    Some("text") | Some("input_text") | Some("output_text") => {
-                        part.get("text").and_then(Value::as_str).unwrap_or_default().to_owned()
-                    }
-                    Some("refusal") => {
-                        part.get("refusal").and_then(Value::as_str).unwrap_or_default().to_owned()
-                    }
-                    Some("image_url") | Some("input_image") => "[image]".to_owned(),
-                    Some("input_audio") => "[audio]".to_owned(),
-                    Some("file") => "[file]".to_owned(),
-                    _ => part.as_str().unwrap_or_default().to_owned(),
-                };
-                if !piece.is_empty() {
-                    if !text.is_empty() {
-                        text.push('\n');
-                    }
-                    text.push_str(&piece);
+        Some(Value::Array(parts)) => crate::api::join_pieces(parts.iter().map(|part| {
+            match part.get("type").and_then(Value::as_str) {
+                Some("text") | Some("input_text") | Some("output_text") => {
+                    part.get("text").and_then(Value::as_str).unwrap_or_default().to_owned()
                 }
+                Some("refusal") => {
+                    part.get("refusal").and_then(Value::as_str).unwrap_or_default().to_owned()
+                }
+                Some("image_url") | Some("input_image") => "[image]".to_owned(),
+                Some("input_audio") => "[audio]".to_owned(),
+                Some("file") => "[file]".to_owned(),
+                _ => part.as_str().unwrap_or_default().to_owned(),
             }
-            text
-        }
+        })),
         _ => String::new(),
     }
 }
