@@ -473,6 +473,26 @@ fn looks_like_refusal(text: &str) -> bool {
     PHRASES.iter().any(|phrase| opening.contains(phrase))
 }
 
+/// The tools the history's earlier calls name, for a turn that carries tool history but no
+/// `tools`: tool calling stays on for them.
+pub(crate) fn tools_from_history(messages: &[Message]) -> Vec<ToolSpec> {
+    let mut tools: Vec<ToolSpec> = Vec::new();
+    for message in messages {
+        if let Message::Assistant { calls, .. } = message {
+            for call in calls {
+                if !tools.iter().any(|t| t.name == call.name) {
+                    tools.push(ToolSpec {
+                        name: call.name.clone(),
+                        description: None,
+                        parameters: None,
+                    });
+                }
+            }
+        }
+    }
+    tools
+}
+
 /// A fresh OpenAI-style call id: `call_` and 24 letters and digits.
 pub(crate) fn new_call_id() -> String {
     let mut id = String::with_capacity(29);

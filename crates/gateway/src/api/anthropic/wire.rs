@@ -55,19 +55,8 @@ pub(crate) fn from_wire(body: &Value, counting: bool) -> Result<Parsed, ApiError
         }
     }
     if tools.is_empty() {
-        for message in &messages {
-            if let Message::Assistant { calls, .. } = message {
-                for call in calls {
-                    if !tools.iter().any(|t: &ToolSpec| t.name == call.name) {
-                        tools.push(ToolSpec {
-                            name: call.name.clone(),
-                            description: None,
-                            parameters: None,
-                        });
-                    }
-                }
-            }
-        }
+        // Tool history without `tools`: keep tool calling on for the tools seen before.
+        tools = crate::chat::tools_from_history(&messages);
     }
     let (tool_choice, parallel_tool_calls) = read_tool_choice(object.get("tool_choice"), &tools)?;
     let mut sampling = serde_json::Map::new();

@@ -86,22 +86,9 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
                 .collect::<Result<Vec<_>, _>>()?;
         }
     }
-    let declared = !tools.is_empty();
-    if !declared {
+    if tools.is_empty() {
         // Tool history without `tools`: keep tool calling on for the tools seen before.
-        for message in &messages {
-            if let Message::Assistant { calls, .. } = message {
-                for call in calls {
-                    if !tools.iter().any(|t: &ToolSpec| t.name == call.name) {
-                        tools.push(ToolSpec {
-                            name: call.name.clone(),
-                            description: None,
-                            parameters: None,
-                        });
-                    }
-                }
-            }
-        }
+        tools = crate::chat::tools_from_history(&messages);
     }
     let choice_value = if legacy { object.get("function_call") } else { object.get("tool_choice") };
     let tool_choice = tool_choice(choice_value, legacy, &tools)?;
