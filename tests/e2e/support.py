@@ -641,8 +641,22 @@ def _jiter_partial(buf: str) -> Any:
     return from_json(buf.encode(), partial_mode=True)
 
 
+class AnthropicContent:
+    """Views over `self.content`, a list of Anthropic content blocks."""
+
+    content: list[dict]
+
+    @property
+    def text(self) -> str:
+        return "".join(b["text"] for b in self.content if b["type"] == "text")
+
+    @property
+    def tool_uses(self) -> list[dict]:
+        return [b for b in self.content if b["type"] == "tool_use"]
+
+
 @dataclass
-class AnthropicStreamSummary:
+class AnthropicStreamSummary(AnthropicContent):
     """What a Messages stream amounts to, after its grammar was checked."""
 
     payloads: list[dict]  # every event's JSON, pings included, in order
@@ -656,14 +670,6 @@ class AnthropicStreamSummary:
     usage: dict = field(default_factory=dict)  # message_start usage, overwritten by message_delta's
     delta_usage: dict | None = None
     error: dict | None = None  # the `error` object of an `event: error`
-
-    @property
-    def text(self) -> str:
-        return "".join(b["text"] for b in self.content if b["type"] == "text")
-
-    @property
-    def tool_uses(self) -> list[dict]:
-        return [b for b in self.content if b["type"] == "tool_use"]
 
     @property
     def types(self) -> list[str]:

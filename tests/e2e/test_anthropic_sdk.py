@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from support import (
+    AnthropicContent,
     ANTHROPIC_VERSION,
     DIALECTS,
     HTTP_TIMEOUT,
@@ -110,7 +111,7 @@ ERROR_TYPES = {
 
 
 @dataclass
-class Turn:
+class Turn(AnthropicContent):
     """One assistant message as the SDK delivered it, streamed or not, in one shape."""
 
     id: str
@@ -121,14 +122,6 @@ class Turn:
     usage: dict
     raw: AnthropicStreamSummary | None = None  # the checked raw stream, for streamed modes
     events: list[str] = field(default_factory=list)  # event types the SDK yielded
-
-    @property
-    def text(self) -> str:
-        return "".join(b["text"] for b in self.content if b["type"] == "text")
-
-    @property
-    def tool_uses(self) -> list[dict]:
-        return [b for b in self.content if b["type"] == "tool_use"]
 
     @property
     def types(self) -> list[str]:

@@ -5,12 +5,11 @@
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
-use futures::StreamExt;
 use serde_json::{Value, json};
 
 use crate::common::{
-    DEADLINE, MODEL, Reply, assert_error_shape, closed_port, plain_request, request, spawn_gateway,
-    sse_data,
+    DEADLINE, MODEL, Reply, assert_error_shape, closed_port, plain_request, read_first_event,
+    request, spawn_gateway, sse_data,
 };
 
 async fn error_of(response: reqwest::Response) -> (StatusCode, Value) {
@@ -294,11 +293,7 @@ async fn client_disconnect_aborts_the_upstream_request() {
     let response = gw.post(&body).await;
     assert_eq!(response.status(), StatusCode::OK);
     let mut bytes = response.bytes_stream();
-    let mut received = Vec::new();
-    while !received.windows(2).any(|w| w == b"\n\n") {
-        let chunk = tokio::time::timeout(DEADLINE, bytes.next()).await.unwrap().unwrap().unwrap();
-        received.extend_from_slice(&chunk);
-    }
+    let received = read_first_event(&mut bytes).await;
     assert!(received.starts_with(b"data: {"), "{}", String::from_utf8_lossy(&received));
     drop(bytes);
     assert!(

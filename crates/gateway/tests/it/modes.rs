@@ -3,9 +3,9 @@
 
 use axum::http::StatusCode;
 use serde_json::json;
-use toolshim_gateway::{Mode, ModelConfig};
+use toolshim_gateway::Mode;
 
-use crate::common::{MODEL, Reply, args, hermes, request, spawn_gateway, sse_data};
+use crate::common::{MODEL, Reply, args, hermes, model, request, spawn_gateway, sse_data};
 
 /// The content deltas of a relayed stream, joined.
 fn content(body: &str) -> String {
@@ -21,10 +21,7 @@ fn content(body: &str) -> String {
 async fn native_mode_passes_tools_through_and_relays_the_reply() {
     let gw = spawn_gateway(|config| {
         config.mode = Mode::Native;
-        config.models.insert(
-            MODEL.into(),
-            ModelConfig { upstream: Some("up-model".into()), mode: None, call_format: None },
-        );
+        config.models.insert(MODEL.into(), model(Some("up-model"), None));
     })
     .await;
     gw.upstream.push(Reply::text("native answer"));
@@ -83,14 +80,7 @@ async fn auto_mode_keeps_upstream_failures_that_are_not_about_tools() {
 #[tokio::test]
 async fn the_call_format_is_chosen_per_model_and_replies_parse_in_any_dialect() {
     let gw = spawn_gateway(|config| {
-        config.models.insert(
-            MODEL.into(),
-            ModelConfig {
-                upstream: None,
-                mode: None,
-                call_format: Some(toolshim_gateway::CallFormat::Json),
-            },
-        );
+        config.models.insert(MODEL.into(), model(None, Some(toolshim_gateway::CallFormat::Json)));
     })
     .await;
     // The model was taught bare JSON but answers with a <tool_call> block: still a call.

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::common::{
     MODEL, Reply, UPSTREAM_COMPLETION_TOKENS, UPSTREAM_PROMPT_TOKENS, args, assert_call_id, hermes,
-    plain_request, request, spawn_gateway,
+    model, plain_request, request, spawn_gateway,
 };
 
 fn message(completion: &Value) -> &Value {
@@ -449,14 +449,7 @@ async fn models_lists_the_upstream_models_or_the_configured_ones() {
     }
 
     let gw = spawn_gateway(|config| {
-        config.models.insert(
-            "small".into(),
-            toolshim_gateway::ModelConfig {
-                upstream: Some("qwen".into()),
-                mode: None,
-                call_format: None,
-            },
-        );
+        config.models.insert("small".into(), model(Some("qwen"), None));
     })
     .await;
     let value: Value =
@@ -468,14 +461,7 @@ async fn models_lists_the_upstream_models_or_the_configured_ones() {
 #[tokio::test]
 async fn configured_model_is_renamed_for_the_upstream() {
     let gw = spawn_gateway(|config| {
-        config.models.insert(
-            "small".into(),
-            toolshim_gateway::ModelConfig {
-                upstream: Some("qwen2.5-7b".into()),
-                mode: None,
-                call_format: None,
-            },
-        );
+        config.models.insert("small".into(), model(Some("qwen2.5-7b"), None));
     })
     .await;
     gw.upstream.push(Reply::text("Hi."));

@@ -7,7 +7,9 @@ use axum::http::StatusCode;
 use futures::StreamExt;
 use serde_json::json;
 
-use crate::common::{DEADLINE, Reply, check_stream, plain_request, spawn_gateway};
+use crate::common::{
+    DEADLINE, Reply, check_stream, plain_request, read_first_event, spawn_gateway,
+};
 
 /// Tries to connect until the gateway refuses, or the deadline passes.
 async fn refused(addr: std::net::SocketAddr) -> bool {
@@ -32,11 +34,7 @@ async fn in_flight_stream_completes_and_new_connections_are_refused() {
     let response = gw.post(&body).await;
     assert_eq!(response.status(), StatusCode::OK);
     let mut bytes = response.bytes_stream();
-    let mut received = Vec::new();
-    while !received.windows(2).any(|w| w == b"\n\n") {
-        let chunk = tokio::time::timeout(DEADLINE, bytes.next()).await.unwrap().unwrap().unwrap();
-        received.extend_from_slice(&chunk);
-    }
+    let mut received = read_first_event(&mut bytes).await;
 
     gw.token.cancel();
     assert!(refused(gw.addr).await, "the gateway still accepts connections after shutdown");

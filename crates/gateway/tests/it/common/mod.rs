@@ -17,11 +17,12 @@ use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use futures::{Stream, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use toolshim_gateway::{Config, Mode, UpstreamConfig};
+use toolshim_gateway::{CallFormat, Config, Mode, ModelConfig, UpstreamConfig};
 
 /// The model name the tests send; the gateway forwards it unchanged.
 pub(crate) const MODEL: &str = "mock-model";
@@ -32,6 +33,23 @@ pub(crate) const UPSTREAM_COMPLETION_TOKENS: u64 = 7;
 
 /// Upper bound for any wait in a test; a hang fails instead of blocking the run.
 pub(crate) const DEADLINE: Duration = Duration::from_secs(5);
+
+/// A client-visible model entry: its upstream name and call format.
+pub(crate) fn model(upstream: Option<&str>, call_format: Option<CallFormat>) -> ModelConfig {
+    ModelConfig { upstream: upstream.map(str::to_owned), mode: None, call_format }
+}
+
+/// Reads a streamed body until its first complete SSE event; returns the bytes read.
+pub(crate) async fn read_first_event(
+    bytes: &mut (impl Stream<Item = reqwest::Result<Bytes>> + Unpin),
+) -> Vec<u8> {
+    let mut received = Vec::new();
+    while !received.windows(2).any(|w| w == b"\n\n") {
+        let chunk = tokio::time::timeout(DEADLINE, bytes.next()).await.unwrap().unwrap().unwrap();
+        received.extend_from_slice(&chunk);
+    }
+    received
+}
 
 /// The one place the tests start background tasks (the mock upstream and the gateway).
 #[expect(clippy::disallowed_methods, reason = "test servers run in the background")]
