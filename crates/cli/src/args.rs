@@ -115,6 +115,25 @@ pub(crate) struct ParseArgs {
     /// nothing is lost; with --hide-rejected it is removed and only listed under "rejected".
     #[arg(long)]
     pub(crate) hide_rejected: bool,
+
+    /// Add an agent-loop "outcome": NAMES are the tools that end the loop (comma-separated)
+    ///
+    /// For agent workers. NAMES (comma-separated, repeatable) are exit tools such as
+    /// `finish,give_up`: their calls are signals that end the loop, not calls that need a tool
+    /// result. The normal tools are the ones in --tools; without --tools every other accepted
+    /// call is normal. Exit tools missing from --tools are added to it without a schema, so
+    /// their calls are accepted. Adds an "outcome" object (see below): "calls" with the calls
+    /// to run and the exit calls apart, "text" for a plain answer, or "failed" when unknown
+    /// tools were called or tool-call syntax yielded no call, with the input kept verbatim in
+    /// "raw". Names are compared exactly with the parsed call names, so without --tools a
+    /// misspelled exit tool counts as a normal call. The exit code stays 0. Not with --events.
+    #[arg(
+        long = "exit-tools",
+        value_name = "NAMES",
+        value_delimiter = ',',
+        conflicts_with = "events"
+    )]
+    pub(crate) exit_tools: Vec<String>,
 }
 
 const SERVE_AFTER_HELP: &str = "\
@@ -147,17 +166,23 @@ Output (one line, keys always in this order):
   {\"calls\":[{\"id\":null|\"…\",\"name\":\"…\",\"arguments\":{…}}],\"content\":\"…\",\"reasoning\":\"…\",
    \"rejected\":[{\"name\":\"…\",\"reason\":\"…\"}],\"warnings\":[{\"code\":\"…\",\"message\":\"…\"}],
    \"saw_tool_syntax\":true|false}
+  With --exit-tools, one more key, \"outcome\", last; its calls are objects like those in \"calls\":
+  {\"kind\":\"calls\",\"calls\":[…calls that need a tool result…],\"exits\":[…exit calls…]}
+  {\"kind\":\"text\"}                             no tool-call syntax: a plain answer
+  {\"kind\":\"failed\",\"reason\":\"unknown_tools\"|\"no_call_parsed\",\"message\":\"…\",
+   \"unknown_tools\":[\"…\"] (empty for no_call_parsed),\"raw\":\"…the input, verbatim…\"}
 
 Examples:
   toolshim parse examples/hermes.txt --tools examples/tools.json
   echo '<tool_call>{\"name\":\"get_time\",\"arguments\":{\"timezone\":\"UTC\"}}</tool_call>' |
     toolshim parse --chunk-size 3 --events
+  toolshim parse examples/hermes.txt --tools examples/tools.json --exit-tools finish,give_up
 
 Exit codes:
-  0  success, whatever the model wrote (model output never fails)
+  0  success, whatever the model wrote (model output never fails, even with a \"failed\" outcome)
   1  the output could not be written (or an internal error)
-  2  usage error: a bad flag, --chunk-size 0, an unreadable or non-UTF-8 input, or an unreadable
-     or invalid --tools file; the message says what to fix
+  2  usage error: a bad flag, --chunk-size 0, an empty --exit-tools name, an unreadable or
+     non-UTF-8 input, or an unreadable or invalid --tools file; the message says what to fix
   A closed standard output (`toolshim parse … | head`) exits 0 quietly.";
 
 fn chunk_size(text: &str) -> Result<NonZeroUsize, String> {

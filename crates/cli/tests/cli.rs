@@ -4,6 +4,7 @@
 //! - help, version and exit-code documentation
 //! - usage errors: exit 2 with a message that says what to fix
 //! - the output contract: keys, --pretty, --events, --chunk-size, stdin, closed stdout
+//! - --exit-tools: the agent-loop "outcome" (calls and exits apart, text, failed with raw kept)
 //! - ENGINE-DEPENDENT (fail against the placeholder `StreamParser`, which emits all input as
 //!   text; they pass once the engine lands): `big_integer_in_arguments_survives_exactly`,
 //!   `hermes_example_gives_two_calls_with_their_arguments`,
@@ -147,8 +148,8 @@ fn json(text: &str) -> Value {
 
 const OBJECT_KEYS: [&str; 6] =
     ["calls", "content", "reasoning", "rejected", "warnings", "saw_tool_syntax"];
-const FLAGS: [&str; 6] =
-    ["FILE", "--tools", "--chunk-size", "--events", "--pretty", "--hide-rejected"];
+const FLAGS: [&str; 7] =
+    ["FILE", "--tools", "--chunk-size", "--events", "--pretty", "--hide-rejected", "--exit-tools"];
 const EXAMPLES: [&str; 2] = ["examples/hermes.txt", "examples/bare_json.txt"];
 
 // ---- help, version and exit-code documentation ----
@@ -365,6 +366,113 @@ fn write_error_exits_one() {
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.starts_with("error: cannot write the output: "), "{stderr}");
+}
+
+// ---- --exit-tools: the agent-loop outcome ----
+
+/// `toolshim parse --tools examples/tools.json --exit-tools finish,give_up` on `input`: the
+/// output object, after checking that "outcome" is its last key.
+fn parse_with_exit_tools(input: &str) -> Value {
+    let args = ["parse", "--tools", "examples/tools.json", "--exit-tools", "finish,give_up"];
+    let stdout = TestCommand::new(&args).stdin(input).ok();
+    let mut keys = OBJECT_KEYS.to_vec();
+    keys.push("outcome");
+    assert_eq!(keys_in_order(&stdout), keys, "{stdout}");
+    json(&stdout)
+}
+
+fn names(calls: &Value) -> Vec<&str> {
+    calls.as_array().unwrap().iter().map(|call| call["name"].as_str().unwrap()).collect()
+}
+
+#[test]
+fn exit_tool_call_is_an_exit_not_a_call_to_run() {
+    let input = "Paris it is.\n\
+        <tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>\n\
+        <tool_call>{\"name\": \"finish\", \"arguments\": {\"answer\": \"sunny\"}}</tool_call>";
+    let object = parse_with_exit_tools(input);
+    // `finish` is not in examples/tools.json: --exit-tools declares it, so it is accepted.
+    assert_eq!(names(&object["calls"]), ["get_weather", "finish"], "{object}");
+    assert_eq!(object["rejected"], serde_json::json!([]));
+    let outcome = &object["outcome"];
+    assert_eq!(outcome["kind"], "calls", "{object}");
+    assert_eq!(names(&outcome["calls"]), ["get_weather"]);
+    assert_eq!(names(&outcome["exits"]), ["finish"]);
+    assert_eq!(outcome["exits"][0]["arguments"], serde_json::json!({"answer": "sunny"}));
+    assert_eq!(outcome["calls"][0], object["calls"][0]);
+}
+
+#[test]
+fn unknown_tool_call_fails_and_keeps_the_raw_output_verbatim() {
+    let input = "Let me \"try\" 🦀\r\n<tool_call>\n{\"name\": \"get_stock_price\", \
+                 \"arguments\": {\"symbol\": \"ACME\"}}\n</tool_call>\t\n";
+    let object = parse_with_exit_tools(input);
+    let outcome = &object["outcome"];
+    assert_eq!(outcome["kind"], "failed", "{object}");
+    assert_eq!(outcome["reason"], "unknown_tools");
+    assert_eq!(outcome["unknown_tools"], serde_json::json!(["get_stock_price"]));
+    assert!(outcome["message"].as_str().unwrap().contains("`get_stock_price`"), "{outcome}");
+    assert_eq!(outcome["raw"].as_str().unwrap().as_bytes(), input.as_bytes());
+}
+
+#[test]
+fn tool_syntax_without_a_call_fails_and_plain_text_is_an_answer() {
+    let object = parse_with_exit_tools("<tool_call>{\"arguments\": {}}</tool_call>");
+    assert_eq!(object["outcome"]["kind"], "failed", "{object}");
+    assert_eq!(object["outcome"]["reason"], "no_call_parsed");
+    assert_eq!(object["outcome"]["unknown_tools"], serde_json::json!([]));
+
+    let object = parse_with_exit_tools("It is sunny in Paris.");
+    assert_eq!(object["outcome"], serde_json::json!({"kind": "text"}));
+}
+
+#[test]
+fn exit_tools_without_a_tool_list_accept_any_other_name_as_normal() {
+    let input = "<tool_call>{\"name\": \"search\", \"arguments\": {}}</tool_call>\n\
+                 <tool_call>{\"name\": \"give_up\", \"arguments\": {}}</tool_call>";
+    for args in [
+        &["parse", "--exit-tools", "finish,give_up"][..],
+        &["parse", "--exit-tools", "finish", "--exit-tools", " give_up", "--chunk-size", "2"][..],
+    ] {
+        let object = json(&TestCommand::new(args).stdin(input).ok());
+        assert_eq!(names(&object["outcome"]["calls"]), ["search"], "{args:?}: {object}");
+        assert_eq!(names(&object["outcome"]["exits"]), ["give_up"], "{args:?}: {object}");
+    }
+}
+
+#[test]
+fn outcome_is_absent_without_exit_tools() {
+    let input = "<tool_call>{\"name\": \"finish\", \"arguments\": {}}</tool_call>";
+    for args in [&["parse"][..], &["parse", "--tools", "examples/tools.json"][..]] {
+        let stdout = TestCommand::new(args).stdin(input).ok();
+        assert_eq!(keys_in_order(&stdout), OBJECT_KEYS, "{stdout}");
+    }
+    let pretty =
+        TestCommand::new(&["parse", "--exit-tools", "finish", "--pretty"]).stdin(input).ok();
+    let expected_tail = concat!(
+        "  \"outcome\": {\n",
+        "    \"kind\": \"calls\",\n",
+        "    \"calls\": [],\n",
+        "    \"exits\": [\n",
+        "      {\n",
+        "        \"id\": null,\n",
+        "        \"name\": \"finish\",\n",
+        "        \"arguments\": {}\n",
+        "      }\n",
+        "    ]\n",
+        "  }\n",
+        "}\n",
+    );
+    assert!(pretty.ends_with(expected_tail), "{pretty}");
+}
+
+#[test]
+fn empty_exit_tool_name_and_exit_tools_with_events_are_usage_errors() {
+    let stderr = TestCommand::new(&["parse", "--exit-tools", "finish,"]).stdin("hi").usage_error();
+    assert!(stderr.contains("--exit-tools: a tool name is empty"), "{stderr}");
+    let args = ["parse", "--exit-tools", "finish", "--events"];
+    let stderr = TestCommand::new(&args).stdin("hi").usage_error();
+    assert!(stderr.contains("--events"), "{stderr}");
 }
 
 // ---- ENGINE-DEPENDENT: these fail against the placeholder StreamParser ----

@@ -104,6 +104,15 @@ pub enum WarningCode {
     MalformedCall,
     /// A buffer limit forced a decision before the input could settle it.
     LimitReached,
+    /// Call syntax was taken as an example, not a call (see [`crate::ExampleGuard`]);
+    /// its text stays visible.
+    Example,
+    /// A call inside reasoning was not used (see [`crate::ReasoningCalls`]).
+    CallInReasoning,
+    /// A `</think>` closed a reasoning block that was never opened; it was removed.
+    StrayReasoningEnd,
+    /// A call was guessed from plain prose ([`crate::Builtin::FreeText`]).
+    FreeText,
 }
 
 impl WarningCode {
@@ -120,6 +129,10 @@ impl WarningCode {
             WarningCode::IgnoredField => "ignored_field",
             WarningCode::MalformedCall => "malformed_call",
             WarningCode::LimitReached => "limit_reached",
+            WarningCode::Example => "example",
+            WarningCode::CallInReasoning => "call_in_reasoning",
+            WarningCode::StrayReasoningEnd => "stray_reasoning_end",
+            WarningCode::FreeText => "free_text",
         }
     }
 

@@ -35,18 +35,22 @@
 
 mod complete;
 mod config;
+mod dialect;
 mod error;
 mod event;
 mod format;
 mod json;
+mod outcome;
 mod stream;
 mod tools;
 
 pub use crate::{
     complete::parse,
-    config::{Config, RejectedText},
+    config::{Config, EXAMPLE_PHRASES, ExampleGuard, ReasoningCalls, RejectedText},
+    dialect::{Builtin, CallText, Dialect, Dialects, TagPair},
     error::{Error, ErrorKind},
     event::{Event, Parsed, Rejected, ToolCall, Warning, WarningCode},
+    outcome::{AgentTools, Outcome, ToolParseError, agent_outcome},
     stream::StreamParser,
     tools::{Tool, ToolSet},
 };

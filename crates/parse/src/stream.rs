@@ -8,11 +8,14 @@
 
 use std::ops::Range;
 
-use crate::format::call::Out;
+use crate::format::call::{Out, Tail};
 use crate::format::envelope::{Envelope, Origin};
-use crate::format::markup::{self, Markup};
+use crate::format::free_text;
+use crate::format::line::{LineOpen, line_open};
+use crate::format::markup::{self, Markup, Opener};
+use crate::format::python::{Mode as PyMode, PyGroup};
 use crate::json::reader::Reader;
-use crate::{Config, Event, WarningCode};
+use crate::{Builtin, Config, Event, ReasoningCalls, WarningCode};
 
 /// Incremental parser for one model output: [`feed`](StreamParser::feed) chunks,
 /// then [`finish`](StreamParser::finish).
@@ -33,14 +36,18 @@ pub struct StreamParser {
     n_calls: usize,
     /// The last region, kept so the next one reuses its allocations.
     spare: Option<Box<Region>>,
+    /// The end of the visible text, for the example guard.
+    tail: Tail,
+    /// Bytes that may start call syntax in plain text.
+    triggers: Box<[bool; 256]>,
+    /// A call (accepted or rejected) has gone out: free-text calls are off.
+    structured: bool,
 }
 
 #[derive(Debug)]
 enum State {
-    /// Plain text.
-    Text,
-    /// Inside `<think>`; the reasoning text is emitted up to `pos`.
-    Think,
+    /// Plain text; inside `<think>` when `think`.
+    Text { think: bool },
     /// Tool-call syntax (or something that may turn out to be).
     Region(Box<Region>),
 }
@@ -54,10 +61,36 @@ pub(crate) struct Region {
     pub(crate) json: Option<Reader>,
     /// The last reader, kept for its allocations.
     pub(crate) spare_reader: Option<Reader>,
+    /// A group of Python calls being read, if any.
+    pub(crate) python: Option<Box<PyGroup>>,
     /// The region was opened by a tool-call tag (not a bare bracket or a fence).
     pub(crate) tagged: bool,
+    /// A labelled call (`Action:`): the region ends with its arguments.
+    pub(crate) labelled: bool,
     /// Absolute offset just past the opener.
     pub(crate) opener_end: usize,
+    /// The region is inside reasoning.
+    pub(crate) think: bool,
+    /// Whatever the region holds is text: calls in it are not used.
+    mute: Option<Mute>,
+    /// Where a muted region's events go (they are dropped).
+    scratch: Vec<Event>,
+}
+
+/// Why a region's calls are not used, and which calls it held.
+#[derive(Debug)]
+struct Mute {
+    why: MuteWhy,
+    seen: Vec<String>,
+    start: usize,
+}
+
+#[derive(Debug)]
+enum MuteWhy {
+    Reasoning,
+    /// Introduced by this sentence.
+    Example(String),
+    InlineCode,
 }
 
 /// What one step of a region did.
@@ -72,9 +105,28 @@ pub(crate) enum RegionStep {
 
 const THINK_CLOSE: &str = "</think>";
 
-/// Bytes that may start a marker in plain text.
-fn is_trigger(b: u8) -> bool {
-    matches!(b, b'<' | b'{' | b'[' | b'`')
+fn trigger_table(config: &Config) -> Box<[bool; 256]> {
+    let mut table = Box::new([false; 256]);
+    for b in [b'<', b'{', b'[', b'`'] {
+        if let Some(slot) = table.get_mut(usize::from(b)) {
+            *slot = true;
+        }
+    }
+    let dialects = &config.dialects;
+    let lines = [Builtin::Python, Builtin::React, Builtin::KeyValue];
+    if lines.iter().any(|b| dialects.has(*b)) {
+        if let Some(slot) = table.get_mut(usize::from(b'\n')) {
+            *slot = true;
+        }
+    }
+    for entry in dialects.entries() {
+        if let Some(&b) = entry.start_marker().and_then(|m| m.as_bytes().first()) {
+            if let Some(slot) = table.get_mut(usize::from(b)) {
+                *slot = true;
+            }
+        }
+    }
+    table
 }
 
 impl StreamParser {
@@ -86,9 +138,16 @@ impl StreamParser {
             base: 0,
             pos: 0,
             settled: 0,
-            state: State::Text,
+            state: State::Text { think: config.reasoning_open },
             n_calls: 0,
             spare: None,
+            tail: Tail {
+                prose: (config.dialects.has(Builtin::FreeText) && config.tools.is_some())
+                    .then(String::new),
+                ..Tail::default()
+            },
+            triggers: trigger_table(config),
+            structured: false,
         }
     }
 
@@ -106,53 +165,42 @@ impl StreamParser {
     }
 
     fn run(&mut self, events: &mut Vec<Event>, eof: bool) {
-        let StreamParser { config, buf, base, pos, settled, state, n_calls, spare } = self;
+        let StreamParser {
+            config,
+            buf,
+            base,
+            pos,
+            settled,
+            state,
+            n_calls,
+            spare,
+            tail,
+            triggers,
+            structured,
+        } = self;
         let first = events.len();
-        let mut out = Out { events, config, n_calls, first };
+        let mut out = Out { events, config, n_calls, first, think: false, tail };
         loop {
             let progressed = match state {
-                State::Text => step_text(buf, *base, pos, settled, state, spare, &mut out, eof),
-                State::Think => step_think(buf, pos, settled, state, &mut out, eof),
+                State::Text { think } => {
+                    out.think = *think;
+                    let mut text = TextStep { buf, base: *base, pos, settled, triggers, eof };
+                    text.step(state, spare, &mut out)
+                }
                 State::Region(region) => {
-                    let step = region.step(buf, *base, *pos, &mut out, eof);
-                    let (consumed, ended) = match &step {
-                        RegionStep::Consumed(n) => (*n, false),
-                        RegionStep::NeedMore if eof => (0, true),
-                        RegionStep::NeedMore => (0, false),
-                        RegionStep::End(n) => (*n, true),
-                    };
-                    *pos += consumed;
-                    let end = *base + *pos;
-                    if ended {
-                        region.end(buf, *base, end, &mut out);
-                        *settled = region.env.seg.saturating_sub(*base);
-                        if let State::Region(region) = std::mem::replace(state, State::Text) {
-                            *spare = Some(region);
+                    out.think = region.think;
+                    let mut step = RegionRun { buf, base: *base, pos, settled, eof };
+                    match step.run(region, &mut out) {
+                        Some(progressed) => progressed,
+                        None => {
+                            let think = region.think;
+                            if let State::Region(region) =
+                                std::mem::replace(state, State::Text { think })
+                            {
+                                *spare = Some(region);
+                            }
+                            true
                         }
-                        true
-                    } else {
-                        // Show what the region knows to be text; enforce the hold limit.
-                        let held = end.saturating_sub(region.env.seg);
-                        if held > out.config.max_held_bytes && region.force_data() {
-                            out.warn(
-                                WarningCode::LimitReached,
-                                format!(
-                                    "{held} bytes could not be told apart from a tool call; shown as text"
-                                ),
-                                None,
-                                region.env.seg..end,
-                            );
-                        }
-                        if region.env.shows_text(out.config) {
-                            let from = region.env.seg;
-                            show(buf, *base, &mut out, from..end);
-                            region.env.seg = end;
-                        }
-                        *settled = region.env.seg.saturating_sub(*base);
-                        // `Consumed(0)` changed the region's state (it set up a reader), so
-                        // it is progress; only `NeedMore` stops the loop. With the input
-                        // used up and more to come, the next step could only say `NeedMore`.
-                        !matches!(step, RegionStep::NeedMore) && (eof || *pos < buf.len())
                     }
                 }
             };
@@ -161,14 +209,32 @@ impl StreamParser {
             }
         }
         if let State::Region(region) = state {
-            region.env.flush(&mut out);
+            if region.mute.is_none() {
+                region.env.flush(&mut out);
+            }
         }
         if eof {
             // Anything still held is text.
+            if let State::Text { think } = state {
+                out.think = *think;
+            }
             if let Some(rest) = buf.get(*settled..) {
                 out.text(rest);
             }
             *settled = buf.len();
+        }
+        if out.tail.prose.is_some() {
+            *structured |= out
+                .events
+                .iter()
+                .skip(first)
+                .any(|event| matches!(event, Event::CallStart { .. } | Event::Rejected(_)));
+            if eof && !*structured {
+                if let (Some(prose), Some(tools)) = (out.tail.prose.take(), &out.config.tools) {
+                    let tools = std::sync::Arc::clone(tools);
+                    free_text::extract(&prose, &tools, *base + buf.len(), &mut out);
+                }
+            }
         }
     }
 
@@ -196,7 +262,7 @@ pub(crate) fn show(buf: &str, base: usize, out: &mut Out<'_>, range: Range<usize
     }
 }
 
-/// Emits `buf[settled..upto]` as text.
+/// Emits `buf[settled..upto]` as text (reasoning inside `<think>`).
 fn emit_text(buf: &str, settled: &mut usize, upto: usize, out: &mut Out<'_>) {
     if upto > *settled {
         if let Some(text) = buf.get(*settled..upto) {
@@ -206,117 +272,362 @@ fn emit_text(buf: &str, settled: &mut usize, upto: usize, out: &mut Out<'_>) {
     }
 }
 
-/// One step in plain text. Returns whether it made progress.
-#[expect(clippy::too_many_arguments, reason = "the engine's fields, borrowed apart from `out`")]
-fn step_text(
-    buf: &str,
+/// The engine's cursor over plain text.
+struct TextStep<'a> {
+    buf: &'a str,
     base: usize,
-    pos: &mut usize,
-    settled: &mut usize,
-    state: &mut State,
-    spare: &mut Option<Box<Region>>,
-    out: &mut Out<'_>,
+    pos: &'a mut usize,
+    settled: &'a mut usize,
+    triggers: &'a [bool; 256],
     eof: bool,
-) -> bool {
-    let bytes = buf.as_bytes();
-    let start = *pos;
-    let mut i = start;
-    while bytes.get(i).is_some_and(|&b| !is_trigger(b)) {
-        i += 1;
-    }
-    if i >= bytes.len() {
-        *pos = i;
-        emit_text(buf, settled, i, out);
-        return false;
-    }
-    let rest = buf.get(i..).unwrap_or_default();
-    let abs = base + i;
-    match markup::open(rest, eof) {
-        markup::Open::No => {
-            *pos = i + 1;
-            emit_text(buf, settled, *pos, out);
-            true
-        }
-        markup::Open::NeedMore => {
-            // Hold from the possible marker on.
-            *pos = i;
-            emit_text(buf, settled, i, out);
-            false
-        }
-        markup::Open::Think(n) => {
-            emit_text(buf, settled, i, out);
-            *pos = i + n;
-            *settled = *pos;
-            *state = State::Think;
-            true
-        }
-        markup::Open::Region(opener) => {
-            emit_text(buf, settled, i, out);
-            let mut region = match spare.take() {
-                Some(mut region) => {
-                    region.recycle(abs, out.config.max_depth);
-                    region
+}
+
+/// What plain text at the cursor starts.
+enum Found {
+    Region {
+        at: usize,
+        opener: Opener,
+        line: bool,
+    },
+    /// Plain text up to here; look again from there.
+    Text(usize),
+    /// Hold from here.
+    Hold(usize),
+    Think {
+        at: usize,
+        len: usize,
+    },
+    ThinkEnd {
+        at: usize,
+        len: usize,
+    },
+}
+
+impl TextStep<'_> {
+    /// One step in plain text. Returns whether it made progress.
+    fn step(
+        &mut self,
+        state: &mut State,
+        spare: &mut Option<Box<Region>>,
+        out: &mut Out<'_>,
+    ) -> bool {
+        let think = matches!(state, State::Text { think: true });
+        let found = self.find(think, out);
+        match found {
+            Found::Text(upto) => {
+                *self.pos = upto;
+                emit_text(self.buf, self.settled, upto, out);
+                upto < self.buf.len()
+            }
+            Found::Hold(at) => {
+                *self.pos = at;
+                emit_text(self.buf, self.settled, at, out);
+                false
+            }
+            Found::Think { at, len } => {
+                emit_text(self.buf, self.settled, at, out);
+                *self.pos = at + len;
+                *self.settled = *self.pos;
+                *state = State::Text { think: true };
+                true
+            }
+            Found::ThinkEnd { at, len } => {
+                emit_text(self.buf, self.settled, at, out);
+                if !think {
+                    out.warn(
+                        WarningCode::StrayReasoningEnd,
+                        "a `</think>` closed a reasoning block that was never opened; it was removed (set `reasoning_open` when the prompt opens the block)".into(),
+                        None,
+                        self.base + at..self.base + at + len,
+                    );
                 }
-                None => Box::new(Region {
-                    env: Envelope::new(Origin::Marked, abs, out.config.max_depth),
-                    markup: Markup::default(),
-                    json: None,
-                    spare_reader: None,
-                    tagged: false,
-                    opener_end: abs,
-                }),
-            };
-            let n = region.begin(opener, rest, abs, buf, base, out);
-            region.opener_end = abs + n;
-            *pos = i + n;
-            *state = State::Region(region);
-            true
+                *self.pos = at + len;
+                *self.settled = *self.pos;
+                *state = State::Text { think: false };
+                true
+            }
+            Found::Region { at, opener, line } => {
+                emit_text(self.buf, self.settled, at, out);
+                let abs = self.base + at;
+                let mute = mute_for(&opener, line, think, out);
+                let mut region = match spare.take() {
+                    Some(mut region) => {
+                        region.recycle(abs, out.config.max_depth);
+                        region
+                    }
+                    None => Box::new(Region {
+                        env: Envelope::new(Origin::Marked, abs, out.config.max_depth),
+                        markup: Markup::default(),
+                        json: None,
+                        spare_reader: None,
+                        python: None,
+                        tagged: false,
+                        labelled: false,
+                        opener_end: abs,
+                        think: false,
+                        mute: None,
+                        scratch: Vec::new(),
+                    }),
+                };
+                region.think = think;
+                region.labelled = matches!(opener, Opener::Labelled { .. });
+                region.mute = mute.map(|why| Mute { why, seen: Vec::new(), start: abs });
+                let rest = self.buf.get(at..).unwrap_or_default();
+                let n = if region.mute.is_some() {
+                    let mut scratch = std::mem::take(&mut region.scratch);
+                    let mut n_calls = 0;
+                    let mut tail = Tail::default();
+                    let mut muted = Out {
+                        events: &mut scratch,
+                        config: out.config,
+                        n_calls: &mut n_calls,
+                        first: 0,
+                        think: out.think,
+                        tail: &mut tail,
+                    };
+                    let n = region.begin(opener, rest, abs, self.buf, self.base, &mut muted);
+                    region.note_seen(&mut scratch);
+                    region.scratch = scratch;
+                    n
+                } else {
+                    region.begin(opener, rest, abs, self.buf, self.base, out)
+                };
+                region.opener_end = abs + n;
+                *self.pos = at + n;
+                if region.mute.is_some() {
+                    emit_text(self.buf, self.settled, *self.pos, out);
+                }
+                *state = State::Region(region);
+                true
+            }
+        }
+    }
+
+    fn is_trigger(&self, b: u8) -> bool {
+        self.triggers.get(usize::from(b)).copied().unwrap_or(false)
+    }
+
+    /// Scans from the cursor to the next thing that is not plain text.
+    fn find(&self, think: bool, out: &Out<'_>) -> Found {
+        let buf = self.buf;
+        let bytes = buf.as_bytes();
+        let eof = self.eof;
+        let config = out.config;
+        let mut i = *self.pos;
+        // The start of the input is the start of a line.
+        if self.base + i == 0 && self.is_trigger(b'\n') {
+            if let Some(found) = self.line_start(0, think, config) {
+                return found;
+            }
+        }
+        loop {
+            while bytes.get(i).is_some_and(|&b| !self.is_trigger(b)) {
+                i += 1;
+            }
+            let Some(&b) = bytes.get(i) else { return Found::Text(i) };
+            let rest = buf.get(i..).unwrap_or_default();
+            if b == b'\n' {
+                match self.line_start(i + 1, think, config) {
+                    Some(Found::Hold(_)) => return Found::Hold(i),
+                    Some(found) => return found,
+                    None => {
+                        i += 1;
+                        continue;
+                    }
+                }
+            }
+            if b == b'<' {
+                if rest.starts_with(THINK_CLOSE) {
+                    return Found::ThinkEnd { at: i, len: THINK_CLOSE.len() };
+                }
+                if !eof && rest.len() < THINK_CLOSE.len() && THINK_CLOSE.starts_with(rest) {
+                    return Found::Hold(i);
+                }
+                if !think {
+                    match markup::open_think(rest, eof) {
+                        markup::Open::Think(len) => return Found::Think { at: i, len },
+                        markup::Open::NeedMore => return Found::Hold(i),
+                        _ => {}
+                    }
+                }
+            }
+            match markup::open(rest, eof, config) {
+                markup::Open::No | markup::Open::Think(_) => {
+                    i += 1;
+                    // Emit up to here now: the text before a held marker goes out early.
+                    return Found::Text(i);
+                }
+                markup::Open::NeedMore => return Found::Hold(i),
+                markup::Open::Region(opener) => {
+                    return Found::Region { at: i, opener, line: false };
+                }
+            }
+        }
+    }
+
+    /// Checks the line that starts at `at`. `None`: nothing there.
+    fn line_start(&self, at: usize, think: bool, config: &Config) -> Option<Found> {
+        let _ = think;
+        let rest = self.buf.get(at..).unwrap_or_default();
+        let (indent, open) = line_open(rest, self.eof, config);
+        let at = at + indent;
+        match open {
+            LineOpen::No => None,
+            LineOpen::NeedMore => Some(Found::Hold(at - indent)),
+            LineOpen::Python => {
+                Some(Found::Region { at, opener: Opener::Python(PyMode::Line), line: true })
+            }
+            LineOpen::Labelled { name, len } => {
+                Some(Found::Region { at, opener: Opener::Labelled { name, len }, line: true })
+            }
         }
     }
 }
 
-/// One step inside `<think>`. Returns whether it made progress.
-fn step_think(
-    buf: &str,
-    pos: &mut usize,
-    settled: &mut usize,
-    state: &mut State,
-    out: &mut Out<'_>,
-    eof: bool,
-) -> bool {
-    let bytes = buf.as_bytes();
-    let from = *pos;
-    let Some(rest) = bytes.get(from..) else { return false };
-    let Some(lt) = memchr::memchr(b'<', rest) else {
-        emit_reasoning(buf, settled, bytes.len(), out);
-        *pos = bytes.len();
-        return false;
+/// Whether a region that starts here is to be muted, and why.
+fn mute_for(opener: &Opener, line: bool, think: bool, out: &Out<'_>) -> Option<MuteWhy> {
+    let config = out.config;
+    if think {
+        return (config.reasoning_calls == ReasoningCalls::Ignore).then_some(MuteWhy::Reasoning);
+    }
+    let guard = &config.example_guard;
+    if !guard.enabled {
+        return None;
+    }
+    if out.tail.in_quoted_code() {
+        return Some(MuteWhy::InlineCode);
+    }
+    let guarded = match opener {
+        Opener::Json | Opener::Fence(_) | Opener::PyFence { .. } => true,
+        Opener::Python(_) => true,
+        Opener::Tag | Opener::Labelled { .. } | Opener::Marker(_) => false,
     };
-    let at = from + lt;
-    let tail = buf.get(at..).unwrap_or_default();
-    if tail.starts_with(THINK_CLOSE) {
-        emit_reasoning(buf, settled, at, out);
-        *pos = at + THINK_CLOSE.len();
-        *settled = *pos;
-        *state = State::Text;
-        return true;
+    let _ = line;
+    if !guarded {
+        return None;
     }
-    if THINK_CLOSE.starts_with(tail) && !eof {
-        emit_reasoning(buf, settled, at, out);
-        *pos = at;
-        return false;
-    }
-    *pos = at + 1;
-    emit_reasoning(buf, settled, *pos, out);
-    true
+    let intro = out.tail.intro();
+    guard.introduces(intro).then(|| MuteWhy::Example(intro.to_owned()))
 }
 
-fn emit_reasoning(buf: &str, settled: &mut usize, upto: usize, out: &mut Out<'_>) {
-    if upto > *settled {
-        if let Some(text) = buf.get(*settled..upto) {
-            out.reasoning(text);
+/// The engine's cursor while a region reads.
+struct RegionRun<'a> {
+    buf: &'a str,
+    base: usize,
+    pos: &'a mut usize,
+    settled: &'a mut usize,
+    eof: bool,
+}
+
+impl RegionRun<'_> {
+    /// One step of the region. `Some(progressed)` while it goes on; `None` once it ended.
+    fn run(&mut self, region: &mut Region, out: &mut Out<'_>) -> Option<bool> {
+        if region.mute.is_some() {
+            return self.run_muted(region, out);
         }
-        *settled = upto;
+        let (buf, base, eof) = (self.buf, self.base, self.eof);
+        let step = region.step(buf, base, *self.pos, out, eof);
+        let (consumed, ended) = match &step {
+            RegionStep::Consumed(n) => (*n, false),
+            RegionStep::NeedMore if eof => (0, true),
+            RegionStep::NeedMore => (0, false),
+            RegionStep::End(n) => (*n, true),
+        };
+        *self.pos += consumed;
+        let end = base + *self.pos;
+        if ended {
+            region.end(buf, base, end, out);
+            *self.settled = region.env.seg.saturating_sub(base);
+            return None;
+        }
+        // Show what the region knows to be text; enforce the hold limit.
+        let held = end.saturating_sub(region.env.seg);
+        if held > out.config.max_held_bytes && region.force_data() {
+            out.warn(
+                WarningCode::LimitReached,
+                format!("{held} bytes could not be told apart from a tool call; shown as text"),
+                None,
+                region.env.seg..end,
+            );
+        }
+        // A Python group decides its bytes only when it ends.
+        if region.python.is_none() && region.env.shows_text(out.config) {
+            let from = region.env.seg;
+            show(buf, base, out, from..end);
+            region.env.seg = end;
+        }
+        *self.settled = region.env.seg.saturating_sub(base);
+        // `Consumed(0)` changed the region's state (it set up a reader), so it is
+        // progress; only `NeedMore` stops the loop. With the input used up and more
+        // to come, the next step could only say `NeedMore`.
+        Some(!matches!(step, RegionStep::NeedMore) && (eof || *self.pos < buf.len()))
+    }
+
+    /// A muted region reads as usual, but its bytes go out as text as soon as it
+    /// consumed them, and its events are dropped.
+    fn run_muted(&mut self, region: &mut Region, out: &mut Out<'_>) -> Option<bool> {
+        let (buf, base, eof) = (self.buf, self.base, self.eof);
+        let mut scratch = std::mem::take(&mut region.scratch);
+        let mut n_calls = 0;
+        let mut tail = Tail::default();
+        let (step, ended) = {
+            let mut muted = Out {
+                events: &mut scratch,
+                config: out.config,
+                n_calls: &mut n_calls,
+                first: 0,
+                think: out.think,
+                tail: &mut tail,
+            };
+            let step = region.step(buf, base, *self.pos, &mut muted, eof);
+            let (consumed, ended) = match &step {
+                RegionStep::Consumed(n) => (*n, false),
+                RegionStep::NeedMore if eof => (0, true),
+                RegionStep::NeedMore => (0, false),
+                RegionStep::End(n) => (*n, true),
+            };
+            *self.pos += consumed;
+            if ended {
+                region.end(buf, base, base + *self.pos, &mut muted);
+            }
+            (step, ended)
+        };
+        region.note_seen(&mut scratch);
+        region.scratch = scratch;
+        emit_text(buf, self.settled, *self.pos, out);
+        if ended {
+            if let Some(mute) = region.mute.take() {
+                mute.warn(base + *self.pos, out);
+            }
+            return None;
+        }
+        Some(!matches!(step, RegionStep::NeedMore) && (eof || *self.pos < buf.len()))
+    }
+}
+
+impl Mute {
+    fn warn(self, end: usize, out: &mut Out<'_>) {
+        if self.seen.is_empty() {
+            return;
+        }
+        let calls = self.seen.join(", ");
+        let (code, message) = match self.why {
+            MuteWhy::Reasoning => (
+                WarningCode::CallInReasoning,
+                format!(
+                    "a call inside reasoning was not used ({calls}); set `reasoning_calls` to allow it"
+                ),
+            ),
+            MuteWhy::Example(intro) => (
+                WarningCode::Example,
+                format!("a call introduced as an example ({intro:?}) was not used ({calls})"),
+            ),
+            MuteWhy::InlineCode => (
+                WarningCode::Example,
+                format!("a call quoted as inline code in a sentence was not used ({calls})"),
+            ),
+        };
+        out.warn(code, message, None, self.start..end);
     }
 }
 
@@ -328,8 +639,30 @@ impl Region {
         if let Some(reader) = self.json.take() {
             self.spare_reader = Some(reader);
         }
+        self.python = None;
         self.tagged = false;
+        self.labelled = false;
         self.opener_end = start;
+        self.think = false;
+        self.mute = None;
+        self.scratch.clear();
+    }
+
+    /// Records the names of calls a muted region produced, and drops its events.
+    fn note_seen(&mut self, scratch: &mut Vec<Event>) {
+        if let Some(mute) = self.mute.as_mut() {
+            for event in scratch.drain(..) {
+                let name = match event {
+                    Event::CallStart { name, .. } => name,
+                    Event::Rejected(rejected) => rejected.name,
+                    _ => continue,
+                };
+                if mute.seen.len() < 8 && !mute.seen.contains(&name) {
+                    mute.seen.push(name);
+                }
+            }
+        }
+        scratch.clear();
     }
 
     /// Forces a pending decision to "data". Returns whether it changed anything.
@@ -349,7 +682,7 @@ impl Region {
             truncated = reader.finish(end, &mut sink);
             self.env.repairing = false;
         }
-        markup::end(self, end, truncated, out, &mut show_fn);
+        markup::end(self, buf, base, end, truncated, out, &mut show_fn);
         self.env.end(end, truncated, out, &mut show_fn);
         if !self.env.has_calls() && self.env.seg < end {
             // Tool-call markup with nothing usable inside.

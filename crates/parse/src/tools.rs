@@ -99,6 +99,8 @@ pub struct Tool {
     params: HashMap<String, ParamType>,
     declared: bool,
     required: Vec<String>,
+    /// The declared parameter names, in schema order.
+    order: Vec<String>,
 }
 
 impl Tool {
@@ -108,18 +110,20 @@ impl Tool {
         let mut params = HashMap::new();
         let mut declared = false;
         let mut required = Vec::new();
+        let mut order = Vec::new();
         if let Some(schema) = &parameters {
             if let Some(Value::Object(props)) = schema.get("properties") {
                 declared = true;
                 for (key, prop) in props {
                     params.insert(key.clone(), ParamType::from_schema(prop));
+                    order.push(key.clone());
                 }
             }
             if let Some(Value::Array(names)) = schema.get("required") {
                 required = names.iter().filter_map(Value::as_str).map(str::to_owned).collect();
             }
         }
-        Tool { name: name.into(), description: None, parameters, params, declared, required }
+        Tool { name: name.into(), description: None, parameters, params, declared, required, order }
     }
 
     /// Sets the description.
@@ -155,6 +159,11 @@ impl Tool {
     /// Whether the schema says anything the end-of-call checks use.
     pub(crate) fn has_schema(&self) -> bool {
         self.declared || !self.required.is_empty()
+    }
+
+    /// The declared parameter names, in the order the schema lists them.
+    pub(crate) fn param_names(&self) -> &[String] {
+        &self.order
     }
 
     pub(crate) fn required(&self) -> &[String] {

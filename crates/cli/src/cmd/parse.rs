@@ -1,7 +1,7 @@
 //! `toolshim parse`: one model output in, one JSON object (or JSON event lines) out.
 //!
 //! The JSON shapes are a contract other tools depend on; they are written by
-//! [`render_parsed`] and [`render_event`] and nowhere else.
+//! [`render_parsed`] (with [`render_outcome`]) and [`render_event`] and nowhere else.
 
 use std::{
     io::{self, BufWriter, Read, Write},
@@ -11,7 +11,10 @@ use std::{
 
 use anyhow::Context;
 use serde_json::value::RawValue;
-use toolshim_parse::{Config, Event, Parsed, RejectedText, StreamParser, ToolCall, ToolSet};
+use toolshim_parse::{
+    AgentTools, Config, Event, Outcome, Parsed, RejectedText, StreamParser, Tool, ToolCall,
+    ToolParseError, ToolSet, agent_outcome,
+};
 
 use crate::{args::ParseArgs, cmd::UsageError};
 
@@ -23,7 +26,7 @@ use self::json::{Json, Layout};
 
 pub(crate) fn run(args: &ParseArgs) -> anyhow::Result<()> {
     // The tools come first: a bad --tools file is reported before we block on stdin.
-    let config = config(args)?;
+    let (config, agent) = config(args)?;
     let input = read_input(args.input.as_deref())?;
     let mut stdout = io::stdout().lock();
     if args.events {
@@ -35,8 +38,9 @@ pub(crate) fn run(args: &ParseArgs) -> anyhow::Result<()> {
         None => toolshim_parse::parse(&input, &config),
         Some(size) => parse_in_chunks(&input, &config, size),
     };
+    let outcome = agent.map(|agent| agent_outcome(&parsed, &input, &agent));
     let layout = if args.pretty { Layout::Pretty } else { Layout::Compact };
-    let mut text = render_parsed(&parsed, layout)?;
+    let mut text = render_parsed(&parsed, outcome.as_ref(), layout)?;
     text.push('\n');
     stdout
         .write_all(text.as_bytes())
@@ -44,15 +48,48 @@ pub(crate) fn run(args: &ParseArgs) -> anyhow::Result<()> {
         .context("cannot write the output")
 }
 
-fn config(args: &ParseArgs) -> anyhow::Result<Config> {
-    let mut config = match &args.tools {
-        Some(path) => Config::with_tools(read_tools(path)?),
+/// The parser settings, and the agent tools when --exit-tools asks for an outcome.
+fn config(args: &ParseArgs) -> anyhow::Result<(Config, Option<AgentTools>)> {
+    let tools = args.tools.as_deref().map(read_tools).transpose()?;
+    let agent = agent_tools(&args.exit_tools, tools.as_ref())?;
+    let tools = match (tools, &agent) {
+        (Some(tools), Some(agent)) => Some(
+            agent
+                .declare_exit_tools(&tools)
+                .map_err(|err| UsageError::new(format!("--exit-tools: {err}")))?,
+        ),
+        (tools, _) => tools,
+    };
+    let mut config = match tools {
+        Some(tools) => Config::with_tools(tools),
         None => Config::default(),
     };
     if args.hide_rejected {
         config.rejected_text = RejectedText::Hide;
     }
-    Ok(config)
+    Ok((config, agent))
+}
+
+/// The agent tools for `--exit-tools` (`None` without the flag): the exit tools given, and
+/// the tools of the --tools file as normal tools, or any name without one.
+fn agent_tools(
+    exit_tools: &[String],
+    tools: Option<&ToolSet>,
+) -> Result<Option<AgentTools>, UsageError> {
+    if exit_tools.is_empty() {
+        return Ok(None);
+    }
+    let exit: Vec<&str> = exit_tools.iter().map(|name| name.trim()).collect();
+    if exit.iter().any(|name| name.is_empty()) {
+        return Err(UsageError::new(
+            "--exit-tools: a tool name is empty; \
+             give names separated by commas, e.g. --exit-tools finish,give_up",
+        ));
+    }
+    Ok(Some(match tools {
+        Some(tools) => AgentTools::new(tools.tools().iter().map(Tool::name), exit),
+        None => AgentTools::any_normal(exit),
+    }))
 }
 
 fn read_tools(path: &Path) -> Result<ToolSet, UsageError> {
@@ -149,9 +186,14 @@ fn write_event_lines(events: &mut Vec<Event>, out: &mut impl Write) -> anyhow::R
 }
 
 /// The output object: `{"calls":[…],"content":…,"reasoning":…,"rejected":[…],"warnings":[…],
-/// "saw_tool_syntax":…}`, keys in that order. Fails only if a call's arguments are not valid
-/// JSON, which the parser guarantees never happens.
-fn render_parsed(parsed: &Parsed, layout: Layout) -> anyhow::Result<String> {
+/// "saw_tool_syntax":…}`, keys in that order, then `"outcome":{…}` when there is an outcome
+/// ([`render_outcome`]). Fails only if a call's arguments are not valid JSON, which the
+/// parser guarantees never happens.
+fn render_parsed(
+    parsed: &Parsed,
+    outcome: Option<&Outcome>,
+    layout: Layout,
+) -> anyhow::Result<String> {
     let calls = parsed.calls.iter().map(call).collect::<anyhow::Result<_>>()?;
     let rejected = parsed
         .rejected
@@ -173,15 +215,49 @@ fn render_parsed(parsed: &Parsed, layout: Layout) -> anyhow::Result<String> {
             ])
         })
         .collect();
-    let object = Json::Object(vec![
+    let mut object = vec![
         ("calls", Json::Array(calls)),
         ("content", Json::Str(&parsed.content)),
         ("reasoning", Json::Str(&parsed.reasoning)),
         ("rejected", Json::Array(rejected)),
         ("warnings", Json::Array(warnings)),
         ("saw_tool_syntax", Json::Bool(parsed.saw_tool_syntax)),
-    ]);
-    Ok(object.render(layout))
+    ];
+    if let Some(outcome) = outcome {
+        object.push(("outcome", render_outcome(outcome)?));
+    }
+    Ok(Json::Object(object).render(layout))
+}
+
+/// The `"outcome"` object, keys in this order:
+/// `{"kind":"calls","calls":[{call}…],"exits":[{call}…]}`, `{"kind":"text"}`, or
+/// `{"kind":"failed","reason":…,"message":…,"unknown_tools":[…],"raw":…}`, where
+/// `unknown_tools` is empty unless the reason is `unknown_tools`.
+fn render_outcome(outcome: &Outcome) -> anyhow::Result<Json<'_>> {
+    let object = match outcome {
+        Outcome::Calls { calls, exits } => vec![
+            ("kind", Json::Str("calls")),
+            ("calls", Json::Array(calls.iter().map(call).collect::<anyhow::Result<_>>()?)),
+            ("exits", Json::Array(exits.iter().map(call).collect::<anyhow::Result<_>>()?)),
+        ],
+        Outcome::Text => vec![("kind", Json::Str("text"))],
+        Outcome::Failed { reason, raw } => {
+            let unknown_tools = match reason {
+                ToolParseError::UnknownTools { names } => {
+                    names.iter().map(|name| Json::Str(name)).collect()
+                }
+                _ => Vec::new(),
+            };
+            vec![
+                ("kind", Json::Str("failed")),
+                ("reason", Json::Str(reason.code())),
+                ("message", Json::OwnedStr(reason.to_string())),
+                ("unknown_tools", Json::Array(unknown_tools)),
+                ("raw", Json::Str(raw)),
+            ]
+        }
+    };
+    Ok(Json::Object(object))
 }
 
 /// One event as a compact JSON object with a `"type"` key first.

@@ -67,8 +67,10 @@ enum Role {
     Dropped(String),
 }
 
-const NAME_KEYS: &[&str] = &["name", "tool", "tool_name", "function_name", "toolName"];
-const ARGS_KEYS: &[&str] = &["arguments", "parameters", "input", "params", "args"];
+const NAME_KEYS: &[&str] =
+    &["name", "tool", "tool_name", "function_name", "toolName", "action", "recipient_name"];
+const ARGS_KEYS: &[&str] =
+    &["arguments", "parameters", "input", "params", "args", "action_input", "tool_input"];
 const ID_KEYS: &[&str] = &["id", "call_id", "tool_call_id"];
 const CALLS_KEYS: &[&str] = &["tool_calls", "calls", "function_calls", "tool_uses"];
 
@@ -322,6 +324,13 @@ impl Envelope {
             self.settle(at, out, show);
         }
         Box::new(CallState::new(at))
+    }
+
+    /// A call's syntax begins at `at`: the previous finished call's span ends there.
+    pub(crate) fn settle_before(&mut self, at: usize, out: &mut Out<'_>, show: &mut Show<'_>) {
+        if self.pending.is_some() {
+            self.settle(at, out, show);
+        }
     }
 
     /// Starts reading a new JSON value in this region.

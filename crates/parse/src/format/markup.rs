@@ -9,14 +9,17 @@
 //! `<arguments>{…}</arguments>`; Markdown fences around any of these.
 
 use std::ops::Range;
+use std::sync::Arc;
 
-use crate::WarningCode;
+use crate::dialect::{Dialect, Entry, TagPair};
 use crate::format::call::{CallState, Out, Show};
 use crate::format::envelope::{Decision, Origin};
+use crate::format::python::{self, Ahead, Mode as PyMode, PyGroup, PyStep};
 use crate::json::canon::canonical_json;
 use crate::json::reader::{Frame as JsonFrame, Reader, Sink, Status};
 use crate::stream::{Region, RegionStep};
 use crate::tools::ParamType;
+use crate::{Builtin, Config, WarningCode};
 
 /// Container tags: they hold calls (JSON envelopes or call elements), or act as one call.
 const CONTAINERS: &[&str] = &[
@@ -33,8 +36,20 @@ const CALL_ELEMENTS: &[&str] = &["invoke", "func_call", "function", "tool"];
 const PARAMS: &[&str] = &["parameter", "param", "arg", "argument"];
 const NAME_FIELDS: &[&str] = &["name", "tool_name", "function_name"];
 const ARGS_FIELDS: &[&str] = &["arguments", "parameters", "args", "input", "params"];
-const FENCE_LABELS: &[&str] =
-    &["", "json", "json5", "jsonc", "xml", "tool_call", "tool_calls", "function_call", "tools"];
+const FENCE_LABELS: &[&str] = &[
+    "",
+    "json",
+    "json5",
+    "jsonc",
+    "xml",
+    "tool_call",
+    "tool_calls",
+    "function_call",
+    "tools",
+    "action",
+];
+/// Fence labels whose body is Python (`{` after them is read as JSON).
+const PYTHON_LABELS: &[&str] = &["python", "py", "python3", "tool_code"];
 
 /// Names that open a region or a reasoning block in plain text.
 const OPENERS: &[&str] = &[
@@ -65,9 +80,17 @@ pub(crate) enum Opener {
     Json,
     /// A fence opener line, this many bytes long.
     Fence(usize),
-    /// A markup tag.
+    /// A Python fence opener line, this many bytes long.
+    PyFence { len: usize, tool_code: bool },
     /// A markup tag (read again by `Region::begin`, from the same bytes).
     Tag,
+    /// Python calls: a list, or a call alone on its line.
+    Python(PyMode),
+    /// A labelled call (`Action:` … `Action Input:`); the name is at `name` within
+    /// the opener, which is `len` bytes long.
+    Labelled { name: Range<usize>, len: usize },
+    /// The start marker of the registry entry with this index.
+    Marker(usize),
 }
 
 /// A tag as read from the input.
@@ -288,47 +311,88 @@ fn is_prefix_of_any(partial: &str, names: &[&str]) -> bool {
     names.iter().any(|name| name.starts_with(partial))
 }
 
-/// Decides what plain text at a trigger byte (`<`, `{`, `[`, `` ` ``) starts.
-pub(crate) fn open(rest: &str, eof: bool) -> Open {
-    let b = rest.as_bytes();
-    match b.first() {
-        Some(b'{' | b'[') => Open::Region(Opener::Json),
-        Some(b'`') => open_fence(rest, eof),
-        Some(b'<') => {
-            // Decide early for ordinary `<` so text is not held.
-            let name_len =
-                b.iter().skip(1).take(MAX_NAME).take_while(|&&c| is_name_byte(c)).count();
-            let partial = rest.get(1..1 + name_len).unwrap_or_default();
-            if name_len + 1 >= b.len() {
-                return if !eof && is_prefix_of_any(partial, OPENERS) {
+/// Decides what plain text at a trigger byte starts, trying the dialects in the
+/// registry's order. An earlier dialect that cannot decide yet holds the text.
+pub(crate) fn open(rest: &str, eof: bool, config: &Config) -> Open {
+    let Some(&b) = rest.as_bytes().first() else { return Open::No };
+    let mut need_more = false;
+    for (idx, entry) in config.dialects.entries().iter().enumerate() {
+        let found = match entry {
+            Entry::Pair(_) | Entry::Custom(_) => {
+                let Some(marker) = entry.start_marker() else { continue };
+                if rest.starts_with(marker) {
+                    Open::Region(Opener::Marker(idx))
+                } else if !eof && rest.len() < marker.len() && marker.starts_with(rest) {
                     Open::NeedMore
                 } else {
                     Open::No
-                };
-            }
-            if !OPENERS.contains(&partial) {
-                return Open::No;
-            }
-            match read_tag(rest, eof) {
-                TagMatch::NeedMore => Open::NeedMore,
-                TagMatch::No => Open::No,
-                TagMatch::Tag(tag) if tag.closing => Open::No,
-                TagMatch::Tag(tag) if tag.name == "think" => Open::Think(tag.len),
-                TagMatch::Tag(tag) => {
-                    let call_element = matches!(tag.name, "function" | "invoke" | "func_call");
-                    if call_element && tool_name_of(&tag).is_none() {
-                        return Open::No;
-                    }
-                    Open::Region(Opener::Tag)
                 }
             }
+            Entry::Builtin(Builtin::Markup) if b == b'<' => open_markup(rest, eof),
+            Entry::Builtin(Builtin::Fenced) if b == b'`' => open_fence(rest, eof, config),
+            Entry::Builtin(Builtin::Json) if b == b'{' || b == b'[' => Open::Region(Opener::Json),
+            Entry::Builtin(Builtin::Python) if b == b'[' => {
+                match python::list_ahead(rest, eof, config) {
+                    Ahead::Yes => Open::Region(Opener::Python(PyMode::List)),
+                    Ahead::NeedMore => Open::NeedMore,
+                    Ahead::No => Open::No,
+                }
+            }
+            Entry::Builtin(_) => continue,
+        };
+        match found {
+            Open::No => {}
+            Open::NeedMore => need_more = true,
+            found if need_more => {
+                let _ = found;
+                return Open::NeedMore;
+            }
+            found => return found,
         }
-        _ => Open::No,
+    }
+    if need_more { Open::NeedMore } else { Open::No }
+}
+
+/// Tool-call markup at a `<`.
+fn open_markup(rest: &str, eof: bool) -> Open {
+    let b = rest.as_bytes();
+    // Decide early for ordinary `<` so text is not held.
+    let name_len = b.iter().skip(1).take(MAX_NAME).take_while(|&&c| is_name_byte(c)).count();
+    let partial = rest.get(1..1 + name_len).unwrap_or_default();
+    if name_len + 1 >= b.len() {
+        return if !eof && is_prefix_of_any(partial, OPENERS) { Open::NeedMore } else { Open::No };
+    }
+    if !OPENERS.contains(&partial) || partial == "think" {
+        return Open::No;
+    }
+    match read_tag(rest, eof) {
+        TagMatch::NeedMore => Open::NeedMore,
+        TagMatch::No => Open::No,
+        TagMatch::Tag(tag) if tag.closing => Open::No,
+        TagMatch::Tag(tag) => {
+            let call_element = matches!(tag.name, "function" | "invoke" | "func_call");
+            if call_element && tool_name_of(&tag).is_none() {
+                return Open::No;
+            }
+            Open::Region(Opener::Tag)
+        }
+    }
+}
+
+/// `<think>` at a `<`: its length, or whether more input is needed to tell.
+pub(crate) fn open_think(rest: &str, eof: bool) -> Open {
+    const THINK: &str = "<think>";
+    if rest.starts_with(THINK) {
+        Open::Think(THINK.len())
+    } else if !eof && rest.len() < THINK.len() && THINK.starts_with(rest) {
+        Open::NeedMore
+    } else {
+        Open::No
     }
 }
 
 /// A fence opener: "```label\n" followed by something that may be a call.
-fn open_fence(rest: &str, eof: bool) -> Open {
+fn open_fence(rest: &str, eof: bool, config: &Config) -> Open {
     let b = rest.as_bytes();
     // Bounded look-ahead: a long run of backticks must not be recounted per byte.
     let ticks = b.iter().take(4).take_while(|&&c| c == b'`').count();
@@ -348,6 +412,18 @@ fn open_fence(rest: &str, eof: bool) -> Open {
     while i < MAX_FENCE_LINE && b.get(i).is_some_and(|&c| c == b' ' || c == b'\t' || c == b'\r') {
         i += 1;
     }
+    // A second word: "```json action".
+    let second = rest.get(i..).unwrap_or_default();
+    if i > 3 + label.len() && !eof && second.len() < 6 && "action".starts_with(second) {
+        return Open::NeedMore;
+    }
+    if second.starts_with("action") && i > 3 + label.len() {
+        i += "action".len();
+        while i < MAX_FENCE_LINE && b.get(i).is_some_and(|&c| c == b' ' || c == b'\t' || c == b'\r')
+        {
+            i += 1;
+        }
+    }
     if i >= MAX_FENCE_LINE {
         return Open::No;
     }
@@ -356,7 +432,8 @@ fn open_fence(rest: &str, eof: bool) -> Open {
         Some(b'\n') => i += 1,
         _ => return Open::No,
     }
-    if !FENCE_LABELS.contains(&label.as_str()) {
+    let python = PYTHON_LABELS.contains(&label.as_str()) && config.dialects.has(Builtin::Python);
+    if !FENCE_LABELS.contains(&label.as_str()) && !python {
         return Open::No;
     }
     let line = i;
@@ -367,7 +444,12 @@ fn open_fence(rest: &str, eof: bool) -> Open {
         return Open::No;
     }
     match b.get(i) {
-        Some(b'{' | b'[' | b'<') => Open::Region(Opener::Fence(line)),
+        Some(b'{' | b'<') => Open::Region(Opener::Fence(line)),
+        Some(b'[') if !python => Open::Region(Opener::Fence(line)),
+        Some(&c) if python && (c.is_ascii_alphabetic() || c == b'_' || c == b'#' || c == b'[') => {
+            let tool_code = label == "tool_code";
+            Open::Region(Opener::PyFence { len: line, tool_code })
+        }
         None if !eof => Open::NeedMore,
         _ => Open::No,
     }
@@ -408,12 +490,22 @@ enum Elem {
     ArgsField {
         close: &'static str,
     },
+    /// A custom marker pair ([`crate::TagPair`]): ends at its end marker.
+    Pair {
+        close: Arc<TagPair>,
+    },
 }
 
 #[derive(Debug, Default)]
 enum Inner {
     #[default]
     Between,
+    /// After a label like `Action Input:`: the arguments of `call` come next.
+    LabelArgs { call: Box<CallState> },
+    /// Plain-text arguments after a label, read to the end of the line.
+    LabelText { call: Box<CallState>, text: String },
+    /// The body of a custom dialect, read until its end marker.
+    Custom { dialect: Arc<dyn Dialect>, body: String, at: usize },
     /// A parameter's raw value, read until `</close>`.
     Param { key: String, close: &'static str, text: String },
     /// A name field's text, read until `</close>`.
@@ -452,7 +544,7 @@ fn static_name(name: &str) -> &'static str {
 impl Elem {
     fn close_name(&self) -> Option<&str> {
         match self {
-            Elem::Fence => None,
+            Elem::Fence | Elem::Pair { .. } => None,
             Elem::Container { close, .. }
             | Elem::Call { close, .. }
             | Elem::ArgsField { close } => Some(close),
@@ -484,6 +576,45 @@ impl Region {
                 self.env.decision = Decision::Pending;
                 self.markup.frames.push(Elem::Fence);
                 len
+            }
+            Opener::PyFence { len, tool_code } => {
+                self.env.decision = Decision::Pending;
+                self.markup.frames.push(Elem::Fence);
+                self.python =
+                    Some(Box::new(PyGroup::new(PyMode::Fence { tool_code }, out.config.max_depth)));
+                len
+            }
+            Opener::Python(mode) => {
+                self.env.decision = Decision::Pending;
+                self.python = Some(Box::new(PyGroup::new(mode, out.config.max_depth)));
+                0
+            }
+            Opener::Labelled { name, len } => {
+                self.tagged = true;
+                let mut call = self.env.open_call(abs, out, &mut show);
+                call.name =
+                    Some(crate::format::line::clean_name(rest.get(name).unwrap_or_default()));
+                self.markup.inner = Inner::LabelArgs { call };
+                len
+            }
+            Opener::Marker(idx) => {
+                self.tagged = true;
+                match out.config.dialects.entries().get(idx) {
+                    Some(Entry::Pair(pair)) => {
+                        self.markup.frames.push(Elem::Pair { close: Arc::clone(pair) });
+                        pair.start.len()
+                    }
+                    Some(Entry::Custom(dialect)) => {
+                        let len = dialect.start().len();
+                        self.markup.inner = Inner::Custom {
+                            dialect: Arc::clone(dialect),
+                            body: String::new(),
+                            at: abs,
+                        };
+                        len
+                    }
+                    _ => 0,
+                }
             }
             Opener::Tag => {
                 self.tagged = true;
@@ -649,7 +780,7 @@ impl Region {
                     return call.as_deref_mut();
                 }
                 Elem::ArgsField { .. } => continue,
-                Elem::Fence => return None,
+                Elem::Fence | Elem::Pair { .. } => return None,
             }
         }
         None
@@ -682,6 +813,33 @@ impl Region {
         let abs = base + pos;
         let mut show =
             |out: &mut Out<'_>, range: Range<usize>| crate::stream::show(buf, base, out, range);
+        if let Some(group) = self.python.as_mut() {
+            match group.step(rest, abs, out.config, eof) {
+                PyStep::Consumed(n) => return RegionStep::Consumed(n),
+                PyStep::NeedMore => return RegionStep::NeedMore,
+                PyStep::Done(n) => {
+                    if let Some(group) = self.python.take() {
+                        if let PyMode::Fence { .. } = group.mode() {
+                            if matches!(self.markup.frames.last(), Some(Elem::Fence)) {
+                                self.markup.frames.pop();
+                            }
+                        }
+                        let text = buf.get(self.env.seg.saturating_sub(base)..pos + n);
+                        self.commit_python(
+                            group,
+                            abs + n,
+                            text.unwrap_or_default(),
+                            out,
+                            &mut show,
+                        );
+                    }
+                    if self.markup.frames.is_empty() || self.env.decision == Decision::Data {
+                        return RegionStep::End(n);
+                    }
+                    return RegionStep::Consumed(n);
+                }
+            }
+        }
         if let Some(reader) = self.json.as_mut() {
             if rest.is_empty() {
                 return RegionStep::NeedMore;
@@ -705,13 +863,107 @@ impl Region {
                 call.truncated |= truncated;
                 self.put_back(call);
             }
-            if self.markup.frames.is_empty() || self.env.decision == Decision::Data {
+            if self.markup.frames.is_empty() || self.env.decision == Decision::Data || self.labelled
+            {
                 return RegionStep::End(consumed);
             }
             return RegionStep::Consumed(consumed);
         }
         match std::mem::take(&mut self.markup.inner) {
             Inner::Between => self.between(rest, abs, out, &mut show, eof),
+            Inner::LabelArgs { mut call } => {
+                let b = rest.as_bytes();
+                let ws = b.iter().take_while(|&&c| c == b' ' || c == b'\t').count();
+                let more =
+                    b.iter().skip(ws).take(64).take_while(|c| c.is_ascii_whitespace()).count();
+                match (b.get(ws), b.get(ws + more)) {
+                    (None, _) if !eof => {
+                        self.markup.inner = Inner::LabelArgs { call };
+                        if ws > 0 { RegionStep::Consumed(ws) } else { RegionStep::NeedMore }
+                    }
+                    (Some(b'\r' | b'\n'), None) if !eof && more < 64 => {
+                        self.markup.inner = Inner::LabelArgs { call };
+                        RegionStep::NeedMore
+                    }
+                    (Some(b'{'), _) | (Some(b'\r' | b'\n'), Some(b'{')) => {
+                        call.resolve(out);
+                        self.markup.frames.push(Elem::Call { close: "", call: Some(call) });
+                        let n = if b.get(ws) == Some(&b'{') { ws } else { ws + more };
+                        RegionStep::Consumed(n)
+                    }
+                    (None | Some(b'\r' | b'\n'), _) => {
+                        self.finish_label(call, "", abs, out, &mut show);
+                        RegionStep::End(ws)
+                    }
+                    _ => {
+                        self.markup.inner = Inner::LabelText { call, text: String::new() };
+                        RegionStep::Consumed(ws)
+                    }
+                }
+            }
+            Inner::LabelText { call, mut text } => match memchr::memchr(b'\n', rest.as_bytes()) {
+                Some(n) => {
+                    text.push_str(rest.get(..n).unwrap_or_default());
+                    self.finish_label(call, &text, abs + n, out, &mut show);
+                    RegionStep::End(n)
+                }
+                None if eof => {
+                    text.push_str(rest);
+                    self.finish_label(call, &text, abs + rest.len(), out, &mut show);
+                    RegionStep::End(rest.len())
+                }
+                None => {
+                    text.push_str(rest);
+                    self.markup.inner = Inner::LabelText { call, text };
+                    if rest.is_empty() {
+                        RegionStep::NeedMore
+                    } else {
+                        RegionStep::Consumed(rest.len())
+                    }
+                }
+            },
+            Inner::Custom { dialect, mut body, at } => {
+                let end_marker = if dialect.end().is_empty() { "\n" } else { dialect.end() };
+                let consume_end = !dialect.end().is_empty();
+                match memchr::memmem::find(rest.as_bytes(), end_marker.as_bytes()) {
+                    Some(k) => {
+                        body.push_str(rest.get(..k).unwrap_or_default());
+                        let n = if consume_end { k + end_marker.len() } else { k };
+                        self.custom_calls(&*dialect, &body, at, abs + n, false, out, &mut show);
+                        RegionStep::End(n)
+                    }
+                    None if eof => {
+                        body.push_str(rest);
+                        self.custom_calls(
+                            &*dialect,
+                            &body,
+                            at,
+                            abs + rest.len(),
+                            true,
+                            out,
+                            &mut show,
+                        );
+                        RegionStep::End(rest.len())
+                    }
+                    None => {
+                        // Hold a tail that may be the start of the end marker.
+                        let mut keep = (1..end_marker.len())
+                            .rev()
+                            .find(|&k| {
+                                k <= rest.len()
+                                    && rest.ends_with(end_marker.get(..k).unwrap_or_default())
+                            })
+                            .unwrap_or(0);
+                        while !rest.is_char_boundary(rest.len() - keep) {
+                            keep += 1;
+                        }
+                        let n = rest.len() - keep;
+                        body.push_str(rest.get(..n).unwrap_or_default());
+                        self.markup.inner = Inner::Custom { dialect, body, at };
+                        if n == 0 { RegionStep::NeedMore } else { RegionStep::Consumed(n) }
+                    }
+                }
+            }
             Inner::Param { key, close, mut text } => match scan_until_close(rest, close, eof) {
                 Scan::Found { text_len, tag_len } => {
                     text.push_str(rest.get(..text_len).unwrap_or_default());
@@ -758,7 +1010,7 @@ impl Region {
     fn put_back(&mut self, call: Box<CallState>) {
         let slot = self.markup.frames.iter_mut().rev().find_map(|frame| match frame {
             Elem::Call { call: slot, .. } | Elem::Container { call: slot, .. } => Some(slot),
-            Elem::Fence | Elem::ArgsField { .. } => None,
+            Elem::Fence | Elem::ArgsField { .. } | Elem::Pair { .. } => None,
         });
         match slot {
             Some(slot) if slot.is_none() => *slot = Some(call),
@@ -784,13 +1036,51 @@ impl Region {
             return RegionStep::NeedMore;
         };
         let at = abs;
+        // The end marker of a custom pair.
+        let pair = self.markup.frames.iter().rposition(|f| matches!(f, Elem::Pair { .. }));
+        if let Some(Elem::Pair { close }) = pair.and_then(|idx| self.markup.frames.get(idx)) {
+            let end = close.end.as_str();
+            if !end.is_empty() && rest.starts_with(end) {
+                let len = end.len();
+                self.close_frames(pair.unwrap_or(0), at, out, show);
+                if self.markup.frames.is_empty() {
+                    return RegionStep::End(len);
+                }
+                return RegionStep::Consumed(len);
+            }
+            if !eof && rest.len() < end.len() && end.starts_with(rest) {
+                return RegionStep::NeedMore;
+            }
+        }
+        // Python calls inside markup.
+        let holds_calls = matches!(
+            self.markup.frames.last(),
+            Some(Elem::Container { call: None, .. } | Elem::Pair { .. })
+        );
+        if holds_calls && out.config.dialects.has(Builtin::Python) {
+            let ahead = match b {
+                b'[' => python::list_ahead(rest, eof, out.config),
+                _ if b.is_ascii_alphabetic() || b == b'_' => {
+                    python::call_ahead(rest, eof, out.config, false)
+                }
+                _ => Ahead::No,
+            };
+            match ahead {
+                Ahead::Yes => {
+                    self.python = Some(Box::new(PyGroup::new(PyMode::Inner, out.config.max_depth)));
+                    return RegionStep::Consumed(0);
+                }
+                Ahead::NeedMore => return RegionStep::NeedMore,
+                Ahead::No => {}
+            }
+        }
         match b {
             b'{' | b'[' => {
                 // The innermost call, looking through fences and argument fields.
                 let mut lend = None;
                 for frame in self.markup.frames.iter_mut().rev() {
                     match frame {
-                        Elem::Fence | Elem::ArgsField { .. } => continue,
+                        Elem::Fence | Elem::ArgsField { .. } | Elem::Pair { .. } => continue,
                         Elem::Call { call, .. } | Elem::Container { call, .. } => {
                             lend = call.take();
                             break;
@@ -932,9 +1222,176 @@ impl Region {
     }
 }
 
+impl Region {
+    /// Sends the calls of a finished Python group, or decides the group is code.
+    pub(crate) fn commit_python(
+        &mut self,
+        mut group: Box<PyGroup>,
+        end: usize,
+        text: &str,
+        out: &mut Out<'_>,
+        show: &mut Show<'_>,
+    ) {
+        let unusable = group.not_calls.is_some() || group.done.is_empty();
+        if unusable && self.env.has_calls() {
+            // Calls came before in this region: only the group's own bytes are text.
+            let start = self.env.seg;
+            self.env.settle_before(start, out, show);
+            if start < end {
+                show(out, start..end);
+                out.warn(
+                    WarningCode::MalformedCall,
+                    format!(
+                        "text in tool-call markup was not a call ({}); it was kept as content",
+                        group.not_calls.as_deref().unwrap_or("no call")
+                    ),
+                    None,
+                    start..end,
+                );
+            }
+            self.env.seg = self.env.seg.max(end);
+            return;
+        }
+        if let Some(why) = group.not_calls.take() {
+            let mentions_tool = out.config.tools.as_ref().is_some_and(|tools| {
+                tools.tools().iter().any(|tool| text.contains(&format!("{}(", tool.name())))
+            });
+            if matches!(group.mode(), PyMode::Fence { .. }) && (group.saw_call() || mentions_tool) {
+                out.warn(
+                    WarningCode::Example,
+                    format!(
+                        "a Python block that is a program, not calls, was kept as text ({why})"
+                    ),
+                    None,
+                    self.env.seg..end,
+                );
+            }
+            self.env.decision = Decision::Data;
+            return;
+        }
+        if group.done.is_empty() {
+            if group.mode() != PyMode::Inner {
+                self.env.decision = Decision::Data;
+            }
+            return;
+        }
+        if self.env.decision == Decision::Data {
+            return;
+        }
+        self.env.decision = Decision::Calls;
+        self.tagged = true;
+        for mut call in group.done.drain(..) {
+            self.env.settle_before(call.start, out, show);
+            if !call.is_rejected() {
+                call.resolve(out);
+            }
+            self.env.finish(call, out, show);
+        }
+    }
+
+    /// Ends a labelled call whose arguments were plain text (or nothing).
+    fn finish_label(
+        &mut self,
+        mut call: Box<CallState>,
+        text: &str,
+        end: usize,
+        out: &mut Out<'_>,
+        show: &mut Show<'_>,
+    ) {
+        let text = text.trim();
+        if !text.is_empty() {
+            call.bind_tool(out.config);
+            let key = match (&out.config.tools, call.args.tool()) {
+                (_, Some(tool)) if tool.param_names().len() == 1 => {
+                    tool.param_names().first().cloned()
+                }
+                (_, Some(tool)) if !tool.has_schema() => Some("input".to_owned()),
+                (None, _) => Some("input".to_owned()),
+                _ => None,
+            };
+            let Some(key) = key else {
+                out.warn(
+                    WarningCode::MalformedCall,
+                    format!(
+                        "the input of `{}` is plain text, and the tool takes several parameters: {text:?}",
+                        call.name.as_deref().unwrap_or_default()
+                    ),
+                    None,
+                    self.env.seg..end,
+                );
+                self.env.decision = Decision::Data;
+                return;
+            };
+            write_param_value(&mut call, &key, text);
+        }
+        call.resolve(out);
+        self.env.finish(call, out, show);
+    }
+
+    /// Turns the body of a custom dialect into calls.
+    #[expect(clippy::too_many_arguments, reason = "the region's call context")]
+    fn custom_calls(
+        &mut self,
+        dialect: &dyn Dialect,
+        body: &str,
+        at: usize,
+        end: usize,
+        truncated: bool,
+        out: &mut Out<'_>,
+        show: &mut Show<'_>,
+    ) {
+        let calls = match dialect.read(body) {
+            Ok(calls) if !calls.is_empty() => calls,
+            Ok(_) => {
+                self.env.decision = Decision::Data;
+                return;
+            }
+            Err(message) => {
+                out.warn(
+                    WarningCode::MalformedCall,
+                    format!("`{}` could not read its call ({message}): {body:?}", dialect.id()),
+                    None,
+                    at..end,
+                );
+                self.env.decision = Decision::Data;
+                return;
+            }
+        };
+        for text in calls {
+            let mut call = self.env.open_call(at, out, show);
+            call.name = Some(text.name);
+            call.id = text.id;
+            call.truncated = truncated;
+            call.bind_tool(out.config);
+            let arguments = text.arguments.trim();
+            if !arguments.is_empty() {
+                let mut reader = Reader::new(out.config.max_depth);
+                let status = reader.feed(arguments, 0, &mut call.args);
+                reader.finish(0, &mut call.args);
+                let object = call.args.canon.out.starts_with('{');
+                if !object || matches!(status, Status::Invalid(_)) {
+                    call.extra_notes.push((
+                        WarningCode::InvalidArguments,
+                        format!("the arguments are not a JSON object: {arguments:?}"),
+                    ));
+                    if !object {
+                        call.args = Default::default();
+                        call.bind_tool(out.config);
+                    }
+                }
+            }
+            call.args_seen = true;
+            call.resolve(out);
+            self.env.finish(call, out, show);
+        }
+    }
+}
+
 /// Closes whatever markup is still open when the region ends at `end`.
 pub(crate) fn end(
     region: &mut Region,
+    buf: &str,
+    base: usize,
     end: usize,
     truncated: bool,
     out: &mut Out<'_>,
@@ -944,8 +1401,21 @@ pub(crate) fn end(
         call.truncated |= truncated;
         region.put_back(call);
     }
+    if let Some(mut group) = region.python.take() {
+        group.finish(end);
+        let text = buf.get(region.env.seg.saturating_sub(base)..end.saturating_sub(base));
+        region.commit_python(group, end, text.unwrap_or_default(), out, show);
+    }
     let inner = std::mem::take(&mut region.markup.inner);
     match inner {
+        Inner::LabelArgs { call } => region.finish_label(call, "", end, out, show),
+        Inner::LabelText { mut call, text } => {
+            call.truncated = true;
+            region.finish_label(call, &text, end, out, show);
+        }
+        Inner::Custom { dialect, body, at } => {
+            region.custom_calls(&*dialect, &body, at, end, true, out, show);
+        }
         Inner::Param { key, text, .. } => {
             region.write_param(&key, &text, end, out, show);
             if let Some(call) = region.current_call() {
@@ -974,7 +1444,7 @@ pub(crate) fn end(
                 ));
             }
             Elem::Container { .. } | Elem::Call { .. } | Elem::ArgsField { .. } => missing = true,
-            Elem::Fence => {}
+            Elem::Fence | Elem::Pair { .. } => {}
         }
     }
     let _ = missing;

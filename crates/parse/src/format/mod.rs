@@ -6,4 +6,7 @@
 
 pub(crate) mod call;
 pub(crate) mod envelope;
+pub(crate) mod free_text;
+pub(crate) mod line;
 pub(crate) mod markup;
+pub(crate) mod python;

@@ -117,6 +117,8 @@ pub(crate) struct Reader {
     high_surrogate: Option<u16>,
     max_depth: usize,
     started: bool,
+    /// A string, number or literal may be the whole value (Python argument values).
+    top_scalar: bool,
 }
 
 const LEFT_DOUBLE: char = '\u{201C}';
@@ -175,7 +177,29 @@ impl Reader {
             high_surrogate: None,
             max_depth: max_depth.max(1),
             started: false,
+            top_scalar: false,
         }
+    }
+
+    /// A reader whose value may also be a string, number or literal. It stops (with
+    /// [`Status::Invalid`] and [`Reader::complete`] true) at the first byte after it.
+    pub(crate) fn new_value(max_depth: usize) -> Reader {
+        Reader { top_scalar: true, ..Reader::new(max_depth) }
+    }
+
+    /// Makes this reader a new value reader (see [`Reader::new_value`]), keeping its
+    /// allocations.
+    pub(crate) fn recycle_value(&mut self, max_depth: usize) {
+        self.recycle(max_depth);
+        self.top_scalar = true;
+    }
+
+    /// Whether a whole value has been read.
+    pub(crate) fn complete(&self) -> bool {
+        self.started
+            && self.stack.is_empty()
+            && self.expect == Expect::CommaOrEnd
+            && self.lex == Lex::Structural
     }
 
     /// Makes this reader a new one, keeping its allocations.
@@ -188,6 +212,7 @@ impl Reader {
         self.high_surrogate = None;
         self.max_depth = max_depth.max(1);
         self.started = false;
+        self.top_scalar = false;
     }
 
     /// Consumes `input`, which starts at absolute offset `base`.
@@ -611,7 +636,12 @@ impl Reader {
         sink: &mut impl Sink,
     ) -> Step {
         if !self.started && b != b'{' && b != b'[' {
-            return Step::Invalid;
+            let scalar_start =
+                matches!(b, b'"' | b'\'' | 0xE2 | b'-' | b'+' | b'.') || b.is_ascii_alphanumeric();
+            if !self.top_scalar || !scalar_start {
+                return Step::Invalid;
+            }
+            self.started = true;
         }
         match b {
             b'{' | b'[' => {

@@ -6,20 +6,22 @@
 //! ```text
 //! # source: <what the output comes from or models>, expect: <expectation>
 //! # tools: <name>            (optional: tests/corpus/_tools/<name>.json is the tool list)
+//! # config: <opt>, <opt>      (optional: reasoning_open | reasoning_calls=allow | free_text)
 //! <model output, everything after the newline that ends the last header line>
 //! ```
 //!
 //! The expectation is the text after the last `, expect: ` of the first line:
 //!
 //! ```text
-//! expectation = "none" | item *( ";" item )
+//! expectation = "none" | "text" | item *( ";" item )
 //! item        = "calls=" names | "rejected=" names      (each key at most once)
 //! names       = name *( "," name )                      (no spaces inside a name)
 //! ```
 //!
 //! `calls=` lists the accepted call names in order and `rejected=` the rejected names in
 //! order; a list that is not given must be empty. `none` means no call, nothing rejected,
-//! and `content` equal to the whole input.
+//! and `content` equal to the whole input; `text` means no call and nothing rejected, with
+//! content that may differ from the input (reasoning split off, a marker removed).
 //!
 //! `check` goes through `parse_complete` and `stream_events`, the only two functions of this
 //! test binary that call the parser (`properties.rs` uses them too).
@@ -28,7 +30,9 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use toolshim_parse::{Config, Event, Parsed, StreamParser, ToolSet, parse};
+use toolshim_parse::{
+    Builtin, Config, Event, Parsed, ReasoningCalls, StreamParser, ToolSet, parse,
+};
 
 /// One corpus file, read and checked for form.
 pub(crate) struct Case {
@@ -51,6 +55,8 @@ pub(crate) struct Case {
 pub(crate) enum Expect {
     /// No call, nothing rejected, and the content is the whole input.
     None,
+    /// No call and nothing rejected.
+    Text,
     /// Exactly these accepted call names and rejected names, in order.
     Names { calls: Vec<String>, rejected: Vec<String> },
 }
@@ -142,6 +148,14 @@ fn check(case: &Case) -> (Parsed, Vec<String>) {
                 ));
             }
         }
+        Expect::Text => {
+            if !got_calls.is_empty() {
+                problems.push(format!("calls: expected none, got {got_calls:?}"));
+            }
+            if !got_rejected.is_empty() {
+                problems.push(format!("rejected: expected none, got {got_rejected:?}"));
+            }
+        }
         Expect::Names { calls, rejected } => {
             if got_calls != *calls {
                 problems.push(format!("calls: expected {calls:?}, got {got_calls:?}"));
@@ -227,10 +241,28 @@ pub(crate) fn load_case(path: &Path) -> Result<Case, String> {
         }
         None => (None, rest),
     };
-    let config = match &tools {
+    let (options, input) = match input.strip_prefix("# config: ") {
+        Some(after) => {
+            let (options, input) =
+                after.split_once('\n').ok_or("the `# config:` line has no newline after it")?;
+            (Some(options), input)
+        }
+        None => (None, input),
+    };
+    let mut config = match &tools {
         Some(tools) => Config::with_tools(load_tools(tools)?),
         None => Config::default(),
     };
+    for option in options.into_iter().flat_map(|o| o.split(',')).map(str::trim) {
+        match option {
+            "reasoning_open" => config.reasoning_open = true,
+            "reasoning_calls=allow" => config.reasoning_calls = ReasoningCalls::Allow,
+            "free_text" => {
+                config.dialects.add(Builtin::FreeText);
+            }
+            _ => return Err(format!("unknown `# config:` option `{option}`")),
+        }
+    }
     if let (Expect::Names { rejected, .. }, None) = (&expect, &tools) {
         if !rejected.is_empty() {
             return Err(
@@ -254,6 +286,9 @@ fn parse_expect(text: &str) -> Result<Expect, String> {
     let text = text.trim();
     if text == "none" {
         return Ok(Expect::None);
+    }
+    if text == "text" {
+        return Ok(Expect::Text);
     }
     let mut calls = None;
     let mut rejected = None;

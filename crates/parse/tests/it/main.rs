@@ -4,6 +4,9 @@
 /// at chunk sizes 1, 2, 3, 7 and a seeded random chunking, checked against its header
 /// expectation, and snapshotted in `snapshots/`. Also the file format and grammar.
 mod corpus;
+/// `agent_outcome`: normal and exit calls, unknown tools and tool syntax without a call as
+/// failures that keep the raw output, plain text as an answer.
+mod outcome;
 /// Proptest properties: chunking invariance, text conservation, argument deltas that are
 /// JSON prefixes adding up to a JSON object, no panic and bounded output.
 mod properties;

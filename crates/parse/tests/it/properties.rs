@@ -9,7 +9,9 @@
 
 use proptest::prelude::*;
 use proptest::sample::Index;
-use toolshim_parse::{Config, Event, Parsed, RejectedText};
+use toolshim_parse::{
+    Builtin, Config, Event, ExampleGuard, Parsed, ReasoningCalls, RejectedText, TagPair,
+};
 
 use crate::corpus::{Case, load_cases, load_tools, parse_complete, stream_events};
 
@@ -73,6 +75,28 @@ const SYNTAX: &[&str] = &[
     "😀",
     "I'll check the weather. ",
     "Sure! Here is the result:",
+    "get_weather(city='Paris')",
+    "get_weather(",
+    "city=",
+    "'北京'",
+    "(",
+    ")",
+    "=",
+    "[get_weather(city=\"Paris\"), get_time(timezone=\"UTC\")]",
+    "```python\n",
+    "```tool_code\n",
+    "print(default_api.",
+    "def get_weather(city):\n",
+    "Action: get_weather\nAction Input: ",
+    "Action Input:",
+    "function.name: get_weather\nfunction.arguments: ",
+    "```json action\n",
+    "{\"action\": \"get_weather\", \"action_input\": {\"city\": \"Paris\"}}",
+    "For example:\n",
+    "`",
+    "<my_call>",
+    "</my_call>",
+    "call get_weather with city Paris. ",
 ];
 
 /// `<think>` syntax, only in inputs that conservation does not look at.
@@ -125,11 +149,21 @@ fn split_at<'a>(input: &'a str, cuts: &[Index]) -> Vec<&'a str> {
 fn configs() -> Result<Vec<Config>, String> {
     let keep = Config::with_tools(load_tools("weather")?);
     let hide = Config { rejected_text: RejectedText::Hide, ..keep.clone() };
-    Ok(vec![Config::default(), keep, hide])
+    // Every optional dialect and policy switched the other way.
+    let mut open = Config {
+        reasoning_calls: ReasoningCalls::Allow,
+        example_guard: ExampleGuard::off(),
+        ..keep.clone()
+    };
+    open.dialects.add(Builtin::FreeText);
+    open.dialects.add_pair(TagPair::new("<my_call>", "</my_call>"));
+    open.dialects.prefer(Builtin::Json.id());
+    Ok(vec![Config::default(), keep, hide, open])
 }
 
 fn proptest_config() -> ProptestConfig {
-    ProptestConfig::with_cases(256)
+    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok());
+    ProptestConfig::with_cases(cases.unwrap_or(256))
 }
 
 /// Names the corpus case in a failure.
@@ -266,7 +300,10 @@ fn corpus_inputs_fold_the_same_at_every_chunking() {
 #[test]
 fn corpus_inputs_conserve_text_and_stream_valid_arguments() {
     let cases = load_cases().unwrap();
-    let cases: Vec<&Case> = cases.iter().filter(|case| !case.input.contains("think>")).collect();
+    let cases: Vec<&Case> = cases
+        .iter()
+        .filter(|case| !case.input.contains("think>") && !case.config.reasoning_open)
+        .collect();
     proptest!(proptest_config(), |(case_idx in 0..cases.len(), cuts in cuts())| {
         let case = cases[case_idx];
         let events = stream_events(split_at(&case.input, &cuts), &case.config);

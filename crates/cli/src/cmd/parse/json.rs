@@ -23,6 +23,8 @@ pub(crate) enum Json<'a> {
     Bool(bool),
     Index(usize),
     Str(&'a str),
+    /// A string built for the output, such as an error message.
+    OwnedStr(String),
     /// Valid JSON text, printed verbatim.
     Raw(&'a RawValue),
     Array(Vec<Json<'a>>),
@@ -49,6 +51,7 @@ impl<'a> Json<'a> {
                 let _ = write!(out, "{value}");
             }
             Json::Str(text) => write_str(text, out),
+            Json::OwnedStr(text) => write_str(text, out),
             Json::Raw(raw) => match layout {
                 Layout::Compact => out.push_str(raw.get()),
                 Layout::Pretty => indent_raw(raw.get(), depth, out),

@@ -46,20 +46,20 @@ fn parsed_renders_keys_in_contract_order() {
         r#""rejected":[{"name":"rm","reason":"not a tool"}],"#,
         r#""warnings":[{"code":"repaired_json","message":"added `}`"}],"saw_tool_syntax":true}"#,
     );
-    assert_eq!(render_parsed(&sample(), Layout::Compact).unwrap(), expected);
+    assert_eq!(render_parsed(&sample(), None, Layout::Compact).unwrap(), expected);
 }
 
 #[test]
 fn empty_parsed_renders_empty_fields() {
     let expected = r#"{"calls":[],"content":"","reasoning":"","rejected":[],"warnings":[],"saw_tool_syntax":false}"#;
-    assert_eq!(render_parsed(&Parsed::default(), Layout::Compact).unwrap(), expected);
+    assert_eq!(render_parsed(&Parsed::default(), None, Layout::Compact).unwrap(), expected);
 }
 
 #[test]
 fn pretty_parsed_is_the_same_json_indented_by_two() {
     let parsed = sample();
-    let compact = render_parsed(&parsed, Layout::Compact).unwrap();
-    let pretty = render_parsed(&parsed, Layout::Pretty).unwrap();
+    let compact = render_parsed(&parsed, None, Layout::Compact).unwrap();
+    let pretty = render_parsed(&parsed, None, Layout::Pretty).unwrap();
     assert!(
         pretty.starts_with("{\n  \"calls\": [\n    {\n      \"id\": \"call_1\",\n"),
         "{pretty}"
@@ -119,7 +119,7 @@ fn events_render_as_typed_objects() {
 #[test]
 fn invalid_arguments_are_an_internal_error_not_bad_json() {
     let parsed = Parsed { calls: vec![call(None, "f", r#"{"a":"#)], ..Parsed::default() };
-    let err = render_parsed(&parsed, Layout::Compact).unwrap_err();
+    let err = render_parsed(&parsed, None, Layout::Compact).unwrap_err();
     assert!(format!("{err:#}").contains("internal error"), "{err:#}");
     let event = Event::CallEnd { call_idx: 0, call: call(None, "f", "") };
     assert!(render_event(&event).is_err());
@@ -151,4 +151,64 @@ fn event_lines_fold_to_the_chunked_parse() {
     }
     let chunked = parse_in_chunks(input, &config, size);
     assert_eq!(chunked, toolshim_parse::parse(input, &config));
+}
+
+#[test]
+fn outcome_is_the_last_key_and_renders_each_kind_in_contract_order() {
+    let parsed = Parsed { calls: vec![call(None, "get_time", "{}")], ..Parsed::default() };
+    let calls = Outcome::Calls {
+        calls: vec![call(None, "get_time", "{}")],
+        exits: vec![call(Some("c2"), "finish", r#"{"answer":1e400}"#)],
+    };
+    let rendered = render_parsed(&parsed, Some(&calls), Layout::Compact).unwrap();
+    assert!(
+        rendered.ends_with(concat!(
+            r#""saw_tool_syntax":false,"outcome":{"kind":"calls","#,
+            r#""calls":[{"id":null,"name":"get_time","arguments":{}}],"#,
+            r#""exits":[{"id":"c2","name":"finish","arguments":{"answer":1e400}}]}}"#,
+        )),
+        "{rendered}"
+    );
+
+    let text = render_parsed(&Parsed::default(), Some(&Outcome::Text), Layout::Compact).unwrap();
+    assert!(text.ends_with(r#""saw_tool_syntax":false,"outcome":{"kind":"text"}}"#), "{text}");
+
+    let raw = "<tool_call>{\"name\":\"rm\"}</tool_call>\r\n\u{1}";
+    let failed = Outcome::Failed {
+        reason: ToolParseError::UnknownTools { names: vec!["rm".to_owned()] },
+        raw: raw.to_owned(),
+    };
+    let rendered = render_outcome(&failed).unwrap().render(Layout::Compact);
+    let expected = serde_json::json!({
+        "kind": "failed",
+        "reason": "unknown_tools",
+        "message": ToolParseError::UnknownTools { names: vec!["rm".to_owned()] }.to_string(),
+        "unknown_tools": ["rm"],
+        "raw": raw,
+    });
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&rendered).unwrap(), expected);
+    assert!(rendered.starts_with(r#"{"kind":"failed","reason":"unknown_tools","message":"#));
+    assert!(rendered.contains(r#","unknown_tools":["rm"],"raw":"#), "{rendered}");
+
+    let no_call = Outcome::Failed { reason: ToolParseError::NoCallParsed, raw: String::new() };
+    let rendered = render_outcome(&no_call).unwrap().render(Layout::Compact);
+    assert!(rendered.starts_with(r#"{"kind":"failed","reason":"no_call_parsed","#), "{rendered}");
+    assert!(rendered.ends_with(r#","unknown_tools":[],"raw":""}"#), "{rendered}");
+}
+
+#[test]
+fn exit_tools_are_trimmed_and_an_empty_name_is_a_usage_error() {
+    let names = |list: &[&str]| list.iter().map(|name| (*name).to_owned()).collect::<Vec<_>>();
+    assert!(agent_tools(&[], None).unwrap().is_none());
+
+    let agent = agent_tools(&names(&["finish", " give_up "]), None).unwrap().unwrap();
+    assert_eq!(agent.exit_tools(), ["finish", "give_up"]);
+    assert!(agent.is_normal("anything"));
+
+    let tools = ToolSet::new(vec![Tool::new("get_time", None)]).unwrap();
+    let agent = agent_tools(&names(&["finish"]), Some(&tools)).unwrap().unwrap();
+    assert!(agent.is_normal("get_time") && !agent.is_normal("anything"));
+
+    let err = agent_tools(&names(&["finish", ""]), None).unwrap_err();
+    assert!(err.to_string().contains("a tool name is empty"), "{err}");
 }

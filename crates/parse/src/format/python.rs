@@ -1,0 +1,727 @@
+//! Python call syntax: `get_weather(city="Paris")`.
+//!
+//! A *group* of calls is read as a whole and sent when it ends, because only its
+//! end tells a call from code: a call alone on a line (the rest of the line must be
+//! empty), a list `[f(a=1), g(b=2)]`, a ```` ```python ```` or ```` ```tool_code ````
+//! fence whose lines are all calls, or calls inside tool-call markup. Argument values
+//! are Python literals, read by the JSON reader (which already takes single quotes
+//! and `True`/`False`/`None`). A name used as a value is a variable: the group is
+//! code, not calls. A call used as a value rejects the call.
+
+use crate::Config;
+use crate::format::call::{CallState, Status};
+use crate::json::reader::{Frame, Reader, Sink, Status as ReadStatus};
+use crate::tools::ToolSet;
+
+/// How the group is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// One call on its own line; the group ends at the end of the line.
+    Line,
+    /// A list `[…]` of calls.
+    List,
+    /// The body of a Python fence; ends at its closing fence. `tool_code` fences may
+    /// wrap calls in `print(…)`.
+    Fence { tool_code: bool },
+    /// Calls inside tool-call markup; ends at the first byte that is not a call.
+    Inner,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum St {
+    /// Before a call: whitespace, separators, comments, brackets, the fence end.
+    Start,
+    /// Reading a (dotted) name into `word`.
+    Name,
+    /// After a name: the `(` that makes it a call.
+    Open,
+    /// After `(` or `,` in an argument list.
+    ArgStart,
+    /// A name in an argument list: a keyword or a positional variable.
+    ArgWord,
+    AfterArgWord,
+    /// After `key=`.
+    ValueStart,
+    /// A bare word as a value: a literal, a variable or a nested call.
+    ValueWord,
+    /// A value read by the reader.
+    Value,
+    AfterValue,
+    /// After the call's `)`.
+    Close,
+    /// A rejected call, skipped to its `)`.
+    Skip,
+    /// A `#` comment, to the end of the line.
+    Comment,
+    /// Not calls: the rest of the group is skipped (shown as text later).
+    Rest,
+}
+
+/// What one step did.
+pub(crate) enum PyStep {
+    Consumed(usize),
+    NeedMore,
+    /// The group ended after consuming this many bytes.
+    Done(usize),
+}
+
+const MAX_NAME: usize = 128;
+
+/// Python names that are not tools, even when no tool list says so.
+const NOT_TOOLS: &[&str] = &[
+    "print",
+    "len",
+    "range",
+    "str",
+    "int",
+    "float",
+    "list",
+    "dict",
+    "set",
+    "tuple",
+    "open",
+    "input",
+    "sorted",
+    "sum",
+    "min",
+    "max",
+    "abs",
+    "round",
+    "type",
+    "isinstance",
+    "super",
+    "exec",
+    "eval",
+    "assert",
+    "return",
+    "yield",
+    "if",
+    "elif",
+    "while",
+    "for",
+    "with",
+    "not",
+    "and",
+    "or",
+    "lambda",
+    "def",
+    "class",
+    "import",
+    "from",
+    "del",
+    "raise",
+    "try",
+    "except",
+    "async",
+    "await",
+    "map",
+    "filter",
+    "zip",
+    "enumerate",
+    "format",
+    "repr",
+    "help",
+    "id",
+    "hash",
+    "iter",
+    "next",
+];
+
+fn is_name_start(b: u8) -> bool {
+    b.is_ascii_alphabetic() || b == b'_'
+}
+
+fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'.'
+}
+
+/// Whether `rest` starts with a call: a name, then `(` (spaces allowed between).
+pub(crate) enum Ahead {
+    Yes,
+    No,
+    NeedMore,
+}
+
+/// Looks for `name(` at the start of `rest`. With `strict`, the name must be a
+/// declared tool (when there is a tool list) and not a Python built-in.
+pub(crate) fn call_ahead(rest: &str, eof: bool, config: &Config, strict: bool) -> Ahead {
+    let b = rest.as_bytes();
+    if !b.first().is_some_and(|&c| is_name_start(c)) {
+        return if b.is_empty() && !eof { Ahead::NeedMore } else { Ahead::No };
+    }
+    let len = b.iter().take(MAX_NAME + 1).take_while(|&&c| is_name_byte(c)).count();
+    if len > MAX_NAME {
+        return Ahead::No;
+    }
+    let mut i = len;
+    while b.get(i).is_some_and(|&c| c == b' ') && i < len + 4 {
+        i += 1;
+    }
+    match b.get(i) {
+        None if !eof => return Ahead::NeedMore,
+        Some(b'(') => {}
+        _ => return Ahead::No,
+    }
+    let name = rest.get(..len).unwrap_or_default();
+    if name.ends_with('.') || name.contains("..") {
+        return Ahead::No;
+    }
+    if strict {
+        if NOT_TOOLS.contains(&name) {
+            return Ahead::No;
+        }
+        if let Some(tools) = &config.tools {
+            if tools.resolve(name).is_none() {
+                return Ahead::No;
+            }
+        }
+    }
+    Ahead::Yes
+}
+
+/// Whether `rest` starts a list of calls: `[`, spaces, `name(`.
+pub(crate) fn list_ahead(rest: &str, eof: bool, config: &Config) -> Ahead {
+    let b = rest.as_bytes();
+    let ws = b.iter().skip(1).take(17).take_while(|c| c.is_ascii_whitespace()).count();
+    if ws > 16 {
+        return Ahead::No;
+    }
+    match rest.get(1 + ws..) {
+        Some(after) if !after.is_empty() => call_ahead(after, eof, config, false),
+        _ if eof => Ahead::No,
+        _ => Ahead::NeedMore,
+    }
+}
+
+/// A group of Python calls being read.
+#[derive(Debug)]
+pub(crate) struct PyGroup {
+    mode: Mode,
+    st: St,
+    /// Finished calls, sent when the group ends.
+    #[expect(clippy::vec_box, reason = "calls move on to the envelope as boxes")]
+    pub(crate) done: Vec<Box<CallState>>,
+    call: Option<Box<CallState>>,
+    word: String,
+    word_at: usize,
+    positional: usize,
+    reader: Option<Reader>,
+    /// `print(` wrappers open around the current call.
+    wrappers: u8,
+    /// Bracket depth of a list (`[`), or paren depth while skipping.
+    depth: u32,
+    quote: Option<u8>,
+    escape: bool,
+    /// Why the group is code, not calls.
+    pub(crate) not_calls: Option<String>,
+    /// The list bracket was read (List mode).
+    bracket: bool,
+    /// At the start of a line (Fence mode: where the closing fence may be).
+    line_start: bool,
+    max_depth: usize,
+}
+
+impl PyGroup {
+    pub(crate) fn new(mode: Mode, max_depth: usize) -> PyGroup {
+        PyGroup {
+            mode,
+            st: St::Start,
+            done: Vec::new(),
+            call: None,
+            word: String::new(),
+            word_at: 0,
+            positional: 0,
+            reader: None,
+            wrappers: 0,
+            depth: 0,
+            quote: None,
+            escape: false,
+            not_calls: None,
+            bracket: false,
+            line_start: true,
+            max_depth,
+        }
+    }
+
+    pub(crate) fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Whether a call was seen (finished or not).
+    pub(crate) fn saw_call(&self) -> bool {
+        !self.done.is_empty() || self.call.is_some()
+    }
+
+    fn code(&mut self, why: impl Into<String>) {
+        if self.not_calls.is_none() {
+            self.not_calls = Some(why.into());
+        }
+        self.st = St::Rest;
+        self.depth = 0;
+    }
+
+    fn reject(&mut self, reason: String) {
+        if let Some(call) = self.call.as_mut() {
+            if !call.is_rejected() {
+                let name = call.name.clone().unwrap_or_default();
+                call.status = Status::Rejected { name, reason };
+            }
+        }
+        self.reader = None;
+        self.st = St::Skip;
+        self.depth = 1;
+        self.quote = None;
+        self.escape = false;
+    }
+
+    fn begin_call(&mut self, at: usize, config: &Config) {
+        let mut call = Box::new(CallState::new(self.word_at));
+        let name = std::mem::take(&mut self.word);
+        if let Some(tools) = &config.tools {
+            if let Some(tool) = ToolSet::resolve_shared(tools, &name) {
+                call.args.set_tool(tool);
+            }
+        }
+        call.name = Some(name);
+        call.args_seen = true;
+        call.args.open(Frame::Object, at);
+        self.call = Some(call);
+        self.positional = 0;
+        self.st = St::ArgStart;
+    }
+
+    fn end_call(&mut self, end: usize) {
+        if let Some(mut call) = self.call.take() {
+            if call.args.canon.depth() > 0 {
+                call.args.close(end);
+            }
+            self.done.push(call);
+        }
+        self.st = St::Close;
+    }
+
+    /// The key for the next positional argument, from the tool's schema.
+    fn positional_key(&mut self) -> Option<String> {
+        let call = self.call.as_ref()?;
+        let key = call.args.tool()?.param_names().get(self.positional)?.clone();
+        self.positional += 1;
+        Some(key)
+    }
+
+    fn start_value(&mut self) {
+        let mut reader = self.reader.take().unwrap_or_else(|| Reader::new_value(self.max_depth));
+        reader.recycle_value(self.max_depth);
+        self.reader = Some(reader);
+        self.st = St::Value;
+    }
+
+    /// Writes a bare word value (already keyed): a literal, or else the group is code.
+    fn word_value(&mut self, key: Option<&str>) {
+        let json = match self.word.as_str() {
+            "True" | "true" => Some("true"),
+            "False" | "false" => Some("false"),
+            "None" | "null" => Some("null"),
+            _ => None,
+        };
+        match (json, self.call.as_mut()) {
+            (Some(json), Some(call)) => {
+                if let Some(key) = key {
+                    call.args.key(key);
+                }
+                call.args.scalar(json);
+            }
+            _ => {
+                let word = std::mem::take(&mut self.word);
+                self.code(format!("`{word}` is a variable, not a value"));
+            }
+        }
+        self.word.clear();
+    }
+
+    /// Reads as far as `rest` allows. `abs` is the absolute offset of `rest`.
+    pub(crate) fn step(&mut self, rest: &str, abs: usize, config: &Config, eof: bool) -> PyStep {
+        let bytes = rest.as_bytes();
+        let mut i = 0;
+        loop {
+            if self.st == St::Value {
+                let Some(reader) = self.reader.as_mut() else {
+                    self.st = St::AfterValue;
+                    continue;
+                };
+                let Some(call) = self.call.as_mut() else {
+                    self.st = St::AfterValue;
+                    continue;
+                };
+                let input = rest.get(i..).unwrap_or_default();
+                if input.is_empty() {
+                    break;
+                }
+                match reader.feed(input, abs + i, &mut call.args) {
+                    ReadStatus::NeedMore => {
+                        i = bytes.len();
+                        break;
+                    }
+                    ReadStatus::Done(n) => {
+                        i += n;
+                        self.st = St::AfterValue;
+                    }
+                    ReadStatus::Invalid(k) => {
+                        i += k;
+                        if reader.complete() {
+                            self.st = St::AfterValue;
+                        } else {
+                            self.reject("an argument is not a Python literal".into());
+                        }
+                    }
+                }
+                continue;
+            }
+            let Some(&b) = bytes.get(i) else { break };
+            match self.st {
+                St::Start => {
+                    if self.line_start && b == b'`' {
+                        if let Mode::Fence { .. } = self.mode {
+                            let ticks = bytes.iter().skip(i).take(3).take_while(|&&c| c == b'`');
+                            let n = ticks.count();
+                            if n == 3 {
+                                return PyStep::Done(i + 3);
+                            }
+                            if i + n == bytes.len() && !eof {
+                                break;
+                            }
+                            self.code("a fence line is not a call");
+                            continue;
+                        }
+                    }
+                    match b {
+                        b'\n' => {
+                            self.line_start = true;
+                            i += 1;
+                            if self.mode == Mode::Line {
+                                return PyStep::Done(i - 1);
+                            }
+                            continue;
+                        }
+                        _ if b.is_ascii_whitespace() => {
+                            i += 1;
+                            continue;
+                        }
+                        _ => {}
+                    }
+                    self.line_start = false;
+                    match (self.mode, b) {
+                        (Mode::List, b'[') if !self.bracket => {
+                            self.bracket = true;
+                            i += 1;
+                        }
+                        (Mode::List, _) if !self.bracket => {
+                            self.code("not a list");
+                        }
+                        (Mode::List, b']') | (Mode::Inner, b']') if self.depth == 0 => {
+                            return PyStep::Done(i + usize::from(self.mode == Mode::List));
+                        }
+                        (Mode::Inner | Mode::Fence { .. }, b']') if self.depth > 0 => {
+                            self.depth -= 1;
+                            i += 1;
+                        }
+                        (Mode::Inner | Mode::Fence { .. }, b'[') => {
+                            self.depth += 1;
+                            i += 1;
+                        }
+                        (Mode::List | Mode::Inner, b',' | b';') => i += 1,
+                        (Mode::Fence { .. }, b',') if self.depth > 0 => i += 1,
+                        (Mode::Fence { .. }, b'#') => self.st = St::Comment,
+                        (Mode::Inner, _) => {
+                            let strict = false;
+                            match call_ahead(rest.get(i..).unwrap_or_default(), eof, config, strict)
+                            {
+                                Ahead::Yes => {
+                                    self.word.clear();
+                                    self.word_at = abs + i;
+                                    self.st = St::Name;
+                                }
+                                Ahead::NeedMore => break,
+                                Ahead::No => return PyStep::Done(i),
+                            }
+                        }
+                        (_, _) if is_name_start(b) => {
+                            self.word.clear();
+                            self.word_at = abs + i;
+                            self.st = St::Name;
+                        }
+                        _ => self.code("a line that is not a call"),
+                    }
+                }
+                St::Name => {
+                    if is_name_byte(b) {
+                        if self.word.len() >= MAX_NAME {
+                            self.code("a name that is too long");
+                            continue;
+                        }
+                        self.word.push(char::from(b));
+                        i += 1;
+                    } else {
+                        self.st = St::Open;
+                    }
+                }
+                St::Open => match b {
+                    b' ' | b'\t' => i += 1,
+                    b'(' => {
+                        let wrapper = self.word == "print"
+                            && self.mode == Mode::Fence { tool_code: true }
+                            && self.wrappers == 0
+                            && self.call.is_none();
+                        if wrapper {
+                            self.wrappers += 1;
+                            self.word.clear();
+                            self.st = St::Start;
+                            i += 1;
+                        } else if NOT_TOOLS.contains(&self.word.as_str())
+                            && !declared(config, &self.word)
+                        {
+                            let word = std::mem::take(&mut self.word);
+                            self.code(format!("`{word}(…)` is code, not a tool call"));
+                        } else {
+                            self.begin_call(abs + i, config);
+                            i += 1;
+                        }
+                    }
+                    _ => {
+                        let word = std::mem::take(&mut self.word);
+                        self.code(format!("`{word}` begins a statement that is not a call"));
+                    }
+                },
+                St::ArgStart => match b {
+                    _ if b.is_ascii_whitespace() => i += 1,
+                    b')' => {
+                        i += 1;
+                        self.end_call(abs + i);
+                    }
+                    b'*' => self.code("`*` arguments are code, not literals"),
+                    _ if is_name_start(b) => {
+                        self.word.clear();
+                        self.st = St::ArgWord;
+                    }
+                    _ => match self.positional_key() {
+                        Some(key) => {
+                            if let Some(call) = self.call.as_mut() {
+                                call.args.key(&key);
+                            }
+                            self.start_value();
+                        }
+                        None => self.reject(
+                            "a positional argument, and no schema names the parameters".into(),
+                        ),
+                    },
+                },
+                St::ArgWord => {
+                    if is_name_byte(b) && self.word.len() < MAX_NAME {
+                        self.word.push(char::from(b));
+                        i += 1;
+                    } else {
+                        self.st = St::AfterArgWord;
+                    }
+                }
+                St::AfterArgWord => match b {
+                    b' ' | b'\t' | b'\n' | b'\r' => i += 1,
+                    b'=' => {
+                        if bytes.get(i + 1).is_none() && !eof {
+                            break;
+                        }
+                        if bytes.get(i + 1) == Some(&b'=') {
+                            self.code("a comparison is code, not a value");
+                            continue;
+                        }
+                        let key = std::mem::take(&mut self.word);
+                        if let Some(call) = self.call.as_mut() {
+                            call.args.key(&key);
+                        }
+                        i += 1;
+                        self.st = St::ValueStart;
+                    }
+                    b'(' => {
+                        let word = std::mem::take(&mut self.word);
+                        self.reject(format!("the call `{word}(…)` is used as an argument value"));
+                    }
+                    _ => {
+                        let key = self.positional_key();
+                        match key {
+                            Some(key) => self.word_value(Some(&key)),
+                            None => {
+                                let word = std::mem::take(&mut self.word);
+                                self.code(format!("`{word}` is a variable, not a value"));
+                            }
+                        }
+                        if self.st != St::Rest {
+                            self.st = St::AfterValue;
+                        }
+                    }
+                },
+                St::ValueStart => match b {
+                    b' ' | b'\t' | b'\n' | b'\r' => i += 1,
+                    _ if is_name_start(b) => {
+                        self.word.clear();
+                        self.st = St::ValueWord;
+                    }
+                    _ => self.start_value(),
+                },
+                St::ValueWord => {
+                    if is_name_byte(b) && self.word.len() < MAX_NAME {
+                        self.word.push(char::from(b));
+                        i += 1;
+                    } else if b == b'(' {
+                        let word = std::mem::take(&mut self.word);
+                        self.reject(format!("the call `{word}(…)` is used as an argument value"));
+                    } else {
+                        self.word_value(None);
+                        if self.st != St::Rest {
+                            self.st = St::AfterValue;
+                        }
+                    }
+                }
+                St::AfterValue => match b {
+                    _ if b.is_ascii_whitespace() => i += 1,
+                    b',' => {
+                        i += 1;
+                        self.st = St::ArgStart;
+                    }
+                    b')' => {
+                        i += 1;
+                        self.end_call(abs + i);
+                    }
+                    _ => self.reject("an argument is not a Python literal".into()),
+                },
+                St::Skip => {
+                    i += 1;
+                    if self.escape {
+                        self.escape = false;
+                        continue;
+                    }
+                    match (self.quote, b) {
+                        (Some(_), b'\\') => self.escape = true,
+                        (Some(q), _) if q == b => self.quote = None,
+                        (Some(_), _) => {}
+                        (None, b'"' | b'\'') => self.quote = Some(b),
+                        (None, b'(' | b'[' | b'{') => self.depth += 1,
+                        (None, b')' | b']' | b'}') => {
+                            self.depth = self.depth.saturating_sub(1);
+                            if self.depth == 0 {
+                                self.end_call(abs + i);
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                St::Close => {
+                    if self.wrappers > 0 {
+                        match b {
+                            b' ' | b'\t' => i += 1,
+                            b')' => {
+                                self.wrappers -= 1;
+                                i += 1;
+                            }
+                            _ => self.code("`print(…)` holds more than a call"),
+                        }
+                        continue;
+                    }
+                    match (self.mode, b) {
+                        (Mode::Fence { .. }, b',' | b']') if self.depth > 0 => {
+                            self.st = St::Start;
+                        }
+                        (Mode::Line | Mode::Fence { .. }, b' ' | b'\t' | b';' | b'\r') => i += 1,
+                        (Mode::Line | Mode::Fence { .. }, b'#') => self.st = St::Comment,
+                        (Mode::Line, b'\n') => return PyStep::Done(i),
+                        (Mode::Fence { .. }, b'\n') => self.st = St::Start,
+                        (Mode::Line | Mode::Fence { .. }, _) => {
+                            self.code("the line goes on after the call");
+                        }
+                        (Mode::List, _) if b.is_ascii_whitespace() => i += 1,
+                        (Mode::List, b',') => {
+                            i += 1;
+                            self.st = St::Start;
+                        }
+                        (Mode::List, b']') => match bytes.get(i + 1) {
+                            None if !eof => break,
+                            // `[f()](url)` is a Markdown link.
+                            Some(b'(') => self.code("a Markdown link, not a list of calls"),
+                            _ => return PyStep::Done(i + 1),
+                        },
+
+                        (Mode::List, _) => self.code("the list holds more than calls"),
+                        (Mode::Inner, _) => self.st = St::Start,
+                    }
+                }
+                St::Comment => match memchr::memchr(b'\n', bytes.get(i..).unwrap_or_default()) {
+                    Some(n) => {
+                        i += n;
+                        if self.mode == Mode::Line {
+                            return PyStep::Done(i);
+                        }
+                        self.st = St::Start;
+                    }
+                    None => {
+                        i = bytes.len();
+                        break;
+                    }
+                },
+                St::Value => {}
+                St::Rest => match self.mode {
+                    Mode::Inner => return PyStep::Done(i),
+                    Mode::Line | Mode::List => {
+                        match memchr::memchr(b'\n', bytes.get(i..).unwrap_or_default()) {
+                            Some(n) => return PyStep::Done(i + n),
+                            None => {
+                                i = bytes.len();
+                                break;
+                            }
+                        }
+                    }
+                    Mode::Fence { .. } => {
+                        // Lines until the closing fence.
+                        if self.line_start && (b == b' ' || b == b'\t') {
+                            i += 1;
+                            continue;
+                        }
+                        if self.line_start && b == b'`' {
+                            let n =
+                                bytes.iter().skip(i).take(3).take_while(|&&c| c == b'`').count();
+                            if n == 3 {
+                                return PyStep::Done(i + 3);
+                            }
+                            if i + n == bytes.len() && !eof {
+                                break;
+                            }
+                        }
+                        match memchr::memchr(b'\n', bytes.get(i..).unwrap_or_default()) {
+                            Some(n) => {
+                                i += n + 1;
+                                self.line_start = true;
+                            }
+                            None => {
+                                i = bytes.len();
+                                self.line_start = false;
+                                break;
+                            }
+                        }
+                    }
+                },
+            }
+        }
+        if i == 0 { PyStep::NeedMore } else { PyStep::Consumed(i) }
+    }
+
+    /// The input ended (or the region was cut) at `end`: closes what is open.
+    pub(crate) fn finish(&mut self, end: usize) {
+        if let Some(mut call) = self.call.take() {
+            if let Some(mut reader) = self.reader.take() {
+                reader.finish(end, &mut call.args);
+            }
+            call.truncated = true;
+            self.done.push(call);
+        }
+    }
+}
+
+fn declared(config: &Config, name: &str) -> bool {
+    config.tools.as_ref().is_some_and(|tools| tools.resolve(name).is_some())
+}
