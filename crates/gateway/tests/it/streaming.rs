@@ -256,8 +256,8 @@ fn checker_rejects_broken_streams() {
         (
             "role twice",
             ok.replace(
-                r#""delta":{"content":"Checki"}"#,
-                r#""delta":{"role":"assistant","content":"Checki"}"#,
+                r#""delta":{"content":"Checking.\n"}"#,
+                r#""delta":{"role":"assistant","content":"Checking.\n"}"#,
             ),
         ),
         (
