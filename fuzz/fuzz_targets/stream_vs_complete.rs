@@ -6,6 +6,7 @@
 //! chunk), used in turn and cycled. The rest of the data, converted lossily to a
 //! `String`, is the input; every chunk end is moved forward to the next char
 //! boundary so no UTF-8 character is split. No chunk lengths means 1-byte chunks.
+//! Byte 0 divided by 16 also picks one of `common::configs`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -22,12 +23,13 @@ fuzz_target!(|data: &[u8]| {
         lens = vec![1];
     }
     let input = String::from_utf8_lossy(text).into_owned();
-    let config = Config::default();
+    let configs = &*CONFIGS;
+    let Some(config) = configs.get(usize::from(head / 16) % configs.len()) else { return };
 
-    let complete = parse(&input, &config);
+    let complete = parse(&input, config);
     common::check_invariants(&input, &complete);
 
-    let mut parser = StreamParser::new(&config);
+    let mut parser = StreamParser::new(config);
     let mut events = Vec::new();
     let mut rest = input.as_str();
     for &len in lens.iter().cycle() {
@@ -48,6 +50,8 @@ fuzz_target!(|data: &[u8]| {
     let streamed = Parsed::from_events(events);
     assert_eq!(streamed, complete, "streamed result differs from parse; chunk lengths {lens:?}");
 });
+
+static CONFIGS: std::sync::LazyLock<Vec<Config>> = std::sync::LazyLock::new(common::configs);
 
 /// Each call's `ArgsDelta` fragments concatenate to its final arguments.
 fn check_args_deltas(events: &[Event]) {

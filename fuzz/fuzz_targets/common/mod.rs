@@ -1,7 +1,33 @@
 //! Checks shared by the fuzz targets.
 
 use serde::de::IgnoredAny;
-use toolshim_parse::Parsed;
+use toolshim_parse::{Builtin, Config, ExampleGuard, Parsed, ReasoningCalls, TagPair, ToolSet};
+
+#[allow(dead_code, reason = "not every target uses the settings")]
+const TOOLS: &str = r#"[
+  {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+    "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}}},
+  {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object",
+    "properties": {"timezone": {"type": "string"}}}}}
+]"#;
+
+/// The settings the targets run with: the defaults; a tool list; every optional
+/// dialect and policy switched the other way (free-text calls, calls in reasoning,
+/// no example guard, a custom tag pair, reasoning open at the start).
+#[allow(dead_code, reason = "not every target uses the settings")]
+pub fn configs() -> Vec<Config> {
+    let tools = ToolSet::from_json_str(TOOLS).unwrap_or_default();
+    let with_tools = Config::with_tools(tools);
+    let mut open = Config {
+        reasoning_calls: ReasoningCalls::Allow,
+        example_guard: ExampleGuard::off(),
+        reasoning_open: true,
+        ..with_tools.clone()
+    };
+    open.dialects.add(Builtin::FreeText);
+    open.dialects.add_pair(TagPair::new("<my_call>", "</my_call>"));
+    vec![Config::default(), with_tools, open]
+}
 
 /// Whether `text` is one JSON object by the grammar of RFC 8259. serde_json's
 /// `IgnoredAny` checks the grammar without range-checking numbers, which the

@@ -283,6 +283,7 @@ impl Envelope {
     /// Ends the pending call's span at `at`.
     fn settle(&mut self, at: usize, out: &mut Out<'_>, show: &mut Show<'_>) {
         // Text already shown (of a rejected call) cannot be taken back into a span.
+        let given = at;
         let at = at.max(self.seg);
         if let Some(call) = self.pending.take() {
             let mut span = self.seg..at;
@@ -290,11 +291,13 @@ impl Envelope {
             if call.is_rejected() && keep {
                 show(out, span.clone());
                 // Its text may have been shown earlier in pieces; the span is the
-                // call's own syntax, which does not depend on the chunking.
-                span = call.start.min(at)..at;
+                // call's own syntax, which does not depend on the chunking (how much
+                // was shown, `seg`, does).
+                span = call.start.min(given)..given;
             }
+            let start = call.start.min(at);
             if !call.end(out, span.clone()) {
-                malformed(out, span, show);
+                malformed(out, span, start..at, show);
             }
             self.seg = at;
         } else if at > self.seg && self.decision != Decision::Calls {
@@ -386,14 +389,15 @@ impl Envelope {
     }
 }
 
-/// Shows the text of a call that never got a name, with a warning.
-fn malformed(out: &mut Out<'_>, span: Range<usize>, show: &mut Show<'_>) {
-    show(out, span.clone());
+/// Shows the text of a call that never got a name (`shown`: what is not shown yet),
+/// with a warning about its syntax (`syntax`, which does not depend on the chunking).
+fn malformed(out: &mut Out<'_>, shown: Range<usize>, syntax: Range<usize>, show: &mut Show<'_>) {
+    show(out, shown);
     out.warn(
         WarningCode::MalformedCall,
         "tool-call syntax without a tool name; its text was kept as content".into(),
         None,
-        span,
+        syntax,
     );
 }
 

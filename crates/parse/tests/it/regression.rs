@@ -105,3 +105,18 @@ fn issue_2_long_names_are_capped_the_same_in_every_chunking() {
     let parsed = parse_all_ways(&format!(r#"{{"name": "{name}", "arguments": {{}}}}"#));
     assert_eq!(parsed.calls[0].name, "a".repeat(510));
 }
+
+/// Found by fuzzing: a rejected call whose text was already shown (rejected text is kept)
+/// took its span end from how much had been shown, which depends on the chunking.
+#[test]
+fn issue_5_rejected_span_does_not_depend_on_shown_text() {
+    let tools = crate::corpus::load_tools("weather").unwrap();
+    let config = Config::with_tools(tools);
+    let input = "<function=e><tools><arg>q</arg>";
+    let complete = parse_complete(input, &config);
+    assert_eq!(complete.rejected[0].span, 0..12);
+    for size in [1, 2, 3] {
+        let events = stream_events(chunk_by_chars(input, size), &config);
+        assert_eq!(Parsed::from_events(events), complete, "chunk size {size}");
+    }
+}
