@@ -116,6 +116,42 @@ pub(crate) struct ParseArgs {
     #[arg(long)]
     pub(crate) hide_rejected: bool,
 
+    /// Which call dialects to look for, in order of precedence (comma-separated ids)
+    ///
+    /// Ids: markup, fenced, python, keyvalue, react, json, free_text. The default is every one
+    /// but free_text, in that order. Dialects not listed are off; when two could start at the
+    /// same byte, the one listed first reads it.
+    #[arg(long, value_name = "IDS", value_delimiter = ',')]
+    pub(crate) dialects: Vec<String>,
+
+    /// Also read calls written between two custom markers, with a JSON body (repeatable)
+    ///
+    /// `--tag-pair '<my_call>' '</my_call>'` reads `<my_call>{"name":…,"arguments":{…}}</my_call>`.
+    /// Custom pairs come before the built-in dialects.
+    #[arg(long, value_names = ["START", "END"], num_args = 2, action = clap::ArgAction::Append)]
+    pub(crate) tag_pair: Vec<String>,
+
+    /// Guess a call from plain prose ("call get_weather with city Paris") as a last resort
+    ///
+    /// Needs --tools; used only when the output holds no other call; the prose stays in
+    /// "content" and a "free_text" warning says the call was guessed.
+    #[arg(long)]
+    pub(crate) free_text: bool,
+
+    /// The prompt opened a `<think>` block: the output starts inside reasoning
+    #[arg(long)]
+    pub(crate) reasoning_open: bool,
+
+    /// Use calls written inside `<think>` reasoning (by default they stay reasoning, with a
+    /// "call_in_reasoning" warning)
+    #[arg(long)]
+    pub(crate) reasoning_calls: bool,
+
+    /// Read calls that are presented as examples (after "for example", in inline code, in a
+    /// Python program); by default they stay text with an "example" warning
+    #[arg(long)]
+    pub(crate) no_example_guard: bool,
+
     /// Add an agent-loop "outcome": NAMES are the tools that end the loop (comma-separated)
     ///
     /// For agent workers. NAMES (comma-separated, repeatable) are exit tools such as
@@ -181,8 +217,9 @@ Examples:
 Exit codes:
   0  success, whatever the model wrote (model output never fails, even with a \"failed\" outcome)
   1  the output could not be written (or an internal error)
-  2  usage error: a bad flag, --chunk-size 0, an empty --exit-tools name, an unreadable or
-     non-UTF-8 input, or an unreadable or invalid --tools file; the message says what to fix
+  2  usage error: a bad flag, --chunk-size 0, an empty --exit-tools name, an unknown
+     --dialects id, an unreadable or non-UTF-8 input, or an unreadable or invalid --tools
+     file; the message says what to fix
   A closed standard output (`toolshim parse … | head`) exits 0 quietly.";
 
 fn chunk_size(text: &str) -> Result<NonZeroUsize, String> {

@@ -148,8 +148,21 @@ fn json(text: &str) -> Value {
 
 const OBJECT_KEYS: [&str; 6] =
     ["calls", "content", "reasoning", "rejected", "warnings", "saw_tool_syntax"];
-const FLAGS: [&str; 7] =
-    ["FILE", "--tools", "--chunk-size", "--events", "--pretty", "--hide-rejected", "--exit-tools"];
+const FLAGS: [&str; 13] = [
+    "FILE",
+    "--tools",
+    "--chunk-size",
+    "--events",
+    "--pretty",
+    "--hide-rejected",
+    "--exit-tools",
+    "--dialects",
+    "--tag-pair",
+    "--free-text",
+    "--reasoning-open",
+    "--reasoning-calls",
+    "--no-example-guard",
+];
 const EXAMPLES: [&str; 2] = ["examples/hermes.txt", "examples/bare_json.txt"];
 
 // ---- help, version and exit-code documentation ----
@@ -611,4 +624,66 @@ fn serve_help_documents_environment_config_and_exit_codes() {
     ] {
         assert!(help.contains(needle), "{needle} missing from serve --help");
     }
+}
+
+// ---- dialect and policy flags ----
+
+#[test]
+fn tag_pair_reads_calls_between_custom_markers() {
+    let input = "Let me see. <my_call>{\"name\": \"f\", \"arguments\": {\"a\": 1}}</my_call>";
+    let out = json(
+        &TestCommand::new(&["parse", "--tag-pair", "<my_call>", "</my_call>"]).stdin(input).ok(),
+    );
+    assert_eq!(out["calls"][0]["name"], "f");
+    assert_eq!(out["calls"][0]["arguments"], serde_json::json!({"a": 1}));
+    assert_eq!(out["content"], "Let me see. ");
+    // Without the flag the markers are text around a bare JSON call.
+    let plain = json(&TestCommand::new(&["parse"]).stdin(input).ok());
+    assert_eq!(plain["content"], "Let me see. <my_call></my_call>");
+}
+
+#[test]
+fn dialects_flag_selects_and_rejects_unknown_ids() {
+    let input = "get_time(timezone='UTC')";
+    let out = json(&TestCommand::new(&["parse"]).stdin(input).ok());
+    assert_eq!(out["calls"][0]["name"], "get_time");
+    let out = json(&TestCommand::new(&["parse", "--dialects", "json,markup"]).stdin(input).ok());
+    assert_eq!(out["calls"], serde_json::json!([]));
+    assert_eq!(out["content"], input);
+    let stderr =
+        TestCommand::new(&["parse", "--dialects", "json,bogus"]).stdin(input).usage_error();
+    assert!(stderr.contains("unknown dialect `bogus`") && stderr.contains("free_text"), "{stderr}");
+}
+
+#[test]
+fn reasoning_and_guard_flags_change_what_counts_as_a_call() {
+    let call = "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>";
+    let input = format!("<think>maybe {call}</think>no");
+    let out = json(&TestCommand::new(&["parse"]).stdin(input.clone()).ok());
+    assert_eq!(out["calls"], serde_json::json!([]));
+    assert_eq!(out["warnings"][0]["code"], "call_in_reasoning");
+    let out = json(&TestCommand::new(&["parse", "--reasoning-calls"]).stdin(input).ok());
+    assert_eq!(out["calls"][0]["name"], "f");
+
+    let out = json(&TestCommand::new(&["parse", "--reasoning-open"]).stdin("hmm</think>hi").ok());
+    assert_eq!((out["reasoning"].as_str(), out["content"].as_str()), (Some("hmm"), Some("hi")));
+
+    let example = "For example:\n```json\n{\"name\": \"f\", \"arguments\": {}}\n```";
+    let out = json(&TestCommand::new(&["parse"]).stdin(example).ok());
+    assert_eq!(out["calls"], serde_json::json!([]));
+    assert_eq!(out["warnings"][0]["code"], "example");
+    let out = json(&TestCommand::new(&["parse", "--no-example-guard"]).stdin(example).ok());
+    assert_eq!(out["calls"][0]["name"], "f");
+}
+
+#[test]
+fn free_text_needs_tools_and_guesses_from_prose() {
+    let input = "I'll call get_weather with city Paris.";
+    let stderr = TestCommand::new(&["parse", "--free-text"]).stdin(input).usage_error();
+    assert!(stderr.contains("--free-text") && stderr.contains("--tools"), "{stderr}");
+    let args = ["parse", "--free-text", "--tools", "examples/tools.json"];
+    let out = json(&TestCommand::new(&args).stdin(input).ok());
+    assert_eq!(out["calls"][0]["name"], "get_weather");
+    assert_eq!(out["calls"][0]["arguments"]["city"], "Paris");
+    assert_eq!(out["content"], input, "the prose stays visible");
 }

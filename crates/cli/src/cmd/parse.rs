@@ -12,8 +12,8 @@ use std::{
 use anyhow::Context;
 use serde_json::value::RawValue;
 use toolshim_parse::{
-    AgentTools, Config, Event, Outcome, Parsed, RejectedText, StreamParser, Tool, ToolCall,
-    ToolParseError, ToolSet, agent_outcome,
+    AgentTools, Builtin, Config, Dialects, Event, ExampleGuard, Outcome, Parsed, ReasoningCalls,
+    RejectedText, StreamParser, TagPair, Tool, ToolCall, ToolParseError, ToolSet, agent_outcome,
 };
 
 use crate::{args::ParseArgs, cmd::UsageError};
@@ -66,6 +66,42 @@ fn config(args: &ParseArgs) -> anyhow::Result<(Config, Option<AgentTools>)> {
     };
     if args.hide_rejected {
         config.rejected_text = RejectedText::Hide;
+    }
+    if !args.dialects.is_empty() {
+        let mut dialects = Dialects::none();
+        for id in &args.dialects {
+            let builtin = Builtin::from_id(id.trim()).ok_or_else(|| {
+                let known: Vec<&str> = Builtin::ALL.iter().map(|b| b.id()).collect();
+                UsageError::new(format!(
+                    "--dialects: unknown dialect `{}`; known: {}",
+                    id.trim(),
+                    known.join(", ")
+                ))
+            })?;
+            dialects.add(builtin);
+        }
+        config.dialects = dialects;
+    }
+    if args.free_text {
+        if config.tools.is_none() {
+            return Err(UsageError::new(
+                "--free-text needs --tools: calls are guessed only for declared tools",
+            )
+            .into());
+        }
+        config.dialects.add(Builtin::FreeText);
+    }
+    for pair in args.tag_pair.chunks(2) {
+        if let [start, end] = pair {
+            config.dialects.add_pair(TagPair::new(start.as_str(), end.as_str()));
+        }
+    }
+    config.reasoning_open = args.reasoning_open;
+    if args.reasoning_calls {
+        config.reasoning_calls = ReasoningCalls::Allow;
+    }
+    if args.no_example_guard {
+        config.example_guard = ExampleGuard::off();
     }
     Ok((config, agent))
 }

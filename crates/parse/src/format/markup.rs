@@ -1301,10 +1301,12 @@ impl Region {
         let text = text.trim();
         if !text.is_empty() {
             call.bind_tool(out.config);
+            // The one parameter, or the one required parameter; `input` without a schema.
             let key = match (&out.config.tools, call.args.tool()) {
                 (_, Some(tool)) if tool.param_names().len() == 1 => {
                     tool.param_names().first().cloned()
                 }
+                (_, Some(tool)) if tool.required().len() == 1 => tool.required().first().cloned(),
                 (_, Some(tool)) if !tool.has_schema() => Some("input".to_owned()),
                 (None, _) => Some("input".to_owned()),
                 _ => None,
@@ -1313,7 +1315,7 @@ impl Region {
                 out.warn(
                     WarningCode::MalformedCall,
                     format!(
-                        "the input of `{}` is plain text, and the tool takes several parameters: {text:?}",
+                        "the input of `{}` is plain text, and the tool has no single parameter it can fill: {text:?}",
                         call.name.as_deref().unwrap_or_default()
                     ),
                     None,
