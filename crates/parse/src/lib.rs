@@ -30,6 +30,47 @@
 //! let parsed = Parsed::from_events(events);
 //! assert_eq!(parsed.calls[0].arguments, r#"{"city":"Paris"}"#);
 //! ```
+//!
+//! # Dialects
+//!
+//! The call syntaxes form a registry, [`Dialects`], in [`Config::dialects`]: the built-ins
+//! ([`Builtin`]: markup tags, fences, Python calls, `function.name:` labels, ReAct
+//! `Action:`/`Action Input:`, bare JSON, and free-text guessing, which is off by default),
+//! marker pairs with a JSON body ([`TagPair`]), and custom dialects written against the
+//! [`Dialect`] trait, which sees only the text between its markers. A new model whose calls
+//! sit between its own tags takes one line:
+//!
+//! ```
+//! use toolshim_parse::{parse, Config, TagPair};
+//!
+//! let mut config = Config::default();
+//! config.dialects.add_pair(TagPair::new("<my_call>", "</my_call>"));
+//! let parsed = parse(r#"Sure. <my_call>{"name": "f", "arguments": {"n": 1}}</my_call>"#, &config);
+//! assert_eq!(parsed.content, "Sure. ");
+//! assert_eq!(parsed.calls[0].arguments, r#"{"n":1}"#);
+//! ```
+//!
+//! # Which text is a call
+//!
+//! - **One call per piece of syntax.** A region (a tag, a fence, a bracket, a labelled or
+//!   Python line) is read by one dialect from its first byte to its end, so a fence holding a
+//!   `<tool_call>`, or `<tool_call>` holding JSON or a Python list, gives one call, not two.
+//!   When two dialects could start at the same byte, the one earlier in [`Dialects`] reads it
+//!   ([`Dialects::prefer`] moves one to the front); a custom marker comes before the
+//!   built-ins.
+//! - **Strong markers decide at once**: tags, `Action:` followed by `Action Input:` on the
+//!   next line, custom markers. **Weak ones wait for evidence**: a bare JSON object is a call
+//!   once it has a tool name and arguments (an object without a name, a list of numbers, a
+//!   Markdown link or `[1]` stay text, unchanged); a Python call counts only when its line,
+//!   list or fence holds nothing but calls.
+//! - **Examples are not calls** ([`ExampleGuard`]): a fence, bare JSON or Python line after
+//!   "for example", "e.g.", "such as", "looks like" and the like, inline code after other text
+//!   on its line, and a Python block that defines or uses the function in a program stay
+//!   text, with a [`WarningCode::Example`] warning.
+//! - **Reasoning** (`<think>…</think>`, or from the start with [`Config::reasoning_open`]) goes
+//!   to [`Parsed::reasoning`]; calls in it stay reasoning unless [`ReasoningCalls::Allow`].
+//! - **Free text** ([`Builtin::FreeText`]) runs last, only with a tool list, and only when the
+//!   whole output held no other call.
 #![deny(clippy::indexing_slicing)]
 #![warn(missing_docs)]
 
