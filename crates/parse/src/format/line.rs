@@ -55,9 +55,14 @@ pub(crate) fn line_open(rest: &str, eof: bool, config: &Config) -> (usize, LineO
     if line.is_empty() {
         return (indent, if eof { LineOpen::No } else { LineOpen::NeedMore });
     }
+    // Every line dialect starts with a letter or `_`; most lines are decided here.
+    let first = line.as_bytes().first().copied().unwrap_or(b' ');
+    if !first.is_ascii_alphabetic() && first != b'_' {
+        return (indent, LineOpen::No);
+    }
     let mut need_more = false;
     for labels in LABELS {
-        if !config.dialects.has(labels.dialect) {
+        if labels.name.as_bytes().first() != Some(&first) || !config.dialects.has(labels.dialect) {
             continue;
         }
         match labelled(line, labels, eof) {
