@@ -509,6 +509,11 @@ impl PyGroup {
                             }
                             self.start_value();
                         }
+                        // Without a tool list this may be any code; with one, it is a
+                        // call to a tool whose schema does not name its parameters.
+                        None if config.tools.is_none() => {
+                            self.code("positional arguments, and no schema names them");
+                        }
                         None => self.reject(
                             "a positional argument, and no schema names the parameters".into(),
                         ),
