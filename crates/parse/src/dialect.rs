@@ -75,14 +75,34 @@ impl Builtin {
 pub struct TagPair {
     pub(crate) id: String,
     pub(crate) start: String,
-    pub(crate) end: String,
+    /// End markers; an empty list (or empty marker) means none: the region ends at the
+    /// first thing that is not a call.
+    pub(crate) ends: Vec<String>,
+    /// For model-native formats: the call's name comes first, ended by one of these
+    /// markers (`{` ends it without being consumed), then its arguments.
+    pub(crate) name_ends: Vec<String>,
+    /// A literal that may precede the name (`function<｜tool▁sep｜>`).
+    pub(crate) name_prefix: String,
+    /// The marker between the name and a call id (`[CALL_ID]`), which ends at a name end.
+    pub(crate) id_marker: String,
+    /// Pairs that may open inside this one (a DeepSeek call inside its calls section).
+    pub(crate) inner: Vec<Arc<TagPair>>,
 }
 
 impl TagPair {
     /// A pair of markers. Its id is the start marker. Empty markers never match.
     pub fn new(start: impl Into<String>, end: impl Into<String>) -> TagPair {
         let start = start.into();
-        TagPair { id: start.clone(), start, end: end.into() }
+        let end = end.into();
+        TagPair {
+            id: start.clone(),
+            start,
+            ends: if end.is_empty() { Vec::new() } else { vec![end] },
+            name_ends: Vec::new(),
+            name_prefix: String::new(),
+            id_marker: String::new(),
+            inner: Vec::new(),
+        }
     }
 
     /// The id: the start marker.
@@ -165,6 +185,8 @@ pub trait Dialect: fmt::Debug + Send + Sync {
 pub(crate) enum Entry {
     Builtin(Builtin),
     Pair(Arc<TagPair>),
+    /// A model-native format's marker pair; the id is the format's.
+    Native(&'static str, Arc<TagPair>),
     Custom(Arc<dyn Dialect>),
 }
 
@@ -173,6 +195,7 @@ impl Entry {
         match self {
             Entry::Builtin(builtin) => builtin.id(),
             Entry::Pair(pair) => pair.id(),
+            Entry::Native(id, _) => id,
             Entry::Custom(custom) => custom.id(),
         }
     }
@@ -181,7 +204,7 @@ impl Entry {
     pub(crate) fn start_marker(&self) -> Option<&str> {
         match self {
             Entry::Builtin(_) => None,
-            Entry::Pair(pair) => Some(pair.start.as_str()),
+            Entry::Pair(pair) | Entry::Native(_, pair) => Some(pair.start.as_str()),
             Entry::Custom(custom) => Some(custom.start()),
         }
         .filter(|marker| !marker.is_empty())
@@ -217,6 +240,10 @@ pub struct Dialects {
 impl Default for Dialects {
     fn default() -> Dialects {
         let mut dialects = Dialects { entries: Vec::new(), on: 0 };
+        // Model-native markers first: they are the most specific.
+        for (id, pair) in crate::format::native::PAIRS.iter() {
+            dialects.entries.push(Entry::Native(id, Arc::clone(pair)));
+        }
         for builtin in Builtin::ALL {
             if builtin != Builtin::FreeText {
                 dialects.add(builtin);

@@ -46,8 +46,9 @@ pub struct StreamParser {
 
 #[derive(Debug)]
 enum State {
-    /// Plain text; inside `<think>` when `think`.
-    Text { think: bool },
+    /// Plain text; inside reasoning when `think` (the index of its markers in
+    /// [`REASONING`], or [`ANY_THINK`]).
+    Text { think: Option<u8> },
     /// Tool-call syntax (or something that may turn out to be).
     Region(Box<Region>),
 }
@@ -69,8 +70,10 @@ pub(crate) struct Region {
     pub(crate) labelled: bool,
     /// Absolute offset just past the opener.
     pub(crate) opener_end: usize,
-    /// The region is inside reasoning.
-    pub(crate) think: bool,
+    /// The region is inside reasoning (see `State::Text`).
+    pub(crate) think: Option<u8>,
+    /// The end marker of the reasoning the region is in: the region ends before it.
+    pub(crate) stop: Option<&'static str>,
     /// Whatever the region holds is text: calls in it are not used.
     mute: Option<Mute>,
     /// Where a muted region's events go (they are dropped).
@@ -105,6 +108,50 @@ pub(crate) enum RegionStep {
 
 const THINK_CLOSE: &str = "</think>";
 
+/// Reasoning markers of each model family: `<think>` (DeepSeek R1, Qwen3, …),
+/// `[THINK]` (Magistral), `<|START_THINKING|>` (Cohere), `<seed:think>` (Seed-OSS),
+/// `<mm:think>` (MiniMax-M3), `<|inner_prefix|>` (Apertus).
+const REASONING: &[(&str, &str)] = &[
+    ("<think>", "</think>"),
+    ("[THINK]", "[/THINK]"),
+    ("<|START_THINKING|>", "<|END_THINKING|>"),
+    ("<seed:think>", "</seed:think>"),
+    ("<mm:think>", "</mm:think>"),
+    ("<|inner_prefix|>", "<|inner_suffix|>"),
+];
+
+/// Reasoning opened by the prompt: any family's end marker closes it.
+const ANY_THINK: u8 = u8::MAX;
+
+/// What reasoning markers make of `rest`: an end marker that closes `think`, or (outside
+/// reasoning) a start marker, or a possible one still incomplete.
+enum ThinkMark {
+    Open(u8, usize),
+    Close(usize),
+    Hold,
+    None,
+}
+
+fn think_mark(rest: &str, think: Option<u8>, eof: bool) -> ThinkMark {
+    let mut hold = false;
+    for (idx, (open, close)) in REASONING.iter().enumerate() {
+        let idx = u8::try_from(idx).unwrap_or(0);
+        let marker = match think {
+            Some(k) if k == idx || k == ANY_THINK => close,
+            Some(_) => continue,
+            None => open,
+        };
+        if rest.starts_with(marker) {
+            return match think {
+                Some(_) => ThinkMark::Close(marker.len()),
+                None => ThinkMark::Open(idx, marker.len()),
+            };
+        }
+        hold |= !eof && rest.len() < marker.len() && marker.starts_with(rest);
+    }
+    if hold { ThinkMark::Hold } else { ThinkMark::None }
+}
+
 fn trigger_table(config: &Config) -> Box<[bool; 256]> {
     let mut table = Box::new([false; 256]);
     for b in [b'<', b'{', b'[', b'`'] {
@@ -138,7 +185,7 @@ impl StreamParser {
             base: 0,
             pos: 0,
             settled: 0,
-            state: State::Text { think: config.reasoning_open },
+            state: State::Text { think: config.reasoning_open.then_some(ANY_THINK) },
             n_calls: 0,
             spare: None,
             tail: Tail {
@@ -183,12 +230,12 @@ impl StreamParser {
         loop {
             let progressed = match state {
                 State::Text { think } => {
-                    out.think = *think;
+                    out.think = think.is_some();
                     let mut text = TextStep { buf, base: *base, pos, settled, triggers, eof };
                     text.step(state, spare, &mut out)
                 }
                 State::Region(region) => {
-                    out.think = region.think;
+                    out.think = region.think.is_some();
                     let mut step = RegionRun { buf, base: *base, pos, settled, eof };
                     match step.run(region, &mut out) {
                         Some(progressed) => progressed,
@@ -216,7 +263,7 @@ impl StreamParser {
         if eof {
             // Anything still held is text.
             if let State::Text { think } = state {
-                out.think = *think;
+                out.think = think.is_some();
             }
             if let Some(rest) = buf.get(*settled..) {
                 out.text(rest);
@@ -296,6 +343,7 @@ enum Found {
     Think {
         at: usize,
         len: usize,
+        idx: u8,
     },
     ThinkEnd {
         at: usize,
@@ -311,7 +359,10 @@ impl TextStep<'_> {
         spare: &mut Option<Box<Region>>,
         out: &mut Out<'_>,
     ) -> bool {
-        let think = matches!(state, State::Text { think: true });
+        let think = match state {
+            State::Text { think } => *think,
+            State::Region(_) => None,
+        };
         let found = self.find(think, out);
         match found {
             Found::Text(upto) => {
@@ -324,16 +375,16 @@ impl TextStep<'_> {
                 emit_text(self.buf, self.settled, at, out);
                 false
             }
-            Found::Think { at, len } => {
+            Found::Think { at, len, idx } => {
                 emit_text(self.buf, self.settled, at, out);
                 *self.pos = at + len;
                 *self.settled = *self.pos;
-                *state = State::Text { think: true };
+                *state = State::Text { think: Some(idx) };
                 true
             }
             Found::ThinkEnd { at, len } => {
                 emit_text(self.buf, self.settled, at, out);
-                if !think {
+                if think.is_none() {
                     out.warn(
                         WarningCode::StrayReasoningEnd,
                         "a `</think>` closed a reasoning block that was never opened; it was removed (set `reasoning_open` when the prompt opens the block)".into(),
@@ -343,13 +394,13 @@ impl TextStep<'_> {
                 }
                 *self.pos = at + len;
                 *self.settled = *self.pos;
-                *state = State::Text { think: false };
+                *state = State::Text { think: None };
                 true
             }
             Found::Region { at, opener, line } => {
                 emit_text(self.buf, self.settled, at, out);
                 let abs = self.base + at;
-                let mute = mute_for(&opener, line, think, out);
+                let mute = mute_for(&opener, line, think.is_some(), out);
                 let mut region = match spare.take() {
                     Some(mut region) => {
                         region.recycle(abs, out.config.max_depth);
@@ -364,12 +415,16 @@ impl TextStep<'_> {
                         tagged: false,
                         labelled: false,
                         opener_end: abs,
-                        think: false,
+                        think: None,
+                        stop: None,
                         mute: None,
                         scratch: Vec::new(),
                     }),
                 };
                 region.think = think;
+                region.stop = think.map(|k| {
+                    REASONING.get(usize::from(k)).map_or(THINK_CLOSE, |(_, close)| *close)
+                });
                 region.labelled = matches!(opener, Opener::Labelled { .. });
                 region.mute = mute.map(|why| Mute { why, seen: Vec::new(), start: abs });
                 let rest = self.buf.get(at..).unwrap_or_default();
@@ -408,7 +463,7 @@ impl TextStep<'_> {
     }
 
     /// Scans from the cursor to the next thing that is not plain text.
-    fn find(&self, think: bool, out: &Out<'_>) -> Found {
+    fn find(&self, think: Option<u8>, out: &Out<'_>) -> Found {
         let buf = self.buf;
         let bytes = buf.as_bytes();
         let eof = self.eof;
@@ -436,23 +491,25 @@ impl TextStep<'_> {
                     }
                 }
             }
-            if b == b'<' {
-                if rest.starts_with(THINK_CLOSE) {
-                    return Found::ThinkEnd { at: i, len: THINK_CLOSE.len() };
+            if b == b'<' || b == b'[' {
+                match think_mark(rest, think, eof) {
+                    ThinkMark::Open(idx, len) => return Found::Think { at: i, len, idx },
+                    ThinkMark::Close(len) => return Found::ThinkEnd { at: i, len },
+                    ThinkMark::Hold => return Found::Hold(i),
+                    ThinkMark::None => {}
                 }
-                if !eof && rest.len() < THINK_CLOSE.len() && THINK_CLOSE.starts_with(rest) {
-                    return Found::Hold(i);
-                }
-                if !think {
-                    match markup::open_think(rest, eof) {
-                        markup::Open::Think(len) => return Found::Think { at: i, len },
-                        markup::Open::NeedMore => return Found::Hold(i),
-                        _ => {}
+                // A `</think>` with no reasoning open (removed, with a warning).
+                if think.is_none() {
+                    if rest.starts_with(THINK_CLOSE) {
+                        return Found::ThinkEnd { at: i, len: THINK_CLOSE.len() };
+                    }
+                    if !eof && rest.len() < THINK_CLOSE.len() && THINK_CLOSE.starts_with(rest) {
+                        return Found::Hold(i);
                     }
                 }
             }
             match markup::open(rest, eof, config) {
-                markup::Open::No | markup::Open::Think(_) => {
+                markup::Open::No => {
                     i += 1;
                     // Emit up to here now: the text before a held marker goes out early.
                     return Found::Text(i);
@@ -466,7 +523,7 @@ impl TextStep<'_> {
     }
 
     /// Checks the line that starts at `at`. `None`: nothing there.
-    fn line_start(&self, at: usize, think: bool, config: &Config) -> Option<Found> {
+    fn line_start(&self, at: usize, think: Option<u8>, config: &Config) -> Option<Found> {
         let _ = think;
         let rest = self.buf.get(at..).unwrap_or_default();
         let (indent, open) = line_open(rest, self.eof, config);
@@ -643,7 +700,8 @@ impl Region {
         self.tagged = false;
         self.labelled = false;
         self.opener_end = start;
-        self.think = false;
+        self.think = None;
+        self.stop = None;
         self.mute = None;
         self.scratch.clear();
     }

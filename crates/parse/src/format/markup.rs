@@ -14,6 +14,7 @@ use std::sync::Arc;
 use crate::dialect::{Dialect, Entry, TagPair};
 use crate::format::call::{CallState, Out, Show};
 use crate::format::envelope::{Decision, Origin};
+use crate::format::native;
 use crate::format::python::{self, Ahead, Mode as PyMode, PyGroup, PyStep};
 use crate::json::canon::canonical_json;
 use crate::json::reader::{Frame as JsonFrame, Reader, Sink, Status};
@@ -34,6 +35,9 @@ const CONTAINERS: &[&str] = &[
 /// Call elements that carry the tool name in an attribute.
 const CALL_ELEMENTS: &[&str] = &["invoke", "func_call", "function", "tool"];
 const PARAMS: &[&str] = &["parameter", "param", "arg", "argument"];
+/// GLM's key/value pairs (`<arg_key>city</arg_key><arg_value>Paris</arg_value>`) and
+/// Hunyuan's separator after the name.
+const KEY_VALUE: &[&str] = &["arg_key", "arg_value", "tool_sep"];
 const NAME_FIELDS: &[&str] = &["name", "tool_name", "function_name"];
 const ARGS_FIELDS: &[&str] = &["arguments", "parameters", "args", "input", "params"];
 const FENCE_LABELS: &[&str] = &[
@@ -70,8 +74,6 @@ const OPENERS: &[&str] = &[
 pub(crate) enum Open {
     No,
     NeedMore,
-    /// `<think>`, this many bytes long.
-    Think(usize),
     Region(Opener),
 }
 
@@ -133,6 +135,33 @@ const MAX_FENCE_LINE: usize = 40;
 /// The most whitespace between a fence opener and what it holds.
 const MAX_FENCE_GAP: usize = 64;
 
+/// Namespace-like prefixes some models put inside `<`: DeepSeek's `｜DSML｜` (with a
+/// space after it in V4.1) and GigaChat's `｜GCML｜`.
+const TAG_PREFIXES: &[&str] = &["｜DSML｜ ", "｜DSML｜", "｜GCML｜"];
+
+/// The length of a tag-name prefix at the start of `s` (0 when there is none), or
+/// `None` when `s` may still become one.
+fn tag_prefix(s: &str, eof: bool) -> Option<usize> {
+    for prefix in TAG_PREFIXES {
+        if s.starts_with(prefix) {
+            // `｜DSML｜` may be followed by a space still to come.
+            if !eof && prefix.ends_with('｜') && s.len() == prefix.len() {
+                return None;
+            }
+            return Some(prefix.len());
+        }
+        if !eof && s.len() < prefix.len() && prefix.starts_with(s) && !s.is_empty() {
+            return None;
+        }
+    }
+    Some(0)
+}
+
+/// A tag name without its namespace: `seed:tool_call` → `tool_call`.
+fn local_name(name: &str) -> &str {
+    name.rsplit(':').next().unwrap_or(name)
+}
+
 /// Reads a tag at the start of `s` (which starts with `<`).
 fn read_tag(s: &str, eof: bool) -> TagMatch<'_> {
     let b = s.as_bytes();
@@ -141,6 +170,10 @@ fn read_tag(s: &str, eof: bool) -> TagMatch<'_> {
     if closing {
         i += 1;
     }
+    match tag_prefix(s.get(i..).unwrap_or_default(), eof) {
+        Some(len) => i += len,
+        None => return TagMatch::NeedMore,
+    }
     let name_start = i;
     while b.get(i).is_some_and(|&c| is_name_byte(c)) {
         i += 1;
@@ -148,7 +181,7 @@ fn read_tag(s: &str, eof: bool) -> TagMatch<'_> {
             return TagMatch::No;
         }
     }
-    let name = s.get(name_start..i).unwrap_or_default();
+    let name = local_name(s.get(name_start..i).unwrap_or_default());
     if i >= b.len() {
         return if eof {
             if closing && !name.is_empty() {
@@ -318,7 +351,7 @@ pub(crate) fn open(rest: &str, eof: bool, config: &Config) -> Open {
     let mut need_more = false;
     for (idx, entry) in config.dialects.entries().iter().enumerate() {
         let found = match entry {
-            Entry::Pair(_) | Entry::Custom(_) => {
+            Entry::Pair(_) | Entry::Native(..) | Entry::Custom(_) => {
                 let Some(marker) = entry.start_marker() else { continue };
                 if rest.starts_with(marker) {
                     Open::Region(Opener::Marker(idx))
@@ -356,11 +389,19 @@ pub(crate) fn open(rest: &str, eof: bool, config: &Config) -> Open {
 /// Tool-call markup at a `<`.
 fn open_markup(rest: &str, eof: bool) -> Open {
     let b = rest.as_bytes();
+    let Some(prefix) = tag_prefix(rest.get(1..).unwrap_or_default(), eof) else {
+        return Open::NeedMore;
+    };
+    let start = 1 + prefix;
     // Decide early for ordinary `<` so text is not held.
-    let name_len = b.iter().skip(1).take(MAX_NAME).take_while(|&&c| is_name_byte(c)).count();
-    let partial = rest.get(1..1 + name_len).unwrap_or_default();
-    if name_len + 1 >= b.len() {
-        return if !eof && is_prefix_of_any(partial, OPENERS) { Open::NeedMore } else { Open::No };
+    let name_len = b.iter().skip(start).take(MAX_NAME).take_while(|&&c| is_name_byte(c)).count();
+    let full = rest.get(start..start + name_len).unwrap_or_default();
+    let partial = local_name(full);
+    if start + name_len >= b.len() {
+        // A name still growing may gain a namespace (`<seed:tool_call>`).
+        let could_grow = partial.len() < MAX_NAME && !full.is_empty();
+        let prefix_of_opener = is_prefix_of_any(partial, OPENERS);
+        return if !eof && (prefix_of_opener || could_grow) { Open::NeedMore } else { Open::No };
     }
     if !OPENERS.contains(&partial) || partial == "think" {
         return Open::No;
@@ -376,18 +417,6 @@ fn open_markup(rest: &str, eof: bool) -> Open {
             }
             Open::Region(Opener::Tag)
         }
-    }
-}
-
-/// `<think>` at a `<`: its length, or whether more input is needed to tell.
-pub(crate) fn open_think(rest: &str, eof: bool) -> Open {
-    const THINK: &str = "<think>";
-    if rest.starts_with(THINK) {
-        Open::Think(THINK.len())
-    } else if !eof && rest.len() < THINK.len() && THINK.starts_with(rest) {
-        Open::NeedMore
-    } else {
-        Open::No
     }
 }
 
@@ -460,6 +489,8 @@ fn open_fence(rest: &str, eof: bool, config: &Config) -> Open {
 pub(crate) struct Markup {
     frames: Vec<Elem>,
     inner: Inner,
+    /// The key of an `<arg_key>` waiting for its `<arg_value>`.
+    key: Option<String>,
 }
 
 impl Markup {
@@ -467,6 +498,7 @@ impl Markup {
     pub(crate) fn recycle(&mut self) {
         self.frames.clear();
         self.inner = Inner::Between;
+        self.key = None;
     }
 }
 
@@ -506,10 +538,14 @@ enum Inner {
     LabelText { call: Box<CallState>, text: String },
     /// The body of a custom dialect, read until its end marker.
     Custom { dialect: Arc<dyn Dialect>, body: String, at: usize },
-    /// A parameter's raw value, read until `</close>`.
-    Param { key: String, close: &'static str, text: String },
+
+    /// A parameter's raw value, read until `</close>`. `string` is an explicit type
+    /// flag (DSML `string="true|false"`, a `type` attribute).
+    Param { key: String, close: &'static str, text: String, string: Option<bool> },
     /// A name field's text, read until `</close>`.
     Name { close: &'static str, text: String, func_name: bool, at: usize },
+    /// An `<arg_key>`'s text, read until `</arg_key>`.
+    Key { text: String },
 }
 
 /// Whether two tag names mean the same element: equal ignoring ASCII case, `_` and
@@ -533,7 +569,7 @@ fn same_tag(a: &str, b: &str) -> bool {
 /// Every tag name the markup dialects use, so open elements can name their end tag
 /// without an allocation.
 fn static_name(name: &str) -> &'static str {
-    [CONTAINERS, CALL_ELEMENTS, PARAMS, NAME_FIELDS, ARGS_FIELDS, OPENERS]
+    [CONTAINERS, CALL_ELEMENTS, PARAMS, KEY_VALUE, NAME_FIELDS, ARGS_FIELDS, OPENERS]
         .iter()
         .flat_map(|names| names.iter())
         .find(|known| **known == name)
@@ -600,7 +636,7 @@ impl Region {
             Opener::Marker(idx) => {
                 self.tagged = true;
                 match out.config.dialects.entries().get(idx) {
-                    Some(Entry::Pair(pair)) => {
+                    Some(Entry::Pair(pair) | Entry::Native(_, pair)) => {
                         self.markup.frames.push(Elem::Pair { close: Arc::clone(pair) });
                         pair.start.len()
                     }
@@ -680,14 +716,34 @@ impl Region {
         {
             let key =
                 tag.eq.map(str::to_owned).or_else(|| attr(tag.attrs, "name")).unwrap_or_default();
+            let string = match (attr(tag.attrs, "string"), attr(tag.attrs, "type")) {
+                (Some(flag), _) => Some(flag == "true"),
+                (None, Some(kind)) => Some(kind == "string" || kind == "str"),
+                (None, None) => None,
+            };
             if let Some(value) = attr(tag.attrs, "value").filter(|_| tag.self_closing) {
-                self.write_param(&key, &value, at, out, show);
+                self.write_param(&key, &value, string, at, out, show);
                 return true;
             }
             if tag.self_closing {
                 return true;
             }
-            self.markup.inner = Inner::Param { key, close: static_name(name), text: String::new() };
+            self.markup.inner =
+                Inner::Param { key, close: static_name(name), text: String::new(), string };
+            return true;
+        }
+        if KEY_VALUE.contains(&name) && (self.container_can_call() || self.call_frame().is_some()) {
+            match name {
+                "arg_key" if !tag.self_closing => {
+                    self.markup.inner = Inner::Key { text: String::new() }
+                }
+                "arg_value" if !tag.self_closing => {
+                    let key = self.markup.key.take().unwrap_or_default();
+                    self.markup.inner =
+                        Inner::Param { key, close: "arg_value", text: String::new(), string: None };
+                }
+                _ => {}
+            }
             return true;
         }
         if NAME_FIELDS.contains(&name) && self.container_can_call() {
@@ -790,13 +846,14 @@ impl Region {
         &mut self,
         key: &str,
         raw: &str,
+        string: Option<bool>,
         at: usize,
         out: &mut Out<'_>,
         show: &mut Show<'_>,
     ) {
         self.ensure_container_call(at, out, show);
         let Some(call) = self.current_call() else { return };
-        write_param_value(call, key, raw);
+        write_typed_value(call, key, raw, string);
         call.flush(out);
     }
 
@@ -964,15 +1021,29 @@ impl Region {
                     }
                 }
             }
-            Inner::Param { key, close, mut text } => match scan_until_close(rest, close, eof) {
+            Inner::Param { key, close, mut text, string } => {
+                match scan_until_close(rest, close, eof) {
+                    Scan::Found { text_len, tag_len } => {
+                        text.push_str(rest.get(..text_len).unwrap_or_default());
+                        self.write_param(&key, &text, string, abs, out, &mut show);
+                        RegionStep::Consumed(text_len + tag_len)
+                    }
+                    Scan::Partial(n) => {
+                        text.push_str(rest.get(..n).unwrap_or_default());
+                        self.markup.inner = Inner::Param { key, close, text, string };
+                        if n == 0 { RegionStep::NeedMore } else { RegionStep::Consumed(n) }
+                    }
+                }
+            }
+            Inner::Key { mut text } => match scan_until_close(rest, "arg_key", eof) {
                 Scan::Found { text_len, tag_len } => {
                     text.push_str(rest.get(..text_len).unwrap_or_default());
-                    self.write_param(&key, &text, abs, out, &mut show);
+                    self.markup.key = Some(text.trim().to_owned());
                     RegionStep::Consumed(text_len + tag_len)
                 }
                 Scan::Partial(n) => {
                     text.push_str(rest.get(..n).unwrap_or_default());
-                    self.markup.inner = Inner::Param { key, close, text };
+                    self.markup.inner = Inner::Key { text };
                     if n == 0 { RegionStep::NeedMore } else { RegionStep::Consumed(n) }
                 }
             },
@@ -1036,20 +1107,72 @@ impl Region {
             return RegionStep::NeedMore;
         };
         let at = abs;
-        // The end marker of a custom pair.
-        let pair = self.markup.frames.iter().rposition(|f| matches!(f, Elem::Pair { .. }));
-        if let Some(Elem::Pair { close }) = pair.and_then(|idx| self.markup.frames.get(idx)) {
-            let end = close.end.as_str();
-            if !end.is_empty() && rest.starts_with(end) {
-                let len = end.len();
-                self.close_frames(pair.unwrap_or(0), at, out, show);
-                if self.markup.frames.is_empty() {
-                    return RegionStep::End(len);
-                }
-                return RegionStep::Consumed(len);
+        // The end of the reasoning the region is in.
+        if let Some(stop) = self.stop {
+            if rest.starts_with(stop) {
+                return RegionStep::End(0);
             }
-            if !eof && rest.len() < end.len() && end.starts_with(rest) {
+            if !eof && rest.len() < stop.len() && stop.starts_with(rest) {
                 return RegionStep::NeedMore;
+            }
+        }
+        // The end markers of open pairs, innermost first; then what the innermost pair
+        // makes of the text (its start again, an inner pair, a name-then-arguments call).
+        let pairs: Vec<(usize, Arc<TagPair>)> = self
+            .markup
+            .frames
+            .iter()
+            .enumerate()
+            .rev()
+            .filter_map(|(idx, f)| match f {
+                Elem::Pair { close } => Some((idx, Arc::clone(close))),
+                _ => None,
+            })
+            .collect();
+        for (idx, pair) in &pairs {
+            match native::end_of(pair, rest, eof) {
+                Some(Ok(len)) => {
+                    self.close_frames(*idx, at, out, show);
+                    if self.markup.frames.is_empty() {
+                        return RegionStep::End(len);
+                    }
+                    return RegionStep::Consumed(len);
+                }
+                Some(Err(())) => return RegionStep::NeedMore,
+                None => {}
+            }
+        }
+        if let Some((_, close)) = pairs.first() {
+            let innermost_pair = matches!(self.markup.frames.last(), Some(Elem::Pair { .. }));
+            match native::pair_step(close, rest, eof) {
+                native::PairStep::None => {}
+                native::PairStep::NeedMore => return RegionStep::NeedMore,
+                native::PairStep::Skip(len) => {
+                    // The pair's own start again (the next call), or a separator.
+                    self.close_open_calls(at, out, show);
+                    return RegionStep::Consumed(len);
+                }
+                native::PairStep::Inner(inner) => {
+                    self.close_open_calls(at, out, show);
+                    let len = inner.start.len();
+                    self.markup.frames.push(Elem::Pair { close: inner });
+                    return RegionStep::Consumed(len);
+                }
+                native::PairStep::Name if innermost_pair => {
+                    match native::read_name(close, rest, eof) {
+                        native::NameStep::NeedMore => return RegionStep::NeedMore,
+                        native::NameStep::Fail => {}
+                        native::NameStep::Done { name, id, len } => {
+                            let mut call = self.env.open_call(at, out, show);
+                            call.name = Some(name);
+                            call.id = id;
+                            call.resolve(out);
+                            self.markup.frames.push(Elem::Call { close: "", call: Some(call) });
+                            return RegionStep::Consumed(len);
+                        }
+                    }
+                }
+                native::PairStep::Name => {}
             }
         }
         // Python calls inside markup.
@@ -1072,6 +1195,24 @@ impl Region {
                 }
                 Ahead::NeedMore => return RegionStep::NeedMore,
                 Ahead::No => {}
+            }
+        }
+        // GLM: the name right after `<tool_call>`, then key/value tags.
+        let bare_container =
+            matches!(self.markup.frames.last(), Some(Elem::Container { call: None, .. }));
+        if bare_container && (b.is_ascii_alphabetic() || b == b'_') {
+            match glm_name(rest, eof) {
+                GlmName::NeedMore => return RegionStep::NeedMore,
+                GlmName::No => {}
+                GlmName::Yes(len) => {
+                    let name = rest.get(..len).unwrap_or_default().to_owned();
+                    self.ensure_container_call(at, out, show);
+                    if let Some(call) = self.current_call() {
+                        call.name = Some(name);
+                        call.resolve(out);
+                    }
+                    return RegionStep::Consumed(len);
+                }
             }
         }
         match b {
@@ -1418,8 +1559,10 @@ pub(crate) fn end(
         Inner::Custom { dialect, body, at } => {
             region.custom_calls(&*dialect, &body, at, end, true, out, show);
         }
-        Inner::Param { key, text, .. } => {
-            region.write_param(&key, &text, end, out, show);
+        Inner::Key { .. } => {}
+
+        Inner::Param { key, text, string, .. } => {
+            region.write_param(&key, &text, string, end, out, show);
             if let Some(call) = region.current_call() {
                 call.truncated = true;
             }
@@ -1480,8 +1623,24 @@ fn scan_until_close(rest: &str, close: &str, eof: bool) -> Scan {
     if eof { Scan::Found { text_len: rest.len(), tag_len: 0 } } else { Scan::Partial(rest.len()) }
 }
 
+/// Writes one parameter's raw text as a JSON value; `string` is an explicit type
+/// flag that overrides the schema (`Some(true)`: the text as it is).
+pub(crate) fn write_typed_value(call: &mut CallState, key: &str, raw: &str, string: Option<bool>) {
+    match string {
+        None => write_param_value(call, key, raw),
+        Some(true) => write_value(call, key, raw, ParamType::String),
+        Some(false) => write_value(call, key, raw, ParamType::Any),
+    }
+}
+
 /// Writes one parameter's raw text as a JSON value into the call's arguments.
 pub(crate) fn write_param_value(call: &mut CallState, key: &str, raw: &str) {
+    let declared = call.args.tool().map(|tool| tool.param_type(key)).unwrap_or(ParamType::Any);
+    write_value(call, key, raw, declared);
+}
+
+/// Writes `raw` as a string when `declared` is a string, else as the JSON it holds.
+fn write_value(call: &mut CallState, key: &str, raw: &str, declared: ParamType) {
     let args = &mut call.args;
     if !args.started() {
         args.open(JsonFrame::Object, 0);
@@ -1496,7 +1655,6 @@ pub(crate) fn write_param_value(call: &mut CallState, key: &str, raw: &str) {
     call.args_seen = true;
     let text = raw.strip_prefix('\n').unwrap_or(raw);
     let text = text.strip_suffix('\n').unwrap_or(text);
-    let declared = args.tool().map(|tool| tool.param_type(key)).unwrap_or(ParamType::Any);
     args.key(key);
     let trimmed = text.trim();
     if declared != ParamType::String {
@@ -1518,4 +1676,25 @@ pub(crate) fn write_param_value(call: &mut CallState, key: &str, raw: &str) {
     args.str_start();
     args.str_part(text, false);
     args.str_end();
+}
+
+enum GlmName {
+    Yes(usize),
+    No,
+    NeedMore,
+}
+
+/// A GLM call name: name bytes, then (after optional whitespace) a tag.
+fn glm_name(rest: &str, eof: bool) -> GlmName {
+    let b = rest.as_bytes();
+    let len = b.iter().take(MAX_EQ + 1).take_while(|&&c| is_name_byte(c)).count();
+    if len > MAX_EQ {
+        return GlmName::No;
+    }
+    let ws = b.iter().skip(len).take(MAX_FENCE_GAP).take_while(|c| c.is_ascii_whitespace()).count();
+    match b.get(len + ws) {
+        Some(b'<') => GlmName::Yes(len),
+        None if !eof && ws < MAX_FENCE_GAP => GlmName::NeedMore,
+        _ => GlmName::No,
+    }
 }

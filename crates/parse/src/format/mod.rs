@@ -9,4 +9,5 @@ pub(crate) mod envelope;
 pub(crate) mod free_text;
 pub(crate) mod line;
 pub(crate) mod markup;
+pub(crate) mod native;
 pub(crate) mod python;

@@ -97,10 +97,44 @@ const SYNTAX: &[&str] = &[
     "<my_call>",
     "</my_call>",
     "call get_weather with city Paris. ",
+    "[TOOL_CALLS]",
+    "get_weather[ARGS]",
+    "[CALL_ID]",
+    "<｜tool▁calls▁begin｜>",
+    "<｜tool▁call▁begin｜>",
+    "function<｜tool▁sep｜>",
+    "<｜tool▁sep｜>",
+    "<｜tool▁call▁end｜>",
+    "<｜tool▁calls▁end｜>",
+    "<|tool_calls_section_begin|>",
+    "<|tool_call_begin|>",
+    "functions.get_weather:0",
+    "<|tool_call_argument_begin|>",
+    "<|tool_call_end|>",
+    "<|python_tag|>",
+    "<｜DSML｜invoke name=\"get_weather\">",
+    "<｜DSML｜parameter name=\"city\" string=\"true\">",
+    "</｜DSML｜parameter>",
+    "<seed:tool_call>",
+    "<arg_key>",
+    "</arg_key>",
+    "<arg_value>",
+    "</arg_value>",
+    "<tool_call>get_weather\n",
 ];
 
 /// `<think>` syntax, only in inputs that conservation does not look at.
-const THINK: &[&str] = &["<think>", "</think>", "<think>\nhmm\n</think>\n"];
+const THINK: &[&str] = &[
+    "<think>",
+    "</think>",
+    "<think>\nhmm\n</think>\n",
+    "[THINK]",
+    "[/THINK]",
+    "<|START_THINKING|>",
+    "<|END_THINKING|>",
+    "<seed:think>",
+    "</seed:think>",
+];
 
 fn fragment(extra: &'static [&'static str]) -> impl Strategy<Value = String> {
     let syntax: Vec<&'static str> = SYNTAX.iter().chain(extra).copied().collect();

@@ -1,0 +1,513 @@
+//! Model-native formats built from marker pairs: special tokens around JSON, Python
+//! or markup bodies (`[TOOL_CALLS]`, `<|tool_call_start|>`, DeepSeek's and Kimi's
+//! sections of calls), and the name-then-arguments calls some of them hold
+//! (`get_weather[ARGS]{…}`, `functions.get_weather:0<|tool_call_argument_begin|>{…}`).
+//!
+//! Each format is a [`TagPair`] the registry holds by default; the engine reads the
+//! body with the same machinery as every other region.
+
+use std::sync::{Arc, LazyLock};
+
+use crate::dialect::TagPair;
+
+/// How far toolshim reads a model-native format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Support {
+    /// Calls, markers and reasoning come out as the model meant them.
+    Full,
+    /// Calls come out; the note says what does not.
+    Partial(&'static str),
+    /// Not read yet; the note says what is missing.
+    Missing(&'static str),
+}
+
+/// A model-native tool-call format (ids as in the catalog `F1`–`F38`, `L1`–`L9`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Format {
+    /// The catalog id: `F24`.
+    pub catalog: &'static str,
+    /// The format's name, as serving stacks call it: `deepseek_v3`.
+    pub id: &'static str,
+    /// The model families that write it.
+    pub models: &'static str,
+    /// Which part of toolshim reads it.
+    pub read_by: &'static str,
+    /// How far it is read.
+    pub support: Support,
+}
+
+const fn full(
+    catalog: &'static str,
+    id: &'static str,
+    models: &'static str,
+    read_by: &'static str,
+) -> Format {
+    Format { catalog, id, models, read_by, support: Support::Full }
+}
+
+/// Every catalogued format, and how toolshim reads it.
+pub(crate) const FORMATS: &[Format] = &[
+    full(
+        "F1",
+        "hermes",
+        "Hermes 2 Pro/3, Qwen2.5/3, QwQ, Granite 4, many fine-tunes",
+        "markup: <tool_call> + JSON",
+    ),
+    full("F2", "longcat", "Meituan LongCat-Flash", "native pair <longcat_tool_call>"),
+    full(
+        "F3",
+        "mistral",
+        "Mistral 7B v0.3, Nemo, Small 3.0/3.1, Codestral",
+        "native pair [TOOL_CALLS] + JSON array",
+    ),
+    full(
+        "F4",
+        "mistral_v11",
+        "Magistral, Devstral, Ministral 3, Mistral Small 3.2",
+        "native pair [TOOL_CALLS] name[CALL_ID]id[ARGS]{…}",
+    ),
+    full(
+        "F5",
+        "llama3_json",
+        "Llama 3.1/3.2/3.3, Llama 4 JSON",
+        "native pair <|python_tag|> + `;`-separated JSON",
+    ),
+    Format {
+        catalog: "F6",
+        id: "llama3_builtin",
+        models: "Llama 3.1 built-in tools",
+        read_by: "native pair <|python_tag|> + Python call",
+        support: Support::Partial("the name keeps its `.call` suffix"),
+    },
+    full("F7", "pythonic", "Llama 3.2/4 pythonic, ToolACE", "python list, <|python_start|> pair"),
+    full("F8", "olmo3", "AllenAI OLMo 3", "markup <function_calls> + Python calls"),
+    full(
+        "F9",
+        "lfm2",
+        "Liquid LFM2/LFM2.5",
+        "native pair <|tool_call_start|> + Python or JSON list",
+    ),
+    full(
+        "F10",
+        "granite",
+        "IBM Granite 3.0/3.1",
+        "native pair <|tool_call|> or <tool_call> + JSON array",
+    ),
+    full("F11", "granite_20b_fc", "granite-20b-functioncalling", "markup <function_call> + JSON"),
+    Format {
+        catalog: "F12",
+        id: "phi4_mini_json",
+        models: "Phi-4-mini, FireFunction v2",
+        read_by: "json: the array after functools",
+        support: Support::Partial("the `functools` prefix stays text"),
+    },
+    full("F13", "xlam", "Salesforce xLAM", "json: bare array"),
+    full(
+        "F14",
+        "jamba",
+        "AI21 Jamba, Hunyuan-A13B, Apriel 1.5",
+        "markup <tool_calls> + JSON array",
+    ),
+    full("F15", "minimax_m1", "MiniMax-M1", "markup <tool_calls> + one JSON object per line"),
+    full("F16", "nemotron_nano_v2", "NVIDIA Nemotron Nano v2", "native pair <TOOLCALL>"),
+    full("F17", "internlm", "InternLM2/2.5, Intern-S1", "native pair <|action_start|><|plugin|>"),
+    Format {
+        catalog: "F18",
+        id: "cohere",
+        models: "Command R7B, Command A, Cohere2 MoE",
+        read_by: "native pair <|START_ACTION|>; tool_call_id as id",
+        support: Support::Partial("<|START_THINKING|> is not reasoning yet"),
+    },
+    full("F19", "command_r", "Command R/R+ (2024)", "fenced: Action: + json fence"),
+    Format {
+        catalog: "F20",
+        id: "apertus",
+        models: "Swiss AI Apertus",
+        read_by: "-",
+        support: Support::Missing("single-key objects {\"NAME\": {args}}"),
+    },
+    Format {
+        catalog: "F21",
+        id: "gigachat3",
+        models: "GigaChat 3/3.1",
+        read_by: "native pair <|function_call|>; JSON",
+        support: Support::Partial("v3 `function call<|role_sep|>` stays text around the call"),
+    },
+    full("F22", "functionary_v3_1", "Functionary v3.1", "markup <function=NAME> + JSON"),
+    Format {
+        catalog: "F23",
+        id: "functionary_v3_2",
+        models: "Functionary v3.2",
+        read_by: "-",
+        support: Support::Missing("`NAME\\n{json}>>>` recipients"),
+    },
+    full(
+        "F24",
+        "deepseek_v3",
+        "DeepSeek V3, V3-0324, R1, R1-0528",
+        "native pairs <｜tool▁calls▁begin｜>/<｜tool▁call▁begin｜>, fenced JSON",
+    ),
+    full("F25", "deepseek_v31", "DeepSeek V3.1", "native pairs, NAME<｜tool▁sep｜>{json}"),
+    full(
+        "F26",
+        "deepseek_v32",
+        "DeepSeek V3.2 (DSML), V4",
+        "markup with the ｜DSML｜ prefix; string=\"true|false\"",
+    ),
+    full("F27", "kimi_k2", "Kimi K2, K2-Thinking, K2.5", "native pairs; functions.NAME:IDX as id"),
+    full(
+        "F28",
+        "glm45",
+        "GLM-4.5/4.6/4.7/5, Ling 3, Spark 2.5",
+        "markup <tool_call>NAME<arg_key>…<arg_value>…",
+    ),
+    full(
+        "F29",
+        "qwen3_coder",
+        "Qwen3-Coder, Qwen3.5/3.6, Nemotron 3 Nano, Step-3.5",
+        "markup <function=NAME><parameter=KEY>",
+    ),
+    Format {
+        catalog: "F30",
+        id: "seed_oss",
+        models: "ByteDance Seed-OSS",
+        read_by: "markup <seed:tool_call> (namespace dropped)",
+        support: Support::Partial("<seed:think> is not reasoning yet"),
+    },
+    full(
+        "F31",
+        "minimax_m2",
+        "MiniMax-M2/M2.1/M2.5",
+        "markup <minimax:tool_call> + invoke/parameter",
+    ),
+    full("F32", "step3", "StepFun Step3", "native pairs + <steptml:invoke> markup"),
+    Format {
+        catalog: "F33",
+        id: "gpt_oss",
+        models: "OpenAI gpt-oss (Harmony)",
+        read_by: "-",
+        support: Support::Missing("Harmony channels and recipients"),
+    },
+    Format {
+        catalog: "F34",
+        id: "gemma4",
+        models: "Google Gemma 4",
+        read_by: "-",
+        support: Support::Missing("call:NAME{key:<|\"|>…} literal syntax"),
+    },
+    Format {
+        catalog: "F35",
+        id: "functiongemma",
+        models: "Google FunctionGemma",
+        read_by: "-",
+        support: Support::Missing("call:NAME{key:<escape>…} literal syntax"),
+    },
+    Format {
+        catalog: "F36",
+        id: "hunyuan_v3",
+        models: "Tencent Hunyuan HY-V3",
+        read_by: "markup <tool_call>NAME<tool_sep><arg_key>…",
+        support: Support::Partial("the outer </tool_calls> stays text"),
+    },
+    full(
+        "F37",
+        "generic",
+        "llama.cpp generic envelope",
+        "json: {\"tool_call\"…}/{\"tool_calls\"…}",
+    ),
+    full(
+        "F38",
+        "required_array",
+        "tool_choice=required arrays (vLLM, SGLang)",
+        "json: array of {name, parameters}",
+    ),
+    Format {
+        catalog: "L1",
+        id: "kimi_k3",
+        models: "Kimi K3",
+        read_by: "-",
+        support: Support::Missing("<|open|>/<|close|> XTML tags"),
+    },
+    Format {
+        catalog: "L2",
+        id: "minimax_m3",
+        models: "MiniMax-M3",
+        read_by: "markup, partly",
+        support: Support::Missing("the ]<]minimax[>[ namespace token and tag-named parameters"),
+    },
+    full("L3", "deepseek_v41", "DeepSeek V4.1", "markup with the `｜DSML｜ ` prefix"),
+    full("L4", "gigachat35", "GigaChat 3.5", "markup with the ｜GCML｜ prefix"),
+    full("L5", "minicpm5", "OpenBMB MiniCPM5", "markup <function name> + <param name>"),
+    Format {
+        catalog: "L6",
+        id: "k2_horizon",
+        models: "K2 Horizon (IFM)",
+        read_by: "-",
+        support: Support::Missing("<ifm|…> tags"),
+    },
+    Format {
+        catalog: "L7",
+        id: "inkling",
+        models: "Inkling",
+        read_by: "json inside the markers",
+        support: Support::Partial("its markers stay text"),
+    },
+    full("L8", "dots", "rednote dots", "markup <dots_function_call> + invoke/parameter"),
+    Format {
+        catalog: "L9",
+        id: "muse",
+        models: "Muse Glimmer",
+        read_by: "-",
+        support: Support::Missing("Harmony-like headers with <atem:…> payloads"),
+    },
+];
+
+fn pair(start: &str, ends: &[&str]) -> TagPair {
+    let mut pair = TagPair::new(start, "");
+    pair.ends = ends.iter().map(|end| (*end).to_owned()).collect();
+    pair
+}
+
+fn named(mut pair: TagPair, prefix: &str, name_ends: &[&str]) -> TagPair {
+    pair.name_prefix = prefix.to_owned();
+    pair.name_ends = name_ends.iter().map(|end| (*end).to_owned()).collect();
+    pair
+}
+
+fn with_inner(mut pair: TagPair, inner: TagPair) -> TagPair {
+    pair.inner.push(Arc::new(inner));
+    pair
+}
+
+/// Every native pair, in the order the registry tries them.
+pub(crate) static PAIRS: LazyLock<Vec<(&'static str, Arc<TagPair>)>> = LazyLock::new(|| {
+    let deepseek_call = named(
+        pair("<｜tool▁call▁begin｜>", &["<｜tool▁call▁end｜>"]),
+        "function<｜tool▁sep｜>",
+        &["<｜tool▁sep｜>", "\n"],
+    );
+    let step3_call = named(
+        pair("<｜tool_call_begin｜>", &["<｜tool_call_end｜>"]),
+        "function<｜tool_sep｜>",
+        &["<｜tool_sep｜>", "\n"],
+    );
+    let kimi_call = named(
+        pair("<|tool_call_begin|>", &["<|tool_call_end|>"]),
+        "",
+        &["<|tool_call_argument_begin|>"],
+    );
+    let mut mistral = named(pair("[TOOL_CALLS]", &[]), "", &["[ARGS]", "{"]);
+    mistral.id_marker = "[CALL_ID]".to_owned();
+    let list: Vec<(&'static str, TagPair)> = vec![
+        ("longcat", pair("<longcat_tool_call>", &["</longcat_tool_call>"])),
+        ("mistral", mistral),
+        ("llama3_json", pair("<|python_tag|>", &["<|eom_id|>", "<|eot_id|>"])),
+        ("llama4_pythonic", pair("<|python_start|>", &["<|python_end|>"])),
+        ("lfm2", pair("<|tool_call_start|>", &["<|tool_call_end|>"])),
+        ("granite", pair("<|tool_call|>", &[])),
+        ("nemotron_nano_v2", pair("<TOOLCALL>", &["</TOOLCALL>"])),
+        ("internlm", pair("<|action_start|><|plugin|>", &["<|action_end|>"])),
+        ("internlm", pair("<|action_start|> <|plugin|>", &["<|action_end|>"])),
+        ("cohere", pair("<|START_ACTION|>", &["<|END_ACTION|>"])),
+        ("gigachat3", pair("<|function_call|>", &[])),
+        (
+            "deepseek_v3",
+            with_inner(
+                pair("<｜tool▁calls▁begin｜>", &["<｜tool▁calls▁end｜>"]),
+                deepseek_call.clone(),
+            ),
+        ),
+        ("deepseek_v3", deepseek_call),
+        (
+            "step3",
+            with_inner(
+                pair("<｜tool_calls_begin｜>", &["<｜tool_calls_end｜>"]),
+                step3_call.clone(),
+            ),
+        ),
+        ("step3", step3_call),
+        (
+            "kimi_k2",
+            with_inner(
+                pair("<|tool_calls_section_begin|>", &["<|tool_calls_section_end|>"]),
+                kimi_call.clone(),
+            ),
+        ),
+        (
+            "kimi_k2",
+            with_inner(
+                pair("<|tool_call_section_begin|>", &["<|tool_call_section_end|>"]),
+                kimi_call.clone(),
+            ),
+        ),
+        ("kimi_k2", kimi_call),
+    ];
+    list.into_iter()
+        .map(|(id, mut pair)| {
+            pair.id = format!("native:{id}:{}", pair.start);
+            (id, Arc::new(pair))
+        })
+        .collect()
+});
+
+/// What a pair region's text at the cursor is, as far as the pair can tell.
+pub(crate) enum PairStep {
+    None,
+    NeedMore,
+    /// The pair's own start marker again, or a separator between calls: skip it.
+    Skip(usize),
+    /// An inner pair opens.
+    Inner(Arc<TagPair>),
+    /// A name-then-arguments call may begin here.
+    Name,
+}
+
+/// Whether `rest` starts with an end marker of `pair`: its length, or `NeedMore` when
+/// it may, or `None`.
+pub(crate) fn end_of(pair: &TagPair, rest: &str, eof: bool) -> Option<Result<usize, ()>> {
+    for end in pair.ends.iter().filter(|end| !end.is_empty()) {
+        if rest.starts_with(end.as_str()) {
+            return Some(Ok(end.len()));
+        }
+        if !eof && rest.len() < end.len() && end.starts_with(rest) {
+            return Some(Err(()));
+        }
+    }
+    None
+}
+
+/// What the innermost pair makes of `rest` (its end markers are checked apart).
+pub(crate) fn pair_step(pair: &TagPair, rest: &str, eof: bool) -> PairStep {
+    let markers = std::iter::once(pair.start.as_str())
+        .chain(pair.inner.iter().map(|inner| inner.start.as_str()));
+    for (i, marker) in markers.enumerate() {
+        if marker.is_empty() {
+            continue;
+        }
+        if rest.starts_with(marker) {
+            return match i.checked_sub(1).and_then(|k| pair.inner.get(k)) {
+                Some(inner) => PairStep::Inner(Arc::clone(inner)),
+                None => PairStep::Skip(marker.len()),
+            };
+        }
+        if !eof && rest.len() < marker.len() && marker.starts_with(rest) {
+            return PairStep::NeedMore;
+        }
+    }
+    let prefix = pair.name_prefix.as_str();
+    if !prefix.is_empty() && rest.starts_with(prefix) {
+        // Step3 puts markup after the prefix: `function<｜tool_sep｜><steptml:invoke …>`.
+        match rest.as_bytes().get(prefix.len()) {
+            Some(b'<') => return PairStep::Skip(prefix.len()),
+            None if !eof => return PairStep::NeedMore,
+            _ => {}
+        }
+    }
+    match rest.as_bytes().first() {
+        Some(b';') => PairStep::Skip(1),
+        Some(&b) if !pair.name_ends.is_empty() && (b.is_ascii_alphabetic() || b == b'_') => {
+            PairStep::Name
+        }
+        Some(_) if !pair.name_prefix.is_empty() && rest.starts_with(pair.name_prefix.as_str()) => {
+            PairStep::Name
+        }
+        Some(_) if !eof && !pair.name_prefix.is_empty() && pair.name_prefix.starts_with(rest) => {
+            PairStep::NeedMore
+        }
+        _ => PairStep::None,
+    }
+}
+
+/// The result of reading a name-then-arguments call's head.
+pub(crate) enum NameStep {
+    NeedMore,
+    Fail,
+    /// The call's name and id, and the length of its head (prefix, name, id, markers).
+    Done {
+        name: String,
+        id: Option<String>,
+        len: usize,
+    },
+}
+
+const MAX_HEAD: usize = 512;
+
+/// Reads `[prefix] NAME [id_marker ID] name_end` at the start of `rest`.
+pub(crate) fn read_name(pair: &TagPair, rest: &str, eof: bool) -> NameStep {
+    let prefix = pair.name_prefix.as_str();
+    let mut at = 0;
+    if !prefix.is_empty() && rest.starts_with(prefix) {
+        at = prefix.len();
+    }
+    let head = rest.get(at..).unwrap_or_default();
+    // The first name end (or id marker) that occurs.
+    let mut best: Option<(usize, &str)> = None;
+    let markers = pair.name_ends.iter().chain(std::iter::once(&pair.id_marker));
+    for marker in markers.filter(|m| !m.is_empty()) {
+        if let Some(found) = head.find(marker.as_str()) {
+            if best.is_none_or(|(b, _)| found < b) {
+                best = Some((found, marker.as_str()));
+            }
+        }
+    }
+    let Some((found, marker)) = best else {
+        return if eof || head.len() > MAX_HEAD { NameStep::Fail } else { NameStep::NeedMore };
+    };
+    if found > MAX_HEAD {
+        return NameStep::Fail;
+    }
+    let raw = head.get(..found).unwrap_or_default().trim();
+    if raw.is_empty()
+        || raw.contains(['<', '>', '"', '{', '}'])
+        || raw.contains(char::is_whitespace)
+    {
+        return NameStep::Fail;
+    }
+    let mut len = at + found;
+    let mut id = None;
+    if marker == pair.id_marker {
+        // `NAME[CALL_ID]ID[ARGS]`: the id runs to the next name end.
+        let after = head.get(found + marker.len()..).unwrap_or_default();
+        let mut end: Option<(usize, &str)> = None;
+        for name_end in pair.name_ends.iter().filter(|m| !m.is_empty()) {
+            if let Some(k) = after.find(name_end.as_str()) {
+                if end.is_none_or(|(b, _)| k < b) {
+                    end = Some((k, name_end.as_str()));
+                }
+            }
+        }
+        let Some((k, name_end)) = end else {
+            return if eof || after.len() > MAX_HEAD { NameStep::Fail } else { NameStep::NeedMore };
+        };
+        id = Some(after.get(..k).unwrap_or_default().trim().to_owned());
+        len += marker.len() + k + consumed_len(name_end);
+    } else {
+        len += consumed_len(marker);
+    }
+    let (name, split_id) = split_name(raw);
+    NameStep::Done { name, id: id.or(split_id), len }
+}
+
+/// A `{` ends a name without being part of the head: it starts the arguments.
+fn consumed_len(marker: &str) -> usize {
+    if marker == "{" { 0 } else { marker.len() }
+}
+
+/// `functions.get_weather:0` → (`get_weather`, id `functions.get_weather:0`).
+fn split_name(raw: &str) -> (String, Option<String>) {
+    let (base, id) = match raw.rsplit_once(':') {
+        Some((base, index)) if !index.is_empty() && index.bytes().all(|b| b.is_ascii_digit()) => {
+            (base, Some(raw.to_owned()))
+        }
+        _ => (raw, None),
+    };
+    let name = base.strip_prefix("functions.").unwrap_or(base);
+    (name.to_owned(), id)
+}
+
+/// Every catalogued model-native format (`F1`–`F38`, `L1`–`L9`) and how far toolshim
+/// reads it.
+pub fn formats() -> &'static [Format] {
+    FORMATS
+}
