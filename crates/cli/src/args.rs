@@ -124,6 +124,25 @@ pub(crate) struct ParseArgs {
     #[arg(long, value_name = "IDS", value_delimiter = ',')]
     pub(crate) dialects: Vec<String>,
 
+    /// Read only this model-native format (an id like `deepseek_v3` or a catalog id like `F24`)
+    ///
+    /// Without it every format is recognized from the text itself. `--list-formats` prints the
+    /// ids. A format toolshim does not read yet is a usage error.
+    #[arg(long, value_name = "ID", conflicts_with_all = ["dialects", "model"])]
+    pub(crate) format: Option<String>,
+
+    /// Read the format this model writes, from a table of common model ids (`--list-formats`)
+    ///
+    /// Matched as a case-insensitive substring (`Qwen/Qwen3-Coder-30B` → qwen3_coder). An
+    /// unknown model keeps auto-detection.
+    #[arg(long, value_name = "NAME", conflicts_with = "dialects")]
+    pub(crate) model: Option<String>,
+
+    /// Print the model-native formats (id, catalog id, support, models) and the model table,
+    /// then exit
+    #[arg(long)]
+    pub(crate) list_formats: bool,
+
     /// Also read calls written between two custom markers, with a JSON body (repeatable)
     ///
     /// `--tag-pair '<my_call>' '</my_call>'` reads `<my_call>{"name":…,"arguments":{…}}</my_call>`.
@@ -218,7 +237,7 @@ Exit codes:
   0  success, whatever the model wrote (model output never fails, even with a \"failed\" outcome)
   1  the output could not be written (or an internal error)
   2  usage error: a bad flag, --chunk-size 0, an empty --exit-tools name, an unknown
-     --dialects id, an unreadable or non-UTF-8 input, or an unreadable or invalid --tools
+     --dialects id, an unknown --format or one not read yet, an unreadable or non-UTF-8 input, or an unreadable or invalid --tools
      file; the message says what to fix
   A closed standard output (`toolshim parse … | head`) exits 0 quietly.";
 

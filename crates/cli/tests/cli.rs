@@ -148,7 +148,7 @@ fn json(text: &str) -> Value {
 
 const OBJECT_KEYS: [&str; 6] =
     ["calls", "content", "reasoning", "rejected", "warnings", "saw_tool_syntax"];
-const FLAGS: [&str; 13] = [
+const FLAGS: [&str; 16] = [
     "FILE",
     "--tools",
     "--chunk-size",
@@ -162,6 +162,9 @@ const FLAGS: [&str; 13] = [
     "--reasoning-open",
     "--reasoning-calls",
     "--no-example-guard",
+    "--format",
+    "--model",
+    "--list-formats",
 ];
 const EXAMPLES: [&str; 2] = ["examples/hermes.txt", "examples/bare_json.txt"];
 
@@ -686,4 +689,56 @@ fn free_text_needs_tools_and_guesses_from_prose() {
     assert_eq!(out["calls"][0]["name"], "get_weather");
     assert_eq!(out["calls"][0]["arguments"]["city"], "Paris");
     assert_eq!(out["content"], input, "the prose stays visible");
+}
+
+// ---- model-native formats ----
+
+#[test]
+fn format_pins_one_format_and_rejects_unknown_or_unread_ones() {
+    let deepseek = "Checking.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Tokyo\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+    let out = json(&TestCommand::new(&["parse", "--format", "deepseek_v31"]).stdin(deepseek).ok());
+    assert_eq!(out["calls"][0]["name"], "get_weather");
+    assert_eq!(out["content"], "Checking.");
+    let out = json(&TestCommand::new(&["parse", "--format", "F24"]).stdin(deepseek).ok());
+    assert_eq!(out["calls"][0]["arguments"]["city"], "Tokyo", "catalog ids work too");
+
+    let hermes = "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>";
+    let out = json(&TestCommand::new(&["parse", "--format", "deepseek_v3"]).stdin(hermes).ok());
+    assert_eq!(out["calls"], serde_json::json!([]), "a pinned format reads nothing else");
+    assert_eq!(out["content"], hermes);
+
+    let stderr = TestCommand::new(&["parse", "--format", "nope"]).stdin("x").usage_error();
+    assert!(stderr.contains("unknown format `nope`") && stderr.contains("kimi_k2"), "{stderr}");
+    let stderr = TestCommand::new(&["parse", "--format", "gpt_oss"]).stdin("x").usage_error();
+    assert!(stderr.contains("not read yet"), "{stderr}");
+}
+
+#[test]
+fn model_selects_its_format_and_unknown_models_keep_detection() {
+    let kimi = "<|tool_calls_section_begin|><|tool_call_begin|>functions.get_time:0<|tool_call_argument_begin|>{\"timezone\": \"UTC\"}<|tool_call_end|><|tool_calls_section_end|>";
+    let out = json(
+        &TestCommand::new(&["parse", "--model", "moonshotai/Kimi-K2-Instruct"]).stdin(kimi).ok(),
+    );
+    assert_eq!(out["calls"][0]["name"], "get_time");
+    assert_eq!(out["calls"][0]["id"], "functions.get_time:0");
+    let hermes = "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>";
+    let out = json(
+        &TestCommand::new(&["parse", "--model", "moonshotai/Kimi-K2-Instruct"]).stdin(hermes).ok(),
+    );
+    assert_eq!(out["calls"], serde_json::json!([]));
+    let out =
+        json(&TestCommand::new(&["parse", "--model", "some-unknown-model"]).stdin(hermes).ok());
+    assert_eq!(out["calls"][0]["name"], "f");
+}
+
+#[test]
+fn list_formats_prints_every_catalog_id_and_the_model_table() {
+    let text = TestCommand::new(&["parse", "--list-formats"]).ok();
+    for n in 1..=38 {
+        assert!(text.contains(&format!(" F{n} ")), "F{n} missing:\n{text}");
+    }
+    for n in 1..=9 {
+        assert!(text.contains(&format!(" L{n} ")), "L{n} missing");
+    }
+    assert!(text.contains("qwen3-coder") && text.contains("qwen3_coder"), "{text}");
 }

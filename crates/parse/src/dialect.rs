@@ -316,6 +316,16 @@ impl Dialects {
         unknown
     }
 
+    /// Keeps, from `all`, the entries whose id is in `ids`, in `all`'s order.
+    pub(crate) fn keep_from(&mut self, all: &Dialects, ids: &[&str]) {
+        for entry in all.entries.iter().filter(|entry| ids.contains(&entry.id())) {
+            if let Entry::Builtin(builtin) = entry {
+                self.on |= bit(*builtin);
+            }
+            self.entries.push(entry.clone());
+        }
+    }
+
     /// The ids, in order.
     pub fn ids(&self) -> impl Iterator<Item = &str> {
         self.entries.iter().map(Entry::id)

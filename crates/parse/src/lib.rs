@@ -91,7 +91,7 @@ pub use crate::{
     dialect::{Builtin, CallText, Dialect, Dialects, TagPair},
     error::{Error, ErrorKind},
     event::{Event, Parsed, Rejected, ToolCall, Warning, WarningCode},
-    format::native::{Format, Support, formats},
+    format::native::{Format, MODELS, Support, formats},
     outcome::{AgentTools, Outcome, ToolParseError, agent_outcome},
     stream::StreamParser,
     tools::{Tool, ToolSet},

@@ -12,8 +12,9 @@ use std::{
 use anyhow::Context;
 use serde_json::value::RawValue;
 use toolshim_parse::{
-    AgentTools, Builtin, Config, Dialects, Event, ExampleGuard, Outcome, Parsed, ReasoningCalls,
-    RejectedText, StreamParser, TagPair, Tool, ToolCall, ToolParseError, ToolSet, agent_outcome,
+    AgentTools, Builtin, Config, Dialects, Event, ExampleGuard, Format, MODELS, Outcome, Parsed,
+    ReasoningCalls, RejectedText, StreamParser, Support, TagPair, Tool, ToolCall, ToolParseError,
+    ToolSet, agent_outcome, formats,
 };
 
 use crate::{args::ParseArgs, cmd::UsageError};
@@ -25,6 +26,13 @@ mod tests;
 use self::json::{Json, Layout};
 
 pub(crate) fn run(args: &ParseArgs) -> anyhow::Result<()> {
+    if args.list_formats {
+        let mut stdout = io::stdout().lock();
+        return stdout
+            .write_all(list_formats().as_bytes())
+            .and_then(|()| stdout.flush())
+            .context("cannot write the output");
+    }
     // The tools come first: a bad --tools file is reported before we block on stdin.
     let (config, agent) = config(args)?;
     let input = read_input(args.input.as_deref())?;
@@ -81,6 +89,27 @@ fn config(args: &ParseArgs) -> anyhow::Result<(Config, Option<AgentTools>)> {
             dialects.add(builtin);
         }
         config.dialects = dialects;
+    }
+    if let Some(id) = &args.format {
+        let format = Format::find(id).ok_or_else(|| {
+            let ids: Vec<&str> = formats().iter().map(|f| f.id).collect();
+            UsageError::new(format!("--format: unknown format `{id}`; known: {}", ids.join(", ")))
+        })?;
+        config.dialects = format.dialects().ok_or_else(|| {
+            let why = match format.support {
+                Support::Missing(why) | Support::Partial(why) => why,
+                _ => "",
+            };
+            UsageError::new(format!(
+                "--format: `{}` ({}) is not read yet: {why}; leave --format out to detect formats",
+                format.id, format.catalog
+            ))
+        })?;
+    }
+    if let Some(model) = &args.model {
+        if let Some(dialects) = Format::for_model(model).and_then(Format::dialects) {
+            config.dialects = dialects;
+        }
     }
     if args.free_text {
         if config.tools.is_none() {
@@ -349,4 +378,25 @@ fn call(call: &ToolCall) -> anyhow::Result<Json<'_>> {
         ("name", Json::Str(&call.name)),
         ("arguments", Json::Raw(arguments)),
     ]))
+}
+
+/// The `--list-formats` table: every catalogued format, then the model table.
+fn list_formats() -> String {
+    let mut text = String::from("format               catalog  support  models\n");
+    for format in formats() {
+        let support = match format.support {
+            Support::Full => "full".to_owned(),
+            Support::Partial(note) => format!("partial ({note})"),
+            Support::Missing(note) => format!("missing ({note})"),
+            _ => "unknown".to_owned(),
+        };
+        let line =
+            format!("{:<20} {:<8} {}  {}\n", format.id, format.catalog, support, format.models);
+        text.push_str(&line);
+    }
+    text.push_str("\nmodel ids (case-insensitive substring, first match) -> format\n");
+    for (pattern, id) in MODELS {
+        text.push_str(&format!("{pattern:<28} {id}\n"));
+    }
+    text
 }

@@ -8,7 +8,7 @@
 
 use std::sync::{Arc, LazyLock};
 
-use crate::dialect::TagPair;
+use crate::dialect::{Dialects, TagPair};
 
 /// How far toolshim reads a model-native format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +29,9 @@ pub struct Format {
     pub catalog: &'static str,
     /// The format's name, as serving stacks call it: `deepseek_v3`.
     pub id: &'static str,
+    /// The registry entries (dialect ids) that read it; [`Format::dialects`] builds a
+    /// registry of just these.
+    pub(crate) dialects: &'static [&'static str],
     /// The model families that write it.
     pub models: &'static str,
     /// Which part of toolshim reads it.
@@ -40,89 +43,214 @@ pub struct Format {
 const fn full(
     catalog: &'static str,
     id: &'static str,
+    dialects: &'static [&'static str],
     models: &'static str,
     read_by: &'static str,
 ) -> Format {
-    Format { catalog, id, models, read_by, support: Support::Full }
+    Format { catalog, id, dialects, models, read_by, support: Support::Full }
 }
+
+impl Format {
+    /// The format with this id (`deepseek_v3`) or catalog id (`F24`).
+    pub fn find(id: &str) -> Option<&'static Format> {
+        FORMATS.iter().find(|f| f.id == id || f.catalog.eq_ignore_ascii_case(id))
+    }
+
+    /// A registry that reads this format only (`None` for a format toolshim does not
+    /// read yet). Pinning a format turns auto-detection off.
+    pub fn dialects(&self) -> Option<Dialects> {
+        if self.dialects.is_empty() {
+            return None;
+        }
+        let all = Dialects::default();
+        let mut pinned = Dialects::none();
+        pinned.keep_from(&all, self.dialects);
+        Some(pinned)
+    }
+
+    /// The format the model with this id writes, from [`MODELS`] (matched as a
+    /// case-insensitive substring; the first match wins).
+    pub fn for_model(model: &str) -> Option<&'static Format> {
+        let model = model.to_ascii_lowercase();
+        MODELS
+            .iter()
+            .find(|(pattern, _)| model.contains(pattern))
+            .and_then(|(_, id)| Format::find(id))
+    }
+}
+
+/// Model ids (lowercase substrings, most specific first) and the format each writes.
+pub const MODELS: &[(&str, &str)] = &[
+    ("qwen3-coder", "qwen3_coder"),
+    ("qwen3.5", "qwen3_coder"),
+    ("qwen3.6", "qwen3_coder"),
+    ("qwen", "hermes"),
+    ("qwq", "hermes"),
+    ("hermes", "hermes"),
+    ("deepseek-v3.2", "deepseek_v32"),
+    ("deepseek-v4.1", "deepseek_v41"),
+    ("deepseek-v4", "deepseek_v32"),
+    ("deepseek-v3.1", "deepseek_v31"),
+    ("deepseek", "deepseek_v3"),
+    ("kimi-k2", "kimi_k2"),
+    ("glm-4", "glm45"),
+    ("glm-5", "glm45"),
+    ("magistral", "mistral_v11"),
+    ("devstral", "mistral_v11"),
+    ("ministral", "mistral_v11"),
+    ("mistral-small-3.2", "mistral_v11"),
+    ("mistral", "mistral"),
+    ("llama-4", "pythonic"),
+    ("llama-3", "llama3_json"),
+    ("llama3", "llama3_json"),
+    ("phi-4", "phi4_mini_json"),
+    ("granite-20b-functioncalling", "granite_20b_fc"),
+    ("granite-3", "granite"),
+    ("granite", "hermes"),
+    ("lfm2", "lfm2"),
+    ("olmo-3", "olmo3"),
+    ("xlam", "xlam"),
+    ("jamba", "jamba"),
+    ("minimax-m2", "minimax_m2"),
+    ("minimax-m1", "minimax_m1"),
+    ("nemotron-nano-9b-v2", "nemotron_nano_v2"),
+    ("internlm", "internlm"),
+    ("command-r7b", "cohere"),
+    ("command-a", "cohere"),
+    ("command-r", "command_r"),
+    ("gigachat", "gigachat3"),
+    ("functionary", "functionary_v3_1"),
+    ("seed-oss", "seed_oss"),
+    ("step3", "step3"),
+    ("longcat", "longcat"),
+    ("minicpm", "minicpm5"),
+    ("dots", "dots"),
+];
 
 /// Every catalogued format, and how toolshim reads it.
 pub(crate) const FORMATS: &[Format] = &[
     full(
         "F1",
         "hermes",
+        &["markup", "fenced", "json"],
         "Hermes 2 Pro/3, Qwen2.5/3, QwQ, Granite 4, many fine-tunes",
         "markup: <tool_call> + JSON",
     ),
-    full("F2", "longcat", "Meituan LongCat-Flash", "native pair <longcat_tool_call>"),
+    full("F2", "longcat", &["longcat"], "Meituan LongCat-Flash", "native pair <longcat_tool_call>"),
     full(
         "F3",
         "mistral",
+        &["mistral"],
         "Mistral 7B v0.3, Nemo, Small 3.0/3.1, Codestral",
         "native pair [TOOL_CALLS] + JSON array",
     ),
     full(
         "F4",
         "mistral_v11",
+        &["mistral"],
         "Magistral, Devstral, Ministral 3, Mistral Small 3.2",
         "native pair [TOOL_CALLS] name[CALL_ID]id[ARGS]{…}",
     ),
     full(
         "F5",
         "llama3_json",
+        &["llama3_json", "json"],
         "Llama 3.1/3.2/3.3, Llama 4 JSON",
         "native pair <|python_tag|> + `;`-separated JSON",
     ),
     Format {
         catalog: "F6",
         id: "llama3_builtin",
+        dialects: &["llama3_json", "python"],
         models: "Llama 3.1 built-in tools",
         read_by: "native pair <|python_tag|> + Python call",
-        support: Support::Partial("the name keeps its `.call` suffix"),
+        support: Support::Full,
     },
-    full("F7", "pythonic", "Llama 3.2/4 pythonic, ToolACE", "python list, <|python_start|> pair"),
-    full("F8", "olmo3", "AllenAI OLMo 3", "markup <function_calls> + Python calls"),
+    full(
+        "F7",
+        "pythonic",
+        &["python", "llama4_pythonic"],
+        "Llama 3.2/4 pythonic, ToolACE",
+        "python list, <|python_start|> pair",
+    ),
+    full(
+        "F8",
+        "olmo3",
+        &["markup", "python"],
+        "AllenAI OLMo 3",
+        "markup <function_calls> + Python calls",
+    ),
     full(
         "F9",
         "lfm2",
+        &["lfm2", "python"],
         "Liquid LFM2/LFM2.5",
         "native pair <|tool_call_start|> + Python or JSON list",
     ),
     full(
         "F10",
         "granite",
+        &["granite", "markup"],
         "IBM Granite 3.0/3.1",
         "native pair <|tool_call|> or <tool_call> + JSON array",
     ),
-    full("F11", "granite_20b_fc", "granite-20b-functioncalling", "markup <function_call> + JSON"),
+    full(
+        "F11",
+        "granite_20b_fc",
+        &["markup"],
+        "granite-20b-functioncalling",
+        "markup <function_call> + JSON",
+    ),
     Format {
         catalog: "F12",
         id: "phi4_mini_json",
+        dialects: &["json"],
         models: "Phi-4-mini, FireFunction v2",
         read_by: "json: the array after functools",
         support: Support::Partial("the `functools` prefix stays text"),
     },
-    full("F13", "xlam", "Salesforce xLAM", "json: bare array"),
+    full("F13", "xlam", &["json", "fenced"], "Salesforce xLAM", "json: bare array"),
     full(
         "F14",
         "jamba",
+        &["markup"],
         "AI21 Jamba, Hunyuan-A13B, Apriel 1.5",
         "markup <tool_calls> + JSON array",
     ),
-    full("F15", "minimax_m1", "MiniMax-M1", "markup <tool_calls> + one JSON object per line"),
-    full("F16", "nemotron_nano_v2", "NVIDIA Nemotron Nano v2", "native pair <TOOLCALL>"),
-    full("F17", "internlm", "InternLM2/2.5, Intern-S1", "native pair <|action_start|><|plugin|>"),
+    full(
+        "F15",
+        "minimax_m1",
+        &["markup"],
+        "MiniMax-M1",
+        "markup <tool_calls> + one JSON object per line",
+    ),
+    full(
+        "F16",
+        "nemotron_nano_v2",
+        &["nemotron_nano_v2"],
+        "NVIDIA Nemotron Nano v2",
+        "native pair <TOOLCALL>",
+    ),
+    full(
+        "F17",
+        "internlm",
+        &["internlm"],
+        "InternLM2/2.5, Intern-S1",
+        "native pair <|action_start|><|plugin|>",
+    ),
     Format {
         catalog: "F18",
         id: "cohere",
+        dialects: &["cohere"],
         models: "Command R7B, Command A, Cohere2 MoE",
         read_by: "native pair <|START_ACTION|>; tool_call_id as id",
         support: Support::Partial("<|START_THINKING|> is not reasoning yet"),
     },
-    full("F19", "command_r", "Command R/R+ (2024)", "fenced: Action: + json fence"),
+    full("F19", "command_r", &["fenced"], "Command R/R+ (2024)", "fenced: Action: + json fence"),
     Format {
         catalog: "F20",
         id: "apertus",
+        dialects: &[],
         models: "Swiss AI Apertus",
         read_by: "-",
         support: Support::Missing("single-key objects {\"NAME\": {args}}"),
@@ -130,14 +258,22 @@ pub(crate) const FORMATS: &[Format] = &[
     Format {
         catalog: "F21",
         id: "gigachat3",
+        dialects: &["gigachat3", "json"],
         models: "GigaChat 3/3.1",
         read_by: "native pair <|function_call|>; JSON",
         support: Support::Partial("v3 `function call<|role_sep|>` stays text around the call"),
     },
-    full("F22", "functionary_v3_1", "Functionary v3.1", "markup <function=NAME> + JSON"),
+    full(
+        "F22",
+        "functionary_v3_1",
+        &["markup"],
+        "Functionary v3.1",
+        "markup <function=NAME> + JSON",
+    ),
     Format {
         catalog: "F23",
         id: "functionary_v3_2",
+        dialects: &[],
         models: "Functionary v3.2",
         read_by: "-",
         support: Support::Missing("`NAME\\n{json}>>>` recipients"),
@@ -145,32 +281,49 @@ pub(crate) const FORMATS: &[Format] = &[
     full(
         "F24",
         "deepseek_v3",
+        &["deepseek_v3"],
         "DeepSeek V3, V3-0324, R1, R1-0528",
         "native pairs <｜tool▁calls▁begin｜>/<｜tool▁call▁begin｜>, fenced JSON",
     ),
-    full("F25", "deepseek_v31", "DeepSeek V3.1", "native pairs, NAME<｜tool▁sep｜>{json}"),
+    full(
+        "F25",
+        "deepseek_v31",
+        &["deepseek_v3"],
+        "DeepSeek V3.1",
+        "native pairs, NAME<｜tool▁sep｜>{json}",
+    ),
     full(
         "F26",
         "deepseek_v32",
+        &["markup"],
         "DeepSeek V3.2 (DSML), V4",
         "markup with the ｜DSML｜ prefix; string=\"true|false\"",
     ),
-    full("F27", "kimi_k2", "Kimi K2, K2-Thinking, K2.5", "native pairs; functions.NAME:IDX as id"),
+    full(
+        "F27",
+        "kimi_k2",
+        &["kimi_k2"],
+        "Kimi K2, K2-Thinking, K2.5",
+        "native pairs; functions.NAME:IDX as id",
+    ),
     full(
         "F28",
         "glm45",
+        &["markup"],
         "GLM-4.5/4.6/4.7/5, Ling 3, Spark 2.5",
         "markup <tool_call>NAME<arg_key>…<arg_value>…",
     ),
     full(
         "F29",
         "qwen3_coder",
+        &["markup"],
         "Qwen3-Coder, Qwen3.5/3.6, Nemotron 3 Nano, Step-3.5",
         "markup <function=NAME><parameter=KEY>",
     ),
     Format {
         catalog: "F30",
         id: "seed_oss",
+        dialects: &["markup"],
         models: "ByteDance Seed-OSS",
         read_by: "markup <seed:tool_call> (namespace dropped)",
         support: Support::Partial("<seed:think> is not reasoning yet"),
@@ -178,13 +331,21 @@ pub(crate) const FORMATS: &[Format] = &[
     full(
         "F31",
         "minimax_m2",
+        &["markup"],
         "MiniMax-M2/M2.1/M2.5",
         "markup <minimax:tool_call> + invoke/parameter",
     ),
-    full("F32", "step3", "StepFun Step3", "native pairs + <steptml:invoke> markup"),
+    full(
+        "F32",
+        "step3",
+        &["step3", "markup"],
+        "StepFun Step3",
+        "native pairs + <steptml:invoke> markup",
+    ),
     Format {
         catalog: "F33",
         id: "gpt_oss",
+        dialects: &[],
         models: "OpenAI gpt-oss (Harmony)",
         read_by: "-",
         support: Support::Missing("Harmony channels and recipients"),
@@ -192,6 +353,7 @@ pub(crate) const FORMATS: &[Format] = &[
     Format {
         catalog: "F34",
         id: "gemma4",
+        dialects: &[],
         models: "Google Gemma 4",
         read_by: "-",
         support: Support::Missing("call:NAME{key:<|\"|>…} literal syntax"),
@@ -199,6 +361,7 @@ pub(crate) const FORMATS: &[Format] = &[
     Format {
         catalog: "F35",
         id: "functiongemma",
+        dialects: &[],
         models: "Google FunctionGemma",
         read_by: "-",
         support: Support::Missing("call:NAME{key:<escape>…} literal syntax"),
@@ -206,6 +369,7 @@ pub(crate) const FORMATS: &[Format] = &[
     Format {
         catalog: "F36",
         id: "hunyuan_v3",
+        dialects: &["markup"],
         models: "Tencent Hunyuan HY-V3",
         read_by: "markup <tool_call>NAME<tool_sep><arg_key>…",
         support: Support::Partial("the outer </tool_calls> stays text"),
@@ -213,18 +377,21 @@ pub(crate) const FORMATS: &[Format] = &[
     full(
         "F37",
         "generic",
+        &["json"],
         "llama.cpp generic envelope",
         "json: {\"tool_call\"…}/{\"tool_calls\"…}",
     ),
     full(
         "F38",
         "required_array",
+        &["json"],
         "tool_choice=required arrays (vLLM, SGLang)",
         "json: array of {name, parameters}",
     ),
     Format {
         catalog: "L1",
         id: "kimi_k3",
+        dialects: &[],
         models: "Kimi K3",
         read_by: "-",
         support: Support::Missing("<|open|>/<|close|> XTML tags"),
@@ -232,16 +399,24 @@ pub(crate) const FORMATS: &[Format] = &[
     Format {
         catalog: "L2",
         id: "minimax_m3",
+        dialects: &["markup"],
         models: "MiniMax-M3",
         read_by: "markup, partly",
         support: Support::Missing("the ]<]minimax[>[ namespace token and tag-named parameters"),
     },
-    full("L3", "deepseek_v41", "DeepSeek V4.1", "markup with the `｜DSML｜ ` prefix"),
-    full("L4", "gigachat35", "GigaChat 3.5", "markup with the ｜GCML｜ prefix"),
-    full("L5", "minicpm5", "OpenBMB MiniCPM5", "markup <function name> + <param name>"),
+    full("L3", "deepseek_v41", &["markup"], "DeepSeek V4.1", "markup with the `｜DSML｜ ` prefix"),
+    full("L4", "gigachat35", &["markup"], "GigaChat 3.5", "markup with the ｜GCML｜ prefix"),
+    full(
+        "L5",
+        "minicpm5",
+        &["markup"],
+        "OpenBMB MiniCPM5",
+        "markup <function name> + <param name>",
+    ),
     Format {
         catalog: "L6",
         id: "k2_horizon",
+        dialects: &[],
         models: "K2 Horizon (IFM)",
         read_by: "-",
         support: Support::Missing("<ifm|…> tags"),
@@ -249,14 +424,22 @@ pub(crate) const FORMATS: &[Format] = &[
     Format {
         catalog: "L7",
         id: "inkling",
+        dialects: &["json"],
         models: "Inkling",
         read_by: "json inside the markers",
         support: Support::Partial("its markers stay text"),
     },
-    full("L8", "dots", "rednote dots", "markup <dots_function_call> + invoke/parameter"),
+    full(
+        "L8",
+        "dots",
+        &["markup"],
+        "rednote dots",
+        "markup <dots_function_call> + invoke/parameter",
+    ),
     Format {
         catalog: "L9",
         id: "muse",
+        dialects: &[],
         models: "Muse Glimmer",
         read_by: "-",
         support: Support::Missing("Harmony-like headers with <atem:…> payloads"),

@@ -276,7 +276,11 @@ impl PyGroup {
 
     fn begin_call(&mut self, at: usize, config: &Config) {
         let mut call = Box::new(CallState::new(self.word_at));
-        let name = std::mem::take(&mut self.word);
+        let mut name = std::mem::take(&mut self.word);
+        // Llama 3.1 built-in tools: `brave_search.call(query="…")`.
+        if let Some(tool) = name.strip_suffix(".call").filter(|tool| !tool.is_empty()) {
+            name = tool.to_owned();
+        }
         if let Some(tools) = &config.tools {
             if let Some(tool) = ToolSet::resolve_shared(tools, &name) {
                 call.args.set_tool(tool);
