@@ -24,6 +24,8 @@ use crate::{Builtin, Config, WarningCode};
 
 /// Container tags: they hold calls (JSON envelopes or call elements), or act as one call.
 const CONTAINERS: &[&str] = &[
+    "calls",
+    "dots_function_call",
     "tool_call",
     "toolcall",
     "tool_calls",
@@ -57,6 +59,8 @@ const PYTHON_LABELS: &[&str] = &["python", "py", "python3", "tool_code"];
 
 /// Names that open a region or a reasoning block in plain text.
 const OPENERS: &[&str] = &[
+    "calls",
+    "dots_function_call",
     "tool_call",
     "toolcall",
     "tool_calls",
@@ -1655,6 +1659,11 @@ fn write_value(call: &mut CallState, key: &str, raw: &str, declared: ParamType) 
     call.args_seen = true;
     let text = raw.strip_prefix('\n').unwrap_or(raw);
     let text = text.strip_suffix('\n').unwrap_or(text);
+    // MiniCPM5 wraps values in CDATA.
+    let text = match text.trim().strip_prefix("<![CDATA[").and_then(|t| t.strip_suffix("]]>")) {
+        Some(inner) => inner,
+        None => text,
+    };
     args.key(key);
     let trimmed = text.trim();
     if declared != ParamType::String {

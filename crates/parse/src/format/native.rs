@@ -246,7 +246,14 @@ pub(crate) const FORMATS: &[Format] = &[
         read_by: "native pair <|START_ACTION|>; tool_call_id as id",
         support: Support::Partial("<|START_THINKING|> is not reasoning yet"),
     },
-    full("F19", "command_r", &["fenced"], "Command R/R+ (2024)", "fenced: Action: + json fence"),
+    Format {
+        catalog: "F19",
+        id: "command_r",
+        dialects: &["fenced"],
+        models: "Command R/R+ (2024)",
+        read_by: "fenced: Action: + json fence",
+        support: Support::Partial("the `Action:` line stays text"),
+    },
     Format {
         catalog: "F20",
         id: "apertus",

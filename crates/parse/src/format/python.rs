@@ -10,6 +10,7 @@
 
 use crate::Config;
 use crate::format::call::{CallState, Status};
+use crate::json::canon::ArgsNote;
 use crate::json::reader::{Frame, Reader, Sink, Status as ReadStatus};
 use crate::tools::ToolSet;
 
@@ -66,6 +67,13 @@ pub(crate) enum PyStep {
 }
 
 const MAX_NAME: usize = 128;
+
+/// Reader repairs that are plain Python syntax, so no warning.
+const PYTHON_SYNTAX: &[&str] = &[
+    "a single-quoted string was requoted",
+    "a Python literal became JSON",
+    "a trailing comma was removed",
+];
 
 /// Python names that are not tools, even when no tool list says so.
 const NOT_TOOLS: &[&str] = &[
@@ -296,6 +304,10 @@ impl PyGroup {
 
     fn end_call(&mut self, end: usize) {
         if let Some(mut call) = self.call.take() {
+            // Python's own literals are not repairs.
+            call.args.notes.retain(
+                |note| !matches!(note, ArgsNote::Repaired(what) if PYTHON_SYNTAX.contains(what)),
+            );
             if call.args.canon.depth() > 0 {
                 call.args.close(end);
             }

@@ -4,6 +4,9 @@
 /// at chunk sizes 1, 2, 3, 7 and a seeded random chunking, checked against its header
 /// expectation, and snapshotted in `snapshots/`. Also the file format and grammar.
 mod corpus;
+/// The catalog of model-native formats (`formats()`): every id listed once, documented,
+/// and each format read has three corpus cases.
+mod formats;
 /// `agent_outcome`: normal and exit calls, unknown tools and tool syntax without a call as
 /// failures that keep the raw output, plain text as an answer.
 mod outcome;
