@@ -40,6 +40,9 @@ pub struct StreamParser {
     tail: Tail,
     /// Bytes that may start call syntax in plain text.
     triggers: Box<[bool; 256]>,
+    /// The first two bytes of every marker dialect's start marker (0: the marker is one
+    /// byte), so most trigger bytes skip the marker dialects at once.
+    heads: Vec<[u8; 2]>,
     /// A call (accepted or rejected) has gone out: free-text calls are off.
     structured: bool,
 }
@@ -194,6 +197,16 @@ impl StreamParser {
                 ..Tail::default()
             },
             triggers: trigger_table(config),
+            heads: config
+                .dialects
+                .entries()
+                .iter()
+                .filter_map(|entry| entry.start_marker())
+                .map(|m| {
+                    let b = m.as_bytes();
+                    [b.first().copied().unwrap_or(0), b.get(1).copied().unwrap_or(0)]
+                })
+                .collect(),
             structured: false,
         }
     }
@@ -223,6 +236,7 @@ impl StreamParser {
             spare,
             tail,
             triggers,
+            heads,
             structured,
         } = self;
         let first = events.len();
@@ -231,7 +245,8 @@ impl StreamParser {
             let progressed = match state {
                 State::Text { think } => {
                     out.think = think.is_some();
-                    let mut text = TextStep { buf, base: *base, pos, settled, triggers, eof };
+                    let mut text =
+                        TextStep { buf, base: *base, pos, settled, triggers, heads, eof };
                     text.step(state, spare, &mut out)
                 }
                 State::Region(region) => {
@@ -326,6 +341,7 @@ struct TextStep<'a> {
     pos: &'a mut usize,
     settled: &'a mut usize,
     triggers: &'a [bool; 256],
+    heads: &'a [[u8; 2]],
     eof: bool,
 }
 
@@ -508,7 +524,7 @@ impl TextStep<'_> {
                     }
                 }
             }
-            match markup::open(rest, eof, config) {
+            match markup::open(rest, eof, config, self.heads) {
                 markup::Open::No => {
                     i += 1;
                     // Emit up to here now: the text before a held marker goes out early.

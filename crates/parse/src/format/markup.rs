@@ -146,6 +146,10 @@ const TAG_PREFIXES: &[&str] = &["｜DSML｜ ", "｜DSML｜", "｜GCML｜"];
 /// The length of a tag-name prefix at the start of `s` (0 when there is none), or
 /// `None` when `s` may still become one.
 fn tag_prefix(s: &str, eof: bool) -> Option<usize> {
+    // Every prefix starts with `｜` (0xEF 0xBD 0x9C).
+    if s.as_bytes().first() != Some(&0xEF) {
+        return Some(0);
+    }
     for prefix in TAG_PREFIXES {
         if s.starts_with(prefix) {
             // `｜DSML｜` may be followed by a space still to come.
@@ -163,7 +167,11 @@ fn tag_prefix(s: &str, eof: bool) -> Option<usize> {
 
 /// A tag name without its namespace: `seed:tool_call` → `tool_call`.
 fn local_name(name: &str) -> &str {
-    name.rsplit(':').next().unwrap_or(name)
+    // Names are short: a plain loop beats a call to `memrchr`.
+    match name.bytes().rposition(|b| b == b':') {
+        Some(at) => name.get(at + 1..).unwrap_or(name),
+        None => name,
+    }
 }
 
 /// Reads a tag at the start of `s` (which starts with `<`).
@@ -350,13 +358,27 @@ fn is_prefix_of_any(partial: &str, names: &[&str]) -> bool {
 
 /// Decides what plain text at a trigger byte starts, trying the dialects in the
 /// registry's order. An earlier dialect that cannot decide yet holds the text.
-pub(crate) fn open(rest: &str, eof: bool, config: &Config) -> Open {
+pub(crate) fn open(rest: &str, eof: bool, config: &Config, heads: &[[u8; 2]]) -> Open {
     let Some(&b) = rest.as_bytes().first() else { return Open::No };
+    let second = rest.as_bytes().get(1).copied();
+    let markers =
+        heads.iter().any(|h| h[0] == b && (h[1] == 0 || second.is_none_or(|c| c == h[1])));
     let mut need_more = false;
     for (idx, entry) in config.dialects.entries().iter().enumerate() {
         let found = match entry {
             Entry::Pair(_) | Entry::Native(..) | Entry::Custom(_) => {
+                if !markers {
+                    continue;
+                }
                 let Some(marker) = entry.start_marker() else { continue };
+                // Most markers share at most their first byte with the text: compare two
+                // bytes before the whole marker.
+                let second = rest.as_bytes().get(1);
+                if marker.as_bytes().first() != Some(&b)
+                    || second.is_some_and(|c| marker.as_bytes().get(1) != Some(c))
+                {
+                    continue;
+                }
                 if rest.starts_with(marker) {
                     Open::Region(Opener::Marker(idx))
                 } else if !eof && rest.len() < marker.len() && marker.starts_with(rest) {
