@@ -87,6 +87,8 @@ pub struct TagPair {
     pub(crate) id_marker: String,
     /// Pairs that may open inside this one (a DeepSeek call inside its calls section).
     pub(crate) inner: Vec<Arc<TagPair>>,
+    /// Calls are single-key objects `{"NAME": {args}}` (Apertus).
+    pub(crate) single_key_calls: bool,
 }
 
 impl TagPair {
@@ -102,6 +104,7 @@ impl TagPair {
             name_prefix: String::new(),
             id_marker: String::new(),
             inner: Vec::new(),
+            single_key_calls: false,
         }
     }
 

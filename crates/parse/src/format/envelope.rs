@@ -159,6 +159,8 @@ pub(crate) struct Envelope {
     pub(crate) repairing: bool,
     /// A container value that is not used, kept for its warning.
     kept: Option<(String, Canon)>,
+    /// Call objects may be `{"NAME": {args}}` (set per value by the region).
+    pub(crate) single_key: bool,
 }
 
 impl Envelope {
@@ -185,6 +187,7 @@ impl Envelope {
             max_depth,
             repairing: false,
             kept: None,
+            single_key: false,
         }
     }
 
@@ -202,6 +205,7 @@ impl Envelope {
         self.max_depth = max_depth;
         self.repairing = false;
         self.kept = None;
+        self.single_key = false;
     }
 
     /// Whether the bytes since `seg` should be shown as text now.
@@ -625,6 +629,15 @@ impl Sink for EnvSink<'_, '_> {
                     ));
                 }
                 if let Role::Other(other) = &role {
+                    // `{"get_weather": {…}}`: the key is the name, its value the arguments.
+                    let unnamed = self.env.calls.last().is_some_and(|c| c.name.is_none());
+                    if self.env.single_key && unnamed {
+                        if let Some(call) = self.env.innermost() {
+                            call.name = Some(other.clone());
+                        }
+                        self.env.role = Some(Role::Args);
+                        return;
+                    }
                     if !self.other_key(other) {
                         return;
                     }

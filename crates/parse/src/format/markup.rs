@@ -1270,6 +1270,11 @@ impl Region {
                         } else {
                             Origin::Marked
                         });
+                        // Apertus: `{"NAME": {args}}` objects inside its pair.
+                        self.env.single_key =
+                            self.markup.frames.iter().any(
+                                |f| matches!(f, Elem::Pair { close } if close.single_key_calls),
+                            );
                     }
                 }
                 self.start_reader(out.config.max_depth);

@@ -257,10 +257,10 @@ pub(crate) const FORMATS: &[Format] = &[
     Format {
         catalog: "F20",
         id: "apertus",
-        dialects: &[],
+        dialects: &["apertus"],
         models: "Swiss AI Apertus",
-        read_by: "-",
-        support: Support::Missing("single-key objects {\"NAME\": {args}}"),
+        read_by: "native pair <|tools_prefix|>; single-key objects {\"NAME\": {args}}",
+        support: Support::Full,
     },
     Format {
         catalog: "F21",
@@ -500,6 +500,11 @@ pub(crate) static PAIRS: LazyLock<Vec<(&'static str, Arc<TagPair>)>> = LazyLock:
         ("internlm", pair("<|action_start|><|plugin|>", &["<|action_end|>"])),
         ("internlm", pair("<|action_start|> <|plugin|>", &["<|action_end|>"])),
         ("cohere", pair("<|START_ACTION|>", &["<|END_ACTION|>"])),
+        ("apertus", {
+            let mut apertus = pair("<|tools_prefix|>", &["<|tools_suffix|>"]);
+            apertus.single_key_calls = true;
+            apertus
+        }),
         ("gigachat3", pair("<|function_call|>", &[])),
         (
             "deepseek_v3",
