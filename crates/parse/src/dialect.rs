@@ -89,6 +89,8 @@ pub struct TagPair {
     pub(crate) inner: Vec<Arc<TagPair>>,
     /// Calls are single-key objects `{"NAME": {args}}` (Apertus).
     pub(crate) single_key_calls: bool,
+    /// Tokens inside the pair that carry nothing (Harmony's `<|constrain|>json`).
+    pub(crate) skip: Vec<String>,
 }
 
 impl TagPair {
@@ -105,6 +107,7 @@ impl TagPair {
             id_marker: String::new(),
             inner: Vec::new(),
             single_key_calls: false,
+            skip: Vec::new(),
         }
     }
 

@@ -113,7 +113,7 @@ const THINK_CLOSE: &str = "</think>";
 
 /// Reasoning markers of each model family: `<think>` (DeepSeek R1, Qwen3, …),
 /// `[THINK]` (Magistral), `<|START_THINKING|>` (Cohere), `<seed:think>` (Seed-OSS),
-/// `<mm:think>` (MiniMax-M3), `<|inner_prefix|>` (Apertus).
+/// `<mm:think>` (MiniMax-M3), `<|inner_prefix|>` (Apertus), the analysis channel (gpt-oss).
 const REASONING: &[(&str, &str)] = &[
     ("<think>", "</think>"),
     ("[THINK]", "[/THINK]"),
@@ -121,6 +121,7 @@ const REASONING: &[(&str, &str)] = &[
     ("<seed:think>", "</seed:think>"),
     ("<mm:think>", "</mm:think>"),
     ("<|inner_prefix|>", "<|inner_suffix|>"),
+    ("<|channel|>analysis<|message|>", "<|end|>"),
 ];
 
 /// Reasoning opened by the prompt: any family's end marker closes it.

@@ -1178,6 +1178,7 @@ impl Region {
                     self.close_open_calls(at, out, show);
                     return RegionStep::Consumed(len);
                 }
+                native::PairStep::Ignore(len) => return RegionStep::Consumed(len),
                 native::PairStep::Inner(inner) => {
                     self.close_open_calls(at, out, show);
                     let len = inner.start.len();

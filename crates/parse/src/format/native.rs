@@ -352,10 +352,10 @@ pub(crate) const FORMATS: &[Format] = &[
     Format {
         catalog: "F33",
         id: "gpt_oss",
-        dialects: &[],
+        dialects: &["gpt_oss"],
         models: "OpenAI gpt-oss (Harmony)",
-        read_by: "-",
-        support: Support::Missing("Harmony channels and recipients"),
+        read_by: "native pairs <|start|>assistant … to=functions.NAME … <|call|>; analysis channel as reasoning",
+        support: Support::Partial("the final channel's tokens stay text"),
     },
     Format {
         catalog: "F34",
@@ -470,6 +470,25 @@ fn with_inner(mut pair: TagPair, inner: TagPair) -> TagPair {
     pair
 }
 
+/// gpt-oss Harmony: `<|start|>assistant<|channel|>commentary to=functions.NAME
+/// <|constrain|>json<|message|>{…}<|call|>`; the recipient may also sit in the role
+/// header, and the call may be on the analysis channel.
+fn harmony() -> TagPair {
+    let tokens = |list: &[&str]| list.iter().map(|t| (*t).to_owned()).collect::<Vec<_>>();
+    let mut call = named(pair("to=functions.", &["<|call|>"]), "", &["? ", "?<|"]);
+    call.skip = tokens(&[
+        " ",
+        "<|channel|>commentary",
+        "<|channel|>analysis",
+        "<|constrain|>json",
+        "<|constrain|>",
+        "<|message|>",
+    ]);
+    let mut message = with_inner(pair("<|start|>assistant", &[]), call);
+    message.skip = tokens(&[" ", "<|channel|>commentary", "<|channel|>analysis"]);
+    message
+}
+
 /// Every native pair, in the order the registry tries them.
 pub(crate) static PAIRS: LazyLock<Vec<(&'static str, Arc<TagPair>)>> = LazyLock::new(|| {
     let deepseek_call = named(
@@ -500,6 +519,7 @@ pub(crate) static PAIRS: LazyLock<Vec<(&'static str, Arc<TagPair>)>> = LazyLock:
         ("internlm", pair("<|action_start|><|plugin|>", &["<|action_end|>"])),
         ("internlm", pair("<|action_start|> <|plugin|>", &["<|action_end|>"])),
         ("cohere", pair("<|START_ACTION|>", &["<|END_ACTION|>"])),
+        ("gpt_oss", harmony()),
         ("apertus", {
             let mut apertus = pair("<|tools_prefix|>", &["<|tools_suffix|>"]);
             apertus.single_key_calls = true;
@@ -552,6 +572,8 @@ pub(crate) enum PairStep {
     NeedMore,
     /// The pair's own start marker again, or a separator between calls: skip it.
     Skip(usize),
+    /// A token that carries nothing (inside a call, too): skip it.
+    Ignore(usize),
     /// An inner pair opens.
     Inner(Arc<TagPair>),
     /// A name-then-arguments call may begin here.
@@ -599,6 +621,14 @@ pub(crate) fn pair_step(pair: &TagPair, rest: &str, eof: bool) -> PairStep {
             _ => {}
         }
     }
+    for token in &pair.skip {
+        if rest.starts_with(token.as_str()) {
+            return PairStep::Ignore(token.len());
+        }
+        if !eof && rest.len() < token.len() && token.starts_with(rest) {
+            return PairStep::NeedMore;
+        }
+    }
     match rest.as_bytes().first() {
         Some(b';') => PairStep::Skip(1),
         Some(&b) if !pair.name_ends.is_empty() && (b.is_ascii_alphabetic() || b == b'_') => {
@@ -640,7 +670,8 @@ pub(crate) fn read_name(pair: &TagPair, rest: &str, eof: bool) -> NameStep {
     let mut best: Option<(usize, &str)> = None;
     let markers = pair.name_ends.iter().chain(std::iter::once(&pair.id_marker));
     for marker in markers.filter(|m| !m.is_empty()) {
-        if let Some(found) = head.find(marker.as_str()) {
+        let pattern = marker.strip_prefix('?').unwrap_or(marker);
+        if let Some(found) = head.find(pattern) {
             if best.is_none_or(|(b, _)| found < b) {
                 best = Some((found, marker.as_str()));
             }
@@ -684,9 +715,10 @@ pub(crate) fn read_name(pair: &TagPair, rest: &str, eof: bool) -> NameStep {
     NameStep::Done { name, id: id.or(split_id), len }
 }
 
-/// A `{` ends a name without being part of the head: it starts the arguments.
+/// A `{` (or a marker written `?…`) ends a name without being part of the head: it
+/// starts what follows.
 fn consumed_len(marker: &str) -> usize {
-    if marker == "{" { 0 } else { marker.len() }
+    if marker == "{" || marker.starts_with('?') { 0 } else { marker.len() }
 }
 
 /// `functions.get_weather:0` → (`get_weather`, id `functions.get_weather:0`).

@@ -121,6 +121,10 @@ const SYNTAX: &[&str] = &[
     "<arg_value>",
     "</arg_value>",
     "<tool_call>get_weather\n",
+    "<|start|>assistant",
+    "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>",
+    "<|call|>",
+    "<|tools_prefix|>[{\"get_weather\": {\"city\": \"Paris\"}}]<|tools_suffix|>",
 ];
 
 /// `<think>` syntax, only in inputs that conservation does not look at.
@@ -337,11 +341,11 @@ fn corpus_inputs_conserve_text_and_stream_valid_arguments() {
     let cases: Vec<&Case> = cases
         .iter()
         .filter(|case| {
-            // Reasoning is not part of the text conservation checks.
-            let reasoning = ["think>", "THINK", "inner_prefix"]
-                .iter()
-                .any(|marker| case.input.contains(marker));
-            !reasoning && !case.config.reasoning_open
+            // Reasoning and its markers are not part of the text conservation checks.
+            let reasoning = !parse_complete(&case.input, &case.config).reasoning.is_empty();
+            let markers = ["think>", "THINK", "inner_prefix", "analysis<|message|>"];
+            let markers = markers.iter().any(|marker| case.input.contains(marker));
+            !reasoning && !markers && !case.config.reasoning_open
         })
         .collect();
     proptest!(proptest_config(), |(case_idx in 0..cases.len(), cuts in cuts())| {
