@@ -243,8 +243,8 @@ pub(crate) const FORMATS: &[Format] = &[
         id: "cohere",
         dialects: &["cohere"],
         models: "Command R7B, Command A, Cohere2 MoE",
-        read_by: "native pair <|START_ACTION|>; tool_call_id as id",
-        support: Support::Partial("<|START_THINKING|> is not reasoning yet"),
+        read_by: "native pair <|START_ACTION|>; tool_call_id as id; <|START_THINKING|> is reasoning",
+        support: Support::Full,
     },
     Format {
         catalog: "F19",
@@ -332,8 +332,8 @@ pub(crate) const FORMATS: &[Format] = &[
         id: "seed_oss",
         dialects: &["markup"],
         models: "ByteDance Seed-OSS",
-        read_by: "markup <seed:tool_call> (namespace dropped)",
-        support: Support::Partial("<seed:think> is not reasoning yet"),
+        read_by: "markup <seed:tool_call> (namespace dropped); <seed:think> is reasoning",
+        support: Support::Full,
     },
     full(
         "F31",
