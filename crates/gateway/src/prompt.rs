@@ -32,9 +32,37 @@ pub(crate) fn upstream_body(
     for (key, value) in &req.sampling {
         body.insert(key.clone(), value.clone());
     }
+    if shows_contract(req) {
+        add_stop(&mut body, RESULT_MARKER);
+    }
     body.insert("stream".into(), Value::Bool(true));
     body.insert("stream_options".into(), json!({"include_usage": true}));
     Value::Object(body)
+}
+
+/// How a tool result begins in the prompt. It is a stop sequence too: small models go on after
+/// their call and invent its result in this form, which must not reach the client.
+const RESULT_MARKER: &str = "Result of call";
+
+/// OpenAI accepts at most this many stop sequences.
+const MAX_STOPS: usize = 4;
+
+/// The system prompt carries the tool contract.
+fn shows_contract(req: &ChatRequest) -> bool {
+    !req.tools.is_empty() && req.tool_choice != ToolChoice::None
+}
+
+/// Adds a stop sequence to the client's own (a string or a list), if there is room.
+fn add_stop(body: &mut serde_json::Map<String, Value>, stop: &str) {
+    let mut stops = match body.remove("stop") {
+        Some(Value::String(one)) => vec![Value::String(one)],
+        Some(Value::Array(list)) => list,
+        _ => Vec::new(),
+    };
+    if stops.len() < MAX_STOPS && !stops.iter().any(|s| s.as_str() == Some(stop)) {
+        stops.push(Value::String(stop.to_owned()));
+    }
+    body.insert("stop".into(), Value::Array(stops));
 }
 
 /// An estimate of the prompt's tokens as the upstream will see it (about four characters a
@@ -58,7 +86,7 @@ pub(crate) fn render_messages(req: &ChatRequest, format: CallFormat) -> Vec<Valu
             system.push_str(text);
         }
     }
-    if !req.tools.is_empty() && req.tool_choice != ToolChoice::None {
+    if shows_contract(req) {
         if !system.is_empty() {
             system.push_str("\n\n");
         }
@@ -106,8 +134,29 @@ pub(crate) fn render_messages(req: &ChatRequest, format: CallFormat) -> Vec<Valu
             }
         }
     }
+    // Results that end the conversation are what the next reply must use. Without a nudge,
+    // small models repeat the call they see in the history instead of answering.
+    if let Some(next) = next_step(&req.tools, &req.tool_choice).filter(|_| !results.is_empty()) {
+        results.push_str("\n\n");
+        results.push_str(next);
+    }
     flush(&mut results, &mut out);
     out
+}
+
+/// What the reply after the last tool results should do, as the prompt says it.
+fn next_step(tools: &[ToolSpec], choice: &ToolChoice) -> Option<&'static str> {
+    match choice {
+        ToolChoice::Auto if !tools.is_empty() => Some(
+            "Now answer the user in plain text using the results above, or call another tool if you \
+             still need one.",
+        ),
+        ToolChoice::Auto | ToolChoice::None => {
+            Some("Now answer the user in plain text using the results above.")
+        }
+        // The contract says a call must come.
+        ToolChoice::Required | ToolChoice::Named(_) => None,
+    }
 }
 
 /// A call in the same format the model is asked to write.
@@ -188,10 +237,10 @@ fn render_result(
         )
     } else if content.is_empty() {
         format!(
-            "Result of call {call_id} ({name}): (empty result; the call succeeded and returned nothing)"
+            "{RESULT_MARKER} {call_id} ({name}): (empty result; the call succeeded and returned nothing)"
         )
     } else {
-        format!("Result of call {call_id} ({name}):\n{content}")
+        format!("{RESULT_MARKER} {call_id} ({name}):\n{content}")
     }
 }
 
@@ -258,7 +307,9 @@ fn tool_contract(
             text.push_str(&format!("- In this reply you must call the tool `{name}`.\n"));
         }
         ToolChoice::Auto | ToolChoice::None => text.push_str(&format!(
-            "- When no tool is needed, answer in plain text, without any call.\n\
+            "- Call a tool only when the request needs what it does (live data, or an action). When you can \
+             answer from what you know (facts, arithmetic, writing, translation), answer in plain text, \
+             without any call.\n\
              - Never say that you cannot use tools: you can, by writing {block}.\n"
         )),
     }
@@ -309,8 +360,14 @@ fn correction(req: &ChatRequest, reason: RetryReason, format: CallFormat) -> Str
                 .to_owned()
         }
         RetryReason::UnknownTool => {
+            let fallback = match &req.tool_choice {
+                ToolChoice::Auto | ToolChoice::None => {
+                    " If none of them fits the request, answer in plain text instead."
+                }
+                ToolChoice::Required | ToolChoice::Named(_) => "",
+            };
             format!(
-                "Your reply called a tool that does not exist. The only tools are: {}.",
+                "Your reply called a tool that does not exist. The only tools are: {}.{fallback}",
                 names.join(", ")
             )
         }
@@ -377,6 +434,55 @@ mod tests {
         let result = messages[3]["content"].as_str().unwrap();
         assert!(result.starts_with("Result of call call_1 (get_weather):"));
         assert!(!result.contains("<tool_call>"), "markers in results are neutralized: {result}");
+    }
+
+    #[test]
+    fn results_at_the_end_ask_for_the_answer() {
+        let call = PriorCall {
+            id: "call_1".into(),
+            name: "get_weather".into(),
+            arguments: r#"{"city":"Paris"}"#.into(),
+        };
+        let mut req = request(vec![
+            Message::User("Weather in Paris?".into()),
+            Message::Assistant { text: String::new(), calls: vec![call] },
+            Message::ToolResult {
+                call_id: "call_1".into(),
+                name: None,
+                content: "18C".into(),
+                is_error: false,
+            },
+        ]);
+        let last = |req: &ChatRequest| {
+            let messages = render_messages(req, CallFormat::ToolCall);
+            messages.last().unwrap()["content"].as_str().unwrap().to_owned()
+        };
+        assert!(last(&req).ends_with("or call another tool if you still need one."));
+        req.tool_choice = ToolChoice::Required;
+        assert!(last(&req).ends_with("18C"), "a call must come: {}", last(&req));
+        req.tool_choice = ToolChoice::Auto;
+        req.messages.push(Message::Assistant { text: "18C in Paris.".into(), calls: vec![] });
+        let messages = render_messages(&req, CallFormat::ToolCall);
+        assert!(messages[3]["content"].as_str().unwrap().ends_with("18C"), "only the last results");
+    }
+
+    #[test]
+    fn result_marker_is_added_to_the_stop_sequences() {
+        let mut body = serde_json::Map::new();
+        add_stop(&mut body, RESULT_MARKER);
+        assert_eq!(body["stop"], json!(["Result of call"]));
+        body.insert("stop".into(), json!("END"));
+        add_stop(&mut body, RESULT_MARKER);
+        assert_eq!(body["stop"], json!(["END", "Result of call"]));
+        add_stop(&mut body, RESULT_MARKER);
+        assert_eq!(body["stop"], json!(["END", "Result of call"]), "added once");
+        body.insert("stop".into(), json!(["a", "b", "c", "d"]));
+        add_stop(&mut body, RESULT_MARKER);
+        assert_eq!(body["stop"], json!(["a", "b", "c", "d"]), "the client's four stay");
+        let mut req = request(vec![]);
+        assert!(shows_contract(&req));
+        req.tool_choice = ToolChoice::None;
+        assert!(!shows_contract(&req));
     }
 
     #[test]
