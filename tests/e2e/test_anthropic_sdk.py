@@ -633,11 +633,13 @@ def test_unknown_tool_is_retried_then_text(anthropic_client, sse_captures, upstr
 
 @MODES
 def test_unknown_tool_after_retries_never_becomes_a_call(anthropic_client, sse_captures, upstream, mode):
+    # After the retry, one attempt without tools asks for a plain answer.
     bad = hermes("launch_rockets", {"count": 3})
-    upstream.script([bad, bad])
+    upstream.script([bad, bad, "I can't launch rockets."])
     turn = run(anthropic_client, sse_captures, mode, tools=TOOLS)
     assert_text_only(turn)
-    assert len(upstream.requests) == 2
+    assert turn.text == "I can't launch rockets."
+    assert len(upstream.requests) == 3
 
 
 @MODES

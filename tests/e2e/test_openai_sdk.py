@@ -449,12 +449,16 @@ def test_unknown_tool_is_retried_then_text(client, sse_captures, upstream, strea
 
 @STREAM
 def test_unknown_tool_after_retries_never_becomes_a_call(client, sse_captures, upstream, stream):
+    # Only calls to a tool that does not exist: after the retry, one more attempt without
+    # tools asks for a plain answer, so the client does not get an empty reply.
     bad = hermes("launch_rockets", {"count": 3})
-    upstream.script([bad, bad])
+    upstream.script([bad, bad, "I can't launch rockets; I can check the weather or the time."])
     res = complete(client, sse_captures, stream=stream, tools=TOOLS)
     assert_text_only(res)
     assert_no_markup(res.content, names=("launch_rockets",))
-    assert len(upstream.requests) == 2
+    assert res.content == "I can't launch rockets; I can check the weather or the time."
+    assert len(upstream.requests) == 3
+    assert "get_weather" not in json.dumps(upstream.requests[2]["messages"][0])
 
 
 def test_truncated_call_is_retried(client, sse_captures, upstream):

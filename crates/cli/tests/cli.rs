@@ -709,7 +709,7 @@ fn format_pins_one_format_and_rejects_unknown_or_unread_ones() {
 
     let stderr = TestCommand::new(&["parse", "--format", "nope"]).stdin("x").usage_error();
     assert!(stderr.contains("unknown format `nope`") && stderr.contains("kimi_k2"), "{stderr}");
-    let stderr = TestCommand::new(&["parse", "--format", "gpt_oss"]).stdin("x").usage_error();
+    let stderr = TestCommand::new(&["parse", "--format", "gemma4"]).stdin("x").usage_error();
     assert!(stderr.contains("not read yet"), "{stderr}");
 }
 

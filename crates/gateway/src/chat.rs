@@ -151,8 +151,11 @@ pub(crate) fn run(
         let mut attempt: u32 = 0;
         // Usage of all attempts: retries cost tokens too.
         let mut spent = Usage::default();
+        // The request as sent for a last plain answer (see below), once that is needed.
+        let mut plain: Option<ChatRequest> = None;
         loop {
-            let body = prompt::upstream_body(&state, &req, feedback.as_ref().map(|(reply, reason)| (reply.as_str(), *reason)));
+            let current = plain.as_ref().unwrap_or(&req);
+            let body = prompt::upstream_body(&state, current, feedback.as_ref().map(|(reply, reason)| (reply.as_str(), *reason)));
             let mut upstream = match state.upstream.chat_stream(body).await {
                 Ok(upstream) => upstream,
                 Err(err) => {
@@ -160,7 +163,7 @@ pub(crate) fn run(
                     return;
                 }
             };
-            let mut shaper = Shaper::new(&req, tools.clone(), engaged);
+            let mut shaper = Shaper::new(current, tools.clone(), engaged);
             let mut held: Vec<ChatEvent> = Vec::new();
             let mut committed = false;
             let mut finish_reason: Option<String> = None;
@@ -221,7 +224,22 @@ pub(crate) fn run(
                         feedback = Some((raw, reason));
                         continue;
                     }
-                    if reason == RetryReason::MissingCall {
+                    // The model kept calling tools that do not exist and wrote nothing else:
+                    // under `auto` that leaves the client an empty reply. Ask once more,
+                    // without tools, for a plain answer.
+                    let nothing_shown = shaper.text.trim().is_empty();
+                    if reason == RetryReason::UnknownTool && req.tool_choice == ToolChoice::Auto && nothing_shown {
+                        tracing::info!(attempt, "only unknown tools were called; asking for a plain answer");
+                        attempt += 1;
+                        feedback = None;
+                        let mut without_tools = req.clone();
+                        without_tools.tool_choice = ToolChoice::None;
+                        plain = Some(without_tools);
+                        continue;
+                    }
+                    // A required call that never came (whatever the last reply did instead).
+                    let required = matches!(req.tool_choice, ToolChoice::Required | ToolChoice::Named(_));
+                    if reason == RetryReason::MissingCall || (required && shaper.n_calls == 0) {
                         yield Err(ApiError::ToolCallMissing {
                             message: match &req.tool_choice {
                                 ToolChoice::Named(name) => format!("The model did not call the required tool `{name}` (after {attempt} retries)."),

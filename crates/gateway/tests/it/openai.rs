@@ -278,6 +278,37 @@ async fn unknown_tool_is_retried_then_text_is_returned() {
     assert!(correction.contains("get_weather") && correction.contains("get_time"));
 }
 
+/// A model that keeps calling a tool that does not exist would leave the client an empty
+/// reply under `auto`: the gateway asks once more, without tools, for a plain answer.
+#[tokio::test]
+async fn only_unknown_tools_after_the_retries_ends_in_a_plain_answer() {
+    let gw = spawn_gateway(|_| {}).await;
+    gw.upstream.push(Reply::text(hermes("translate", json!({"text": "thank you", "to": "de"}))));
+    gw.upstream.push(Reply::text(hermes("translate", json!({"text": "thank you", "to": "de"}))));
+    gw.upstream.push(Reply::text("\"Thank you\" in German is \"Danke\"."));
+    let completion = gw.complete(&request("Translate 'thank you' into German")).await;
+    assert!(message(&completion).get("tool_calls").is_none(), "{completion:#}");
+    assert_eq!(message(&completion)["content"], "\"Thank you\" in German is \"Danke\".");
+    assert_eq!(finish_reason(&completion), "stop");
+    let sent = gw.upstream.requests();
+    assert_eq!(sent.len(), 3, "two tool attempts, then one plain one");
+    let system = |i: usize| sent[i]["messages"][0]["content"].as_str().unwrap_or("").to_owned();
+    assert!(system(0).contains("get_weather"), "the tool attempts describe the tools");
+    assert!(
+        !system(2).contains("get_weather"),
+        "the plain attempt has no tool contract: {:#}",
+        sent[2]
+    );
+    // A required call never falls back to plain text.
+    gw.upstream.push(Reply::text(hermes("translate", json!({"text": "x"}))));
+    gw.upstream.push(Reply::text(hermes("translate", json!({"text": "x"}))));
+    let mut body = request("Translate");
+    body["tool_choice"] = json!("required");
+    let (status, error) = gw.chat(&body).await;
+    assert_eq!(status, 502, "{error:#}");
+    assert_eq!(gw.upstream.requests().len(), 5);
+}
+
 #[tokio::test]
 async fn refusal_is_retried_then_the_call_is_returned() {
     let gw = spawn_gateway(|_| {}).await;
