@@ -10,12 +10,14 @@ Every request uses `temperature: 0`. A recording proxy sits between the gateway 
 so a test can compare what the client got with what the model wrote. `-s` shows the success
 shares that `test_success_share` prints.
 
-What the figures were on this set (CPU build, 2 threads, temperature 0): 9 of 12 right (75%)
-with and without the retry policy. Every needed call is right (the model writes bare JSON,
-never the `<tool_call>` tags it is asked for; the parser reads it). The misses are over-calls:
-"capital of France" → get_weather(Paris), "12 times 12" → get_weather(London), and a call to
-an undeclared `translate` tool that a correction retry does not fix (corrections make this
-model repeat itself or pick another wrong tool).
+What the figures are on this set (CPU build, 2 threads, temperature 0): 10 of 12 right (83%)
+with the gateway, with and without correction retries. Every needed call is right (the model
+writes bare JSON, never the `<tool_call>` tags it is asked for; the parser reads it). It calls
+an undeclared `translate` tool for the translation, which a correction retry does not fix
+(corrections make this model repeat itself or pick another wrong tool); the gateway's last
+attempt without tools gets the plain answer (before that attempt existed: 9 of 12, 75%). The
+two misses are over-calls: "capital of France" → get_weather(Paris), "12 times 12" →
+get_weather(London).
 """
 
 from __future__ import annotations
@@ -57,6 +59,8 @@ needs_smollm = pytest.mark.skipif(not SMOLLM_URL, reason="TOOLSHIM_LOCAL_SMOLLM_
 MAX_TOKENS = 256
 # This model with a naive tool prompt and no gateway was right on 54% of such prompts.
 NAIVE_SHARE = 0.54
+# The goal through the gateway, with its retry policy.
+GOAL_SHARE = 0.80
 SAMPLING = {"temperature": 0, "max_tokens": MAX_TOKENS}
 
 # -- the prompt set -------------------------------------------------------------------------
@@ -385,9 +389,10 @@ def test_success_share(qwen: Rig, qwen_no_retries: Rig) -> None:
                  f"({n_before} and {n_after} upstream requests, {time.monotonic() - started:.0f} s); "
                  f"without the gateway, a naive prompt: {NAIVE_SHARE:.0%}")
     print("\n".join(lines))
-    # The goal is 80%; this model reaches 75% on this set (see the module docstring). The test
-    # holds the line where the gateway must never be worse than no gateway at all.
+    # The gateway must never be worse than no gateway at all, and the issue's goal is 80% with
+    # the retry policy (reached: 83% on this set, see the module docstring).
     assert share_before >= NAIVE_SHARE and share_after >= NAIVE_SHARE
+    assert share_after >= GOAL_SHARE, f"{share_after:.0%} is below the {GOAL_SHARE:.0%} goal"
 
 
 # -- SmolLM2-135M: a model that never calls ----------------------------------------------------
