@@ -446,21 +446,10 @@ impl TextStep<'_> {
                 region.mute = mute.map(|why| Mute { why, seen: Vec::new(), start: abs });
                 let rest = self.buf.get(at..).unwrap_or_default();
                 let n = if region.mute.is_some() {
-                    let mut scratch = std::mem::take(&mut region.scratch);
-                    let mut n_calls = 0;
-                    let mut tail = Tail::default();
-                    let mut muted = Out {
-                        events: &mut scratch,
-                        config: out.config,
-                        n_calls: &mut n_calls,
-                        first: 0,
-                        think: out.think,
-                        tail: &mut tail,
-                    };
-                    let n = region.begin(opener, rest, abs, self.buf, self.base, &mut muted);
-                    region.note_seen(&mut scratch);
-                    region.scratch = scratch;
-                    n
+                    let (buf, base) = (self.buf, self.base);
+                    region.muted(out, |region, muted| {
+                        region.begin(opener, rest, abs, buf, base, muted)
+                    })
                 } else {
                     region.begin(opener, rest, abs, self.buf, self.base, out)
                 };
@@ -641,33 +630,21 @@ impl RegionRun<'_> {
     /// consumed them, and its events are dropped.
     fn run_muted(&mut self, region: &mut Region, out: &mut Out<'_>) -> Option<bool> {
         let (buf, base, eof) = (self.buf, self.base, self.eof);
-        let mut scratch = std::mem::take(&mut region.scratch);
-        let mut n_calls = 0;
-        let mut tail = Tail::default();
-        let (step, ended) = {
-            let mut muted = Out {
-                events: &mut scratch,
-                config: out.config,
-                n_calls: &mut n_calls,
-                first: 0,
-                think: out.think,
-                tail: &mut tail,
-            };
-            let step = region.step(buf, base, *self.pos, &mut muted, eof);
+        let pos = &mut *self.pos;
+        let (step, ended) = region.muted(out, |region, muted| {
+            let step = region.step(buf, base, *pos, muted, eof);
             let (consumed, ended) = match &step {
                 RegionStep::Consumed(n) => (*n, false),
                 RegionStep::NeedMore if eof => (0, true),
                 RegionStep::NeedMore => (0, false),
                 RegionStep::End(n) => (*n, true),
             };
-            *self.pos += consumed;
+            *pos += consumed;
             if ended {
-                region.end(buf, base, base + *self.pos, &mut muted);
+                region.end(buf, base, base + *pos, muted);
             }
             (step, ended)
-        };
-        region.note_seen(&mut scratch);
-        region.scratch = scratch;
+        });
         emit_text(buf, self.settled, *self.pos, out);
         if ended {
             if let Some(mute) = region.mute.take() {
@@ -721,6 +698,26 @@ impl Region {
         self.stop = None;
         self.mute = None;
         self.scratch.clear();
+    }
+
+    /// Runs `f` with an output that collects this muted region's events apart (they
+    /// are dropped after the names of their calls are noted) and counts no calls.
+    fn muted<R>(&mut self, out: &Out<'_>, f: impl FnOnce(&mut Region, &mut Out<'_>) -> R) -> R {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let mut n_calls = 0;
+        let mut tail = Tail::default();
+        let mut muted = Out {
+            events: &mut scratch,
+            config: out.config,
+            n_calls: &mut n_calls,
+            first: 0,
+            think: out.think,
+            tail: &mut tail,
+        };
+        let res = f(self, &mut muted);
+        self.note_seen(&mut scratch);
+        self.scratch = scratch;
+        res
     }
 
     /// Records the names of calls a muted region produced, and drops its events.

@@ -57,22 +57,13 @@ const FENCE_LABELS: &[&str] = &[
 /// Fence labels whose body is Python (`{` after them is read as JSON).
 const PYTHON_LABELS: &[&str] = &["python", "py", "python3", "tool_code"];
 
-/// Names that open a region or a reasoning block in plain text.
-const OPENERS: &[&str] = &[
-    "calls",
-    "dots_function_call",
-    "tool_call",
-    "toolcall",
-    "tool_calls",
-    "function_call",
-    "function_calls",
-    "tools",
-    "invoke",
-    "func_call",
-    "func_name",
-    "function",
-    "think",
-];
+/// Names that open a region in plain text besides the containers (`<tool_use>` is a
+/// container only inside markup).
+const OTHER_OPENERS: &[&str] = &["invoke", "func_call", "func_name", "function"];
+
+fn is_opener(name: &str) -> bool {
+    (CONTAINERS.contains(&name) && name != "tool_use") || OTHER_OPENERS.contains(&name)
+}
 
 /// What plain text at a trigger byte starts.
 pub(crate) enum Open {
@@ -426,10 +417,11 @@ fn open_markup(rest: &str, eof: bool) -> Open {
     if start + name_len >= b.len() {
         // A name still growing may gain a namespace (`<seed:tool_call>`).
         let could_grow = partial.len() < MAX_NAME && !full.is_empty();
-        let prefix_of_opener = is_prefix_of_any(partial, OPENERS);
+        let prefix_of_opener =
+            is_prefix_of_any(partial, CONTAINERS) || is_prefix_of_any(partial, OTHER_OPENERS);
         return if !eof && (prefix_of_opener || could_grow) { Open::NeedMore } else { Open::No };
     }
-    if !OPENERS.contains(&partial) || partial == "think" {
+    if !is_opener(partial) {
         return Open::No;
     }
     match read_tag(rest, eof) {
@@ -595,7 +587,7 @@ fn same_tag(a: &str, b: &str) -> bool {
 /// Every tag name the markup dialects use, so open elements can name their end tag
 /// without an allocation.
 fn static_name(name: &str) -> &'static str {
-    [CONTAINERS, CALL_ELEMENTS, PARAMS, KEY_VALUE, NAME_FIELDS, ARGS_FIELDS, OPENERS]
+    [CONTAINERS, CALL_ELEMENTS, PARAMS, KEY_VALUE, NAME_FIELDS, ARGS_FIELDS, OTHER_OPENERS]
         .iter()
         .flat_map(|names| names.iter())
         .find(|known| **known == name)
