@@ -667,16 +667,8 @@ pub(crate) fn read_name(pair: &TagPair, rest: &str, eof: bool) -> NameStep {
     }
     let head = rest.get(at..).unwrap_or_default();
     // The first name end (or id marker) that occurs.
-    let mut best: Option<(usize, &str)> = None;
     let markers = pair.name_ends.iter().chain(std::iter::once(&pair.id_marker));
-    for marker in markers.filter(|m| !m.is_empty()) {
-        let pattern = marker.strip_prefix('?').unwrap_or(marker);
-        if let Some(found) = head.find(pattern) {
-            if best.is_none_or(|(b, _)| found < b) {
-                best = Some((found, marker.as_str()));
-            }
-        }
-    }
+    let best = earliest(head, markers);
     let Some((found, marker)) = best else {
         return if eof || head.len() > MAX_HEAD { NameStep::Fail } else { NameStep::NeedMore };
     };
@@ -695,14 +687,7 @@ pub(crate) fn read_name(pair: &TagPair, rest: &str, eof: bool) -> NameStep {
     if marker == pair.id_marker {
         // `NAME[CALL_ID]ID[ARGS]`: the id runs to the next name end.
         let after = head.get(found + marker.len()..).unwrap_or_default();
-        let mut end: Option<(usize, &str)> = None;
-        for name_end in pair.name_ends.iter().filter(|m| !m.is_empty()) {
-            if let Some(k) = after.find(name_end.as_str()) {
-                if end.is_none_or(|(b, _)| k < b) {
-                    end = Some((k, name_end.as_str()));
-                }
-            }
-        }
+        let end = earliest(after, pair.name_ends.iter());
         let Some((k, name_end)) = end else {
             return if eof || after.len() > MAX_HEAD { NameStep::Fail } else { NameStep::NeedMore };
         };
@@ -713,6 +698,26 @@ pub(crate) fn read_name(pair: &TagPair, rest: &str, eof: bool) -> NameStep {
     }
     let (name, split_id) = split_name(raw);
     NameStep::Done { name, id: id.or(split_id), len }
+}
+
+/// The first of `markers` in `text` (within the head limit): where, and which. A marker
+/// written `?…` is found without its `?`.
+fn earliest<'m>(text: &str, markers: impl Iterator<Item = &'m String>) -> Option<(usize, &'m str)> {
+    let mut window = text.len().min(MAX_HEAD + 64);
+    while !text.is_char_boundary(window) {
+        window -= 1;
+    }
+    let text = text.get(..window).unwrap_or_default();
+    let mut best: Option<(usize, &str)> = None;
+    for marker in markers.filter(|m| !m.is_empty()) {
+        let pattern = marker.strip_prefix('?').unwrap_or(marker);
+        if let Some(found) = text.find(pattern) {
+            if best.is_none_or(|(b, _)| found < b) {
+                best = Some((found, marker.as_str()));
+            }
+        }
+    }
+    best
 }
 
 /// A `{` (or a marker written `?…`) ends a name without being part of the head: it
