@@ -91,6 +91,8 @@ pub struct TagPair {
     pub(crate) single_key_calls: bool,
     /// Tokens inside the pair that carry nothing (Harmony's `<|constrain|>json`).
     pub(crate) skip: Vec<String>,
+    /// The token that opens and closes strings in the arguments (Gemma 4's `<|"|>`).
+    pub(crate) string_token: Option<&'static str>,
 }
 
 impl TagPair {
@@ -108,6 +110,7 @@ impl TagPair {
             inner: Vec::new(),
             single_key_calls: false,
             skip: Vec::new(),
+            string_token: None,
         }
     }
 

@@ -122,6 +122,11 @@ const REASONING: &[(&str, &str)] = &[
     ("<mm:think>", "</mm:think>"),
     ("<|inner_prefix|>", "<|inner_suffix|>"),
     ("<|channel|>analysis<|message|>", "<|end|>"),
+    ("<|channel>thought", "<channel|>"),
+    ("<|open|>think<|sep|>", "<|close|>think<|sep|>"),
+    ("<ifm|think>", "</ifm|think>"),
+    ("<ifm|think_fast>", "</ifm|think_fast>"),
+    ("<ifm|think_faster>", "</ifm|think_faster>"),
 ];
 
 /// Reasoning opened by the prompt: any family's end marker closes it.

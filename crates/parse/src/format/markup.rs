@@ -685,13 +685,18 @@ impl Region {
 
     /// Starts reading a JSON value, reusing the last reader's allocations.
     fn start_reader(&mut self, max_depth: usize) {
-        let reader = match self.spare_reader.take() {
+        let mut reader = match self.spare_reader.take() {
             Some(mut reader) => {
                 reader.recycle(max_depth);
                 reader
             }
             None => Reader::new(max_depth),
         };
+        let token = self.markup.frames.iter().rev().find_map(|f| match f {
+            Elem::Pair { close } => close.string_token,
+            _ => None,
+        });
+        reader.set_string_token(token);
         self.json = Some(reader);
     }
 

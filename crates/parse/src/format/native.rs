@@ -125,6 +125,13 @@ pub const MODELS: &[(&str, &str)] = &[
     ("longcat", "longcat"),
     ("minicpm", "minicpm5"),
     ("dots", "dots"),
+    ("functiongemma", "functiongemma"),
+    ("gemma-4", "gemma4"),
+    ("gemma4", "gemma4"),
+    ("kimi-k3", "kimi_k3"),
+    ("minimax-m3", "minimax_m3"),
+    ("k2-horizon", "k2_horizon"),
+    ("muse", "muse"),
 ];
 
 /// Every catalogued format, and how toolshim reads it.
@@ -357,22 +364,20 @@ pub(crate) const FORMATS: &[Format] = &[
         read_by: "native pairs <|start|>assistant … to=functions.NAME … <|call|>; analysis channel as reasoning",
         support: Support::Partial("the final channel's tokens stay text"),
     },
-    Format {
-        catalog: "F34",
-        id: "gemma4",
-        dialects: &[],
-        models: "Google Gemma 4",
-        read_by: "-",
-        support: Support::Missing("call:NAME{key:<|\"|>…} literal syntax"),
-    },
-    Format {
-        catalog: "F35",
-        id: "functiongemma",
-        dialects: &[],
-        models: "Google FunctionGemma",
-        read_by: "-",
-        support: Support::Missing("call:NAME{key:<escape>…} literal syntax"),
-    },
+    full(
+        "F34",
+        "gemma4",
+        &["gemma4"],
+        "Google Gemma 4",
+        "native pair <|tool_call>call:NAME{…}; <|\"|> strings; <|channel>thought is reasoning",
+    ),
+    full(
+        "F35",
+        "functiongemma",
+        &["functiongemma"],
+        "Google FunctionGemma",
+        "native pair <start_function_call>call:NAME{…}; <escape> strings",
+    ),
     Format {
         catalog: "F36",
         id: "hunyuan_v3",
@@ -489,6 +494,13 @@ fn harmony() -> TagPair {
     message
 }
 
+/// Gemma 4 and FunctionGemma: `START call:NAME{key:TOKENtextTOKEN,n:1} END`.
+fn gemma(start: &str, end: &str, token: &'static str) -> TagPair {
+    let mut call = named(pair(start, &[end]), "call:", &["{"]);
+    call.string_token = Some(token);
+    call
+}
+
 /// Every native pair, in the order the registry tries them.
 pub(crate) static PAIRS: LazyLock<Vec<(&'static str, Arc<TagPair>)>> = LazyLock::new(|| {
     let deepseek_call = named(
@@ -526,6 +538,8 @@ pub(crate) static PAIRS: LazyLock<Vec<(&'static str, Arc<TagPair>)>> = LazyLock:
             apertus
         }),
         ("gigachat3", pair("<|function_call|>", &[])),
+        ("gemma4", gemma("<|tool_call>", "<tool_call|>", "<|\"|>")),
+        ("functiongemma", gemma("<start_function_call>", "<end_function_call>", "<escape>")),
         (
             "deepseek_v3",
             with_inner(

@@ -72,6 +72,9 @@ enum Quote {
     SmartDouble,
     /// Opened with U+2018, closed by U+2019.
     SmartSingle,
+    /// Opened and closed by the reader's string token (Gemma 4's `<|"|>`): the text
+    /// between is raw, with no escapes.
+    Token,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,6 +86,8 @@ enum Escape {
         n: u8,
         acc: u32,
     },
+    /// In a [`Quote::Token`] string: this many bytes of the string token matched so far.
+    Token(u8),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,6 +101,11 @@ enum Lex {
     /// A number, literal or unquoted key being collected in `scalar`.
     Scalar {
         key: bool,
+    },
+    /// This many bytes of the string token, where a key or value starts.
+    TokenOpen {
+        key: bool,
+        k: u8,
     },
     /// A `/` that may start a comment.
     Slash,
@@ -119,6 +129,9 @@ pub(crate) struct Reader {
     started: bool,
     /// A string, number or literal may be the whole value (Python argument values).
     top_scalar: bool,
+    /// The token that opens and closes raw strings (Gemma 4's `<|"|>`), when the format
+    /// has one. Its first byte occurs in it once only.
+    string_token: Option<&'static str>,
 }
 
 const LEFT_DOUBLE: char = '\u{201C}';
@@ -150,6 +163,7 @@ const fn stop_table(quote: Quote) -> [bool; 256] {
         Quote::Double => {}
         Quote::Single => table[b'\'' as usize] = true,
         Quote::SmartDouble | Quote::SmartSingle => table[0xE2] = true,
+        Quote::Token => {}
     }
     table
 }
@@ -163,6 +177,7 @@ fn stop_table_for(quote: Quote) -> &'static [bool; 256] {
         Quote::Double => &STOP_DOUBLE,
         Quote::Single => &STOP_SINGLE,
         Quote::SmartDouble | Quote::SmartSingle => &STOP_SMART,
+        Quote::Token => &STOP_DOUBLE,
     }
 }
 
@@ -178,7 +193,14 @@ impl Reader {
             max_depth: max_depth.max(1),
             started: false,
             top_scalar: false,
+            string_token: None,
         }
+    }
+
+    /// Sets the token that opens and closes raw strings (the format's literal syntax:
+    /// unquoted keys are then no repair either).
+    pub(crate) fn set_string_token(&mut self, token: Option<&'static str>) {
+        self.string_token = token.filter(|t| !t.is_empty() && t.len() < usize::from(u8::MAX));
     }
 
     /// A reader whose value may also be a string, number or literal. It stops (with
@@ -213,6 +235,7 @@ impl Reader {
         self.max_depth = max_depth.max(1);
         self.started = false;
         self.top_scalar = false;
+        self.string_token = None;
     }
 
     /// Consumes `input`, which starts at absolute offset `base`.
@@ -221,6 +244,26 @@ impl Reader {
         let mut i = 0;
         while let Some(&b) = bytes.get(i) {
             match self.lex {
+                Lex::Str { quote: Quote::Token, key, escape } => {
+                    i += self.token_string(input, i, key, escape, sink);
+                }
+                Lex::TokenOpen { key, k } => {
+                    let token = self.string_token.unwrap_or_default().as_bytes();
+                    if token.get(usize::from(k)) != Some(&b) {
+                        return Status::Invalid(i);
+                    }
+                    i += 1;
+                    if usize::from(k) + 1 == token.len() {
+                        self.lex = Lex::Str { quote: Quote::Token, key, escape: Escape::None };
+                        if key {
+                            self.key.clear();
+                        } else {
+                            sink.str_start();
+                        }
+                    } else {
+                        self.lex = Lex::TokenOpen { key, k: k + 1 };
+                    }
+                }
                 Lex::Str { quote, key, escape: Escape::None } => {
                     let start = i;
                     let table = stop_table_for(quote);
@@ -328,7 +371,10 @@ impl Reader {
     pub(crate) fn finish(&mut self, end: usize, sink: &mut impl Sink) -> bool {
         let mut closed = false;
         match std::mem::replace(&mut self.lex, Lex::Structural) {
-            Lex::Str { key: false, .. } => {
+            Lex::Str { key: false, escape, .. } => {
+                if let (Escape::Token(k), Some(token)) = (escape, self.string_token) {
+                    sink.str_part(token.get(..usize::from(k)).unwrap_or_default(), false);
+                }
                 self.flush_surrogate(false, sink);
                 sink.str_end();
                 closed = true;
@@ -341,6 +387,12 @@ impl Reader {
                 self.key.clear();
                 closed = true;
             }
+            Lex::TokenOpen { key, .. } => {
+                if key {
+                    self.key.clear();
+                }
+                closed = true;
+            }
             Lex::Slash | Lex::LineComment | Lex::BlockComment { .. } | Lex::Structural => {}
         }
         if !self.started {
@@ -351,6 +403,63 @@ impl Reader {
             closed = true;
         }
         closed
+    }
+
+    /// Reads raw string text up to the string token at `input[i..]`; returns how many
+    /// bytes it consumed. A token split across inputs is matched byte by byte.
+    fn token_string(
+        &mut self,
+        input: &str,
+        i: usize,
+        key: bool,
+        escape: Escape,
+        sink: &mut impl Sink,
+    ) -> usize {
+        let Some(token) = self.string_token else {
+            self.lex = Lex::Structural;
+            return 0;
+        };
+        let tb = token.as_bytes();
+        let bytes = input.as_bytes();
+        let first = tb.first().copied().unwrap_or(b'<');
+        let mut k = match escape {
+            Escape::Token(k) => usize::from(k),
+            _ => 0,
+        };
+        let mut at = i;
+        if k == 0 {
+            // Plain text up to the token's first byte.
+            let rest = bytes.get(i..).unwrap_or_default();
+            let run = memchr::memchr(first, rest).unwrap_or(rest.len());
+            if run > 0 {
+                self.str_text(input.get(i..i + run).unwrap_or_default(), false, key, sink);
+                return run;
+            }
+        }
+        while let Some(&b) = bytes.get(at) {
+            if tb.get(k) != Some(&b) {
+                // Not the token: what matched of it is text.
+                if k == 0 {
+                    self.str_text(input.get(at..at + 1).unwrap_or_default(), false, key, sink);
+                    return at + 1 - i;
+                }
+                self.str_text(token.get(..k).unwrap_or_default(), false, key, sink);
+                self.lex = Lex::Str { quote: Quote::Token, key, escape: Escape::None };
+                return at - i;
+            }
+            k += 1;
+            at += 1;
+            if k == tb.len() {
+                self.close_string(key, sink);
+                return at - i;
+            }
+        }
+        self.lex = Lex::Str {
+            quote: Quote::Token,
+            key,
+            escape: Escape::Token(u8::try_from(k).unwrap_or(0)),
+        };
+        at - i
     }
 
     fn str_text(&mut self, text: &str, clean: bool, key: bool, sink: &mut impl Sink) {
@@ -432,7 +541,7 @@ impl Reader {
     ) {
         let plain = Lex::Str { quote, key, escape: Escape::None };
         match escape {
-            Escape::None => {}
+            Escape::None | Escape::Token(_) => {}
             Escape::Backslash => {
                 self.lex = plain;
                 let decoded = match c {
@@ -593,6 +702,10 @@ impl Reader {
     }
 
     fn start_key(&mut self, input: &str, i: usize, b: u8, sink: &mut impl Sink) -> Step {
+        if self.string_token.is_some_and(|t| t.as_bytes().first() == Some(&b)) {
+            self.lex = Lex::TokenOpen { key: true, k: 1 };
+            return Step::Consumed(1);
+        }
         let quote = match b {
             b'"' => Some((Quote::Double, 1)),
             b'\'' => Some((Quote::Single, 1)),
@@ -612,7 +725,9 @@ impl Reader {
             return Step::Consumed(n);
         }
         if b.is_ascii_alphabetic() || b == b'_' || b == b'$' {
-            sink.repaired("an unquoted key was quoted");
+            if self.string_token.is_none() {
+                sink.repaired("an unquoted key was quoted");
+            }
             self.scalar.clear();
             self.lex = Lex::Scalar { key: true };
             return Step::Consumed(0);
@@ -675,6 +790,10 @@ impl Reader {
                 }
                 _ => Step::Invalid,
             },
+            _ if self.string_token.is_some_and(|t| t.as_bytes().first() == Some(&b)) => {
+                self.lex = Lex::TokenOpen { key: false, k: 1 };
+                Step::Consumed(1)
+            }
             _ if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'+' | b'.') => {
                 self.scalar.clear();
                 self.lex = Lex::Scalar { key: false };
