@@ -38,8 +38,9 @@ const CONTAINERS: &[&str] = &[
 const CALL_ELEMENTS: &[&str] = &["invoke", "func_call", "function", "tool"];
 const PARAMS: &[&str] = &["parameter", "param", "arg", "argument"];
 /// GLM's key/value pairs (`<arg_key>city</arg_key><arg_value>Paris</arg_value>`) and
-/// Hunyuan's separator after the name.
-const KEY_VALUE: &[&str] = &["arg_key", "arg_value", "tool_sep"];
+/// Hunyuan's separator after the name. K2 Horizon adds `<arg_type>string</arg_type>`
+/// between them.
+const KEY_VALUE: &[&str] = &["arg_key", "arg_type", "arg_value", "tool_sep"];
 const NAME_FIELDS: &[&str] = &["name", "tool_name", "function_name"];
 const ARGS_FIELDS: &[&str] = &["arguments", "parameters", "args", "input", "params"];
 const FENCE_LABELS: &[&str] = &[
@@ -131,14 +132,14 @@ const MAX_FENCE_LINE: usize = 40;
 const MAX_FENCE_GAP: usize = 64;
 
 /// Namespace-like prefixes some models put inside `<`: DeepSeek's `｜DSML｜` (with a
-/// space after it in V4.1) and GigaChat's `｜GCML｜`.
-const TAG_PREFIXES: &[&str] = &["｜DSML｜ ", "｜DSML｜", "｜GCML｜"];
+/// space after it in V4.1), GigaChat's `｜GCML｜` and K2 Horizon's `ifm|`.
+const TAG_PREFIXES: &[&str] = &["｜DSML｜ ", "｜DSML｜", "｜GCML｜", "ifm|"];
 
 /// The length of a tag-name prefix at the start of `s` (0 when there is none), or
 /// `None` when `s` may still become one.
 fn tag_prefix(s: &str, eof: bool) -> Option<usize> {
-    // Every prefix starts with `｜` (0xEF 0xBD 0x9C).
-    if s.as_bytes().first() != Some(&0xEF) {
+    // Every prefix starts with `｜` (0xEF 0xBD 0x9C) or `i`.
+    if !matches!(s.as_bytes().first(), Some(&(0xEF | b'i'))) {
         return Some(0);
     }
     for prefix in TAG_PREFIXES {
@@ -509,6 +510,8 @@ pub(crate) struct Markup {
     inner: Inner,
     /// The key of an `<arg_key>` waiting for its `<arg_value>`.
     key: Option<String>,
+    /// The string flag an `<arg_type>` gave the next `<arg_value>`.
+    key_string: Option<bool>,
 }
 
 impl Markup {
@@ -562,18 +565,24 @@ enum Inner {
     Param { key: String, close: &'static str, text: String, string: Option<bool> },
     /// A name field's text, read until `</close>`.
     Name { close: &'static str, text: String, func_name: bool, at: usize },
-    /// An `<arg_key>`'s text, read until `</arg_key>`.
-    Key { text: String },
+    /// An `<arg_key>`'s (or `<arg_type>`'s) text, read until its end tag.
+    Key { text: String, close: &'static str },
 }
 
-/// Whether two tag names mean the same element: equal ignoring ASCII case, `_` and
-/// `-`, or one is the other plus a final `s` (`</tool_calls>` for `<tool_call>`).
+fn norm(s: &str) -> impl Iterator<Item = u8> + '_ {
+    s.bytes().filter(|c| *c != b'_' && *c != b'-').map(|c| c.to_ascii_lowercase())
+}
+
+/// Whether two tag names are the same, ignoring ASCII case, `_` and `-`.
+fn same_name(a: &str, b: &str) -> bool {
+    a == b || norm(a).eq(norm(b))
+}
+
+/// Whether two tag names mean the same element: [`same_name`], or one is the other
+/// plus a final `s` (`</tool_calls>` for `<tool_call>`).
 fn same_tag(a: &str, b: &str) -> bool {
     if a == b {
         return true;
-    }
-    fn norm(s: &str) -> impl Iterator<Item = u8> + '_ {
-        s.bytes().filter(|c| *c != b'_' && *c != b'-').map(|c| c.to_ascii_lowercase())
     }
     let plural_of = |long: &str, short: &str| {
         let count = norm(long).count();
@@ -757,13 +766,14 @@ impl Region {
         }
         if KEY_VALUE.contains(&name) && (self.container_can_call() || self.call_frame().is_some()) {
             match name {
-                "arg_key" if !tag.self_closing => {
-                    self.markup.inner = Inner::Key { text: String::new() }
+                "arg_key" | "arg_type" if !tag.self_closing => {
+                    self.markup.inner = Inner::Key { text: String::new(), close: static_name(name) }
                 }
                 "arg_value" if !tag.self_closing => {
                     let key = self.markup.key.take().unwrap_or_default();
+                    let string = self.markup.key_string.take();
                     self.markup.inner =
-                        Inner::Param { key, close: "arg_value", text: String::new(), string: None };
+                        Inner::Param { key, close: "arg_value", text: String::new(), string };
                 }
                 _ => {}
             }
@@ -1049,6 +1059,12 @@ impl Region {
                     Scan::Found { text_len, tag_len } => {
                         text.push_str(rest.get(..text_len).unwrap_or_default());
                         self.write_param(&key, &text, string, abs, out, &mut show);
+                        if tag_len == 0 {
+                            // The output ended inside the value.
+                            if let Some(call) = self.current_call() {
+                                call.truncated = true;
+                            }
+                        }
                         RegionStep::Consumed(text_len + tag_len)
                     }
                     Scan::Partial(n) => {
@@ -1058,15 +1074,21 @@ impl Region {
                     }
                 }
             }
-            Inner::Key { mut text } => match scan_until_close(rest, "arg_key", eof) {
+            Inner::Key { mut text, close } => match scan_until_close(rest, close, eof) {
                 Scan::Found { text_len, tag_len } => {
                     text.push_str(rest.get(..text_len).unwrap_or_default());
-                    self.markup.key = Some(text.trim().to_owned());
+                    if close == "arg_type" {
+                        let kind = text.trim();
+                        self.markup.key_string = Some(kind == "string" || kind == "str");
+                    } else {
+                        self.markup.key = Some(text.trim().to_owned());
+                        self.markup.key_string = None;
+                    }
                     RegionStep::Consumed(text_len + tag_len)
                 }
                 Scan::Partial(n) => {
                     text.push_str(rest.get(..n).unwrap_or_default());
-                    self.markup.inner = Inner::Key { text };
+                    self.markup.inner = Inner::Key { text, close };
                     if n == 0 { RegionStep::NeedMore } else { RegionStep::Consumed(n) }
                 }
             },
@@ -1312,7 +1334,7 @@ impl Region {
                 TagMatch::Tag(tag) => {
                     // The same container opening again: the previous one missed its end tag.
                     let reopen = self.markup.frames.iter().any(|f| {
-                        matches!(f, Elem::Container { close, call, .. } if same_tag(close, tag.name) && (call.is_some() || self.env.has_calls()))
+                        matches!(f, Elem::Container { close, call, .. } if same_name(close, tag.name) && (call.is_some() || self.env.has_calls()))
                     });
                     if reopen {
                         return RegionStep::End(0);
@@ -1608,20 +1630,18 @@ pub(crate) fn end(
         }
         Inner::Between => {}
     }
-    let mut missing = false;
     for frame in &mut region.markup.frames {
-        match frame {
-            Elem::Call { close, call: Some(call) } if !close.is_empty() && !call.truncated => {
+        if let Elem::Call { close, call: Some(call) }
+        | Elem::Container { close, call: Some(call), .. } = frame
+        {
+            if !close.is_empty() && !call.truncated {
                 call.extra_notes.push((
                     WarningCode::MissingEndMarker,
                     format!("the end tag `</{close}>` is missing"),
                 ));
             }
-            Elem::Container { .. } | Elem::Call { .. } | Elem::ArgsField { .. } => missing = true,
-            Elem::Fence | Elem::Pair { .. } => {}
         }
     }
-    let _ = missing;
     region.close_frames(0, end, out, show);
 }
 

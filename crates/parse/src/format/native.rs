@@ -378,14 +378,13 @@ pub(crate) const FORMATS: &[Format] = &[
         "Google FunctionGemma",
         "native pair <start_function_call>call:NAME{…}; <escape> strings",
     ),
-    Format {
-        catalog: "F36",
-        id: "hunyuan_v3",
-        dialects: &["markup"],
-        models: "Tencent Hunyuan HY-V3",
-        read_by: "markup <tool_call>NAME<tool_sep><arg_key>…",
-        support: Support::Partial("the outer </tool_calls> stays text"),
-    },
+    full(
+        "F36",
+        "hunyuan_v3",
+        &["markup"],
+        "Tencent Hunyuan HY-V3",
+        "markup <tool_calls><tool_call>NAME<tool_sep><arg_key>…",
+    ),
     full(
         "F37",
         "generic",
@@ -425,14 +424,13 @@ pub(crate) const FORMATS: &[Format] = &[
         "OpenBMB MiniCPM5",
         "markup <function name> + <param name>",
     ),
-    Format {
-        catalog: "L6",
-        id: "k2_horizon",
-        dialects: &[],
-        models: "K2 Horizon (IFM)",
-        read_by: "-",
-        support: Support::Missing("<ifm|…> tags"),
-    },
+    full(
+        "L6",
+        "k2_horizon",
+        &["markup"],
+        "K2 Horizon (IFM)",
+        "markup with the ifm| prefix; <arg_key>/<arg_type>/<arg_value>, or JSON",
+    ),
     Format {
         catalog: "L7",
         id: "inkling",
