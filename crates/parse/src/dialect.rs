@@ -93,6 +93,9 @@ pub struct TagPair {
     pub(crate) skip: Vec<String>,
     /// The token that opens and closes strings in the arguments (Gemma 4's `<|"|>`).
     pub(crate) string_token: Option<&'static str>,
+    /// The name read after the start marker only addresses the message (Muse's
+    /// `to=NAME<|message|>`): the calls are in the markup that follows.
+    pub(crate) header_only: bool,
 }
 
 impl TagPair {
@@ -111,6 +114,7 @@ impl TagPair {
             single_key_calls: false,
             skip: Vec::new(),
             string_token: None,
+            header_only: false,
         }
     }
 

@@ -127,7 +127,54 @@ const REASONING: &[(&str, &str)] = &[
     ("<ifm|think>", "</ifm|think>"),
     ("<ifm|think_fast>", "</ifm|think_fast>"),
     ("<ifm|think_faster>", "</ifm|think_faster>"),
+    ("<|start|>assistant to=self<|message|>", "<|eom|>"),
 ];
+
+/// Muse's reasoning when the prompt ended in `<|start|>assistant`: the output starts
+/// with the recipient.
+const MUSE_THINK: u8 = 12;
+
+/// Channel markers around visible text: like reasoning markers, they are removed from
+/// it. Kimi K3's response channel, Harmony's final channel, Muse's message headers.
+const CHANNEL_MARKERS: &[&str] = &[
+    "<|open|>response<|sep|>",
+    "<|close|>response<|sep|>",
+    "<|close|>message<|sep|>",
+    "<|start|>assistant<|channel|>final<|message|>",
+    "<|channel|>final<|message|>",
+    "<|return|>",
+    "<|end|>",
+    "<|start|>assistant to=user<|message|>",
+    "<|start|>assistant<|message|>",
+    "<|eot|>",
+    "<|eom|>",
+];
+
+/// Headers that may start the output when the prompt ended in the role header
+/// (`<|start|>assistant`): Muse's recipients. `Some` opens that reasoning.
+const START_MARKERS: &[(&str, Option<u8>)] = &[
+    (" to=self<|message|>", Some(MUSE_THINK)),
+    ("to=self<|message|>", Some(MUSE_THINK)),
+    (" to=user<|message|>", None),
+    ("to=user<|message|>", None),
+];
+
+/// A marker of `markers` at the start of `rest`: its length, or `Err` while `rest` may
+/// still become one.
+fn marker_at<'m>(
+    rest: &str,
+    eof: bool,
+    markers: impl Iterator<Item = &'m str>,
+) -> Option<Result<(usize, &'m str), ()>> {
+    let mut hold = false;
+    for marker in markers {
+        if rest.starts_with(marker) {
+            return Some(Ok((marker.len(), marker)));
+        }
+        hold |= !eof && rest.len() < marker.len() && marker.starts_with(rest);
+    }
+    hold.then_some(Err(()))
+}
 
 /// Reasoning opened by the prompt: any family's end marker closes it.
 const ANY_THINK: u8 = u8::MAX;
@@ -371,6 +418,11 @@ enum Found {
         at: usize,
         len: usize,
     },
+    /// A channel marker: removed from the text.
+    Channel {
+        at: usize,
+        len: usize,
+    },
 }
 
 impl TextStep<'_> {
@@ -402,6 +454,12 @@ impl TextStep<'_> {
                 *self.pos = at + len;
                 *self.settled = *self.pos;
                 *state = State::Text { think: Some(idx) };
+                true
+            }
+            Found::Channel { at, len } => {
+                emit_text(self.buf, self.settled, at, out);
+                *self.pos = at + len;
+                *self.settled = *self.pos;
                 true
             }
             Found::ThinkEnd { at, len } => {
@@ -480,6 +538,20 @@ impl TextStep<'_> {
         let eof = self.eof;
         let config = out.config;
         let mut i = *self.pos;
+        if self.base + i == 0 && think.is_none() {
+            let rest = buf.get(i..).unwrap_or_default();
+            match marker_at(rest, eof, START_MARKERS.iter().map(|(m, _)| *m)) {
+                Some(Ok((len, marker))) => {
+                    let think = START_MARKERS.iter().find(|(m, _)| *m == marker).and_then(|m| m.1);
+                    return match think {
+                        Some(idx) => Found::Think { at: i, len, idx },
+                        None => Found::Channel { at: i, len },
+                    };
+                }
+                Some(Err(())) => return Found::Hold(i),
+                None => {}
+            }
+        }
         // The start of the input is the start of a line.
         if self.base + i == 0 && self.is_trigger(b'\n') {
             if let Some(found) = self.line_start(0, think, config) {
@@ -509,8 +581,13 @@ impl TextStep<'_> {
                     ThinkMark::Hold => return Found::Hold(i),
                     ThinkMark::None => {}
                 }
-                // A `</think>` with no reasoning open (removed, with a warning).
-                if think.is_none() {
+                if think.is_none() && b == b'<' {
+                    match marker_at(rest, eof, CHANNEL_MARKERS.iter().copied()) {
+                        Some(Ok((len, _))) => return Found::Channel { at: i, len },
+                        Some(Err(())) => return Found::Hold(i),
+                        None => {}
+                    }
+                    // A `</think>` with no reasoning open (removed, with a warning).
                     if rest.starts_with(THINK_CLOSE) {
                         return Found::ThinkEnd { at: i, len: THINK_CLOSE.len() };
                     }

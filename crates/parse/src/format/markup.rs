@@ -35,7 +35,7 @@ const CONTAINERS: &[&str] = &[
     "tool_use",
 ];
 /// Call elements that carry the tool name in an attribute.
-const CALL_ELEMENTS: &[&str] = &["invoke", "func_call", "function", "tool"];
+const CALL_ELEMENTS: &[&str] = &["invoke", "func_call", "function", "tool", "call"];
 const PARAMS: &[&str] = &["parameter", "param", "arg", "argument"];
 /// GLM's key/value pairs (`<arg_key>city</arg_key><arg_value>Paris</arg_value>`) and
 /// Hunyuan's separator after the name. K2 Horizon adds `<arg_type>string</arg_type>`
@@ -166,9 +166,84 @@ fn local_name(name: &str) -> &str {
     }
 }
 
+/// Kimi K3's tag syntax: `<|open|>NAME attrs<|sep|>` and `<|close|>NAME<|sep|>`.
+const XTML_OPEN: &str = "<|open|>";
+const XTML_CLOSE: &str = "<|close|>";
+const XTML_SEP: &str = "<|sep|>";
+
+/// Reads a Kimi K3 tag at the start of `s` (which starts with `<|`).
+fn read_xtml(s: &str, eof: bool) -> TagMatch<'_> {
+    let closing = if s.starts_with(XTML_OPEN) {
+        false
+    } else if s.starts_with(XTML_CLOSE) {
+        true
+    } else {
+        let partial = |m: &str| s.len() < m.len() && m.starts_with(s);
+        return if !eof && (partial(XTML_OPEN) || partial(XTML_CLOSE)) {
+            TagMatch::NeedMore
+        } else {
+            TagMatch::No
+        };
+    };
+    let start = if closing { XTML_CLOSE.len() } else { XTML_OPEN.len() };
+    let b = s.as_bytes();
+    let mut i = start;
+    while b.get(i).is_some_and(|&c| is_name_byte(c)) {
+        i += 1;
+        if i - start > MAX_NAME {
+            return TagMatch::No;
+        }
+    }
+    let name = s.get(start..i).unwrap_or_default();
+    // Attributes up to `<|sep|>`, respecting quotes.
+    let attrs_start = i;
+    let mut quote: Option<u8> = None;
+    while let Some(&c) = b.get(i) {
+        match (quote, c) {
+            (Some(q), _) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, b'"' | b'\'') => quote = Some(c),
+            (None, b'<') => {
+                let rest = s.get(i..).unwrap_or_default();
+                if rest.starts_with(XTML_SEP) {
+                    let attrs = s.get(attrs_start..i).unwrap_or_default();
+                    if name.is_empty()
+                        || (!attrs.is_empty() && !attrs.starts_with(char::is_whitespace))
+                    {
+                        return TagMatch::No;
+                    }
+                    return TagMatch::Tag(Tag {
+                        closing,
+                        name,
+                        eq: None,
+                        attrs: attrs.trim_end(),
+                        self_closing: false,
+                        len: i + XTML_SEP.len(),
+                        unfinished: false,
+                    });
+                }
+                if !eof && rest.len() < XTML_SEP.len() && XTML_SEP.starts_with(rest) {
+                    return TagMatch::NeedMore;
+                }
+                return TagMatch::No;
+            }
+            (None, b'>') => return TagMatch::No,
+            _ => {}
+        }
+        i += 1;
+        if i > MAX_TAG {
+            return TagMatch::No;
+        }
+    }
+    if eof { TagMatch::No } else { TagMatch::NeedMore }
+}
+
 /// Reads a tag at the start of `s` (which starts with `<`).
 fn read_tag(s: &str, eof: bool) -> TagMatch<'_> {
     let b = s.as_bytes();
+    if b.get(1) == Some(&b'|') {
+        return read_xtml(s, eof);
+    }
     let mut i = 1;
     let closing = b.get(1) == Some(&b'/');
     if closing {
@@ -340,6 +415,7 @@ fn tool_name_of(tag: &Tag<'_>) -> Option<String> {
     tag.eq
         .map(str::to_owned)
         .or_else(|| attr(tag.attrs, "name"))
+        .or_else(|| attr(tag.attrs, "tool").filter(|_| tag.name == "call"))
         .map(|name| name.trim().to_owned())
         .filter(|name| !name.is_empty())
 }
@@ -407,6 +483,16 @@ pub(crate) fn open(rest: &str, eof: bool, config: &Config, heads: &[[u8; 2]]) ->
 /// Tool-call markup at a `<`.
 fn open_markup(rest: &str, eof: bool) -> Open {
     let b = rest.as_bytes();
+    if b.get(1) == Some(&b'|') || (b.len() == 1 && !eof) {
+        if b.len() == 1 {
+            return Open::NeedMore;
+        }
+        return match read_xtml(rest, eof) {
+            TagMatch::NeedMore => Open::NeedMore,
+            TagMatch::Tag(tag) if !tag.closing && is_opener(tag.name) => Open::Region(Opener::Tag),
+            _ => Open::No,
+        };
+    }
     let Some(prefix) = tag_prefix(rest.get(1..).unwrap_or_default(), eof) else {
         return Open::NeedMore;
     };
@@ -746,8 +832,12 @@ impl Region {
         if PARAMS.contains(&name) && self.call_frame().is_some()
             || PARAMS.contains(&name) && self.container_can_call()
         {
-            let key =
-                tag.eq.map(str::to_owned).or_else(|| attr(tag.attrs, "name")).unwrap_or_default();
+            let key = tag
+                .eq
+                .map(str::to_owned)
+                .or_else(|| attr(tag.attrs, "name"))
+                .or_else(|| attr(tag.attrs, "key"))
+                .unwrap_or_default();
             let string = match (attr(tag.attrs, "string"), attr(tag.attrs, "type")) {
                 (Some(flag), _) => Some(flag == "true"),
                 (None, Some(kind)) => Some(kind == "string" || kind == "str"),
@@ -796,6 +886,8 @@ impl Region {
             self.close_open_calls(at, out, show);
             let mut call = self.env.open_call(at, out, show);
             call.name = named;
+            // Kimi K3 numbers its calls: `<|open|>call tool="…" index="1"<|sep|>`.
+            call.id = attr(tag.attrs, "index").filter(|_| name == "call");
             call.resolve(out);
             if tag.self_closing {
                 self.env.finish(call, out, show);
@@ -1208,6 +1300,9 @@ impl Region {
                     match native::read_name(close, rest, eof) {
                         native::NameStep::NeedMore => return RegionStep::NeedMore,
                         native::NameStep::Fail => {}
+                        native::NameStep::Done { len, .. } if close.header_only => {
+                            return RegionStep::Consumed(len);
+                        }
                         native::NameStep::Done { name, id, len } => {
                             let mut call = self.env.open_call(at, out, show);
                             call.name = Some(name);
@@ -1663,7 +1758,9 @@ fn scan_until_close(rest: &str, close: &str, eof: bool) -> Scan {
             TagMatch::Tag(tag) if tag.closing && same_tag(tag.name, close) => {
                 return Scan::Found { text_len: at, tag_len: tag.len };
             }
-            TagMatch::NeedMore if tail.len() < 2 || tail.starts_with("</") => {
+            TagMatch::NeedMore
+                if tail.len() < 2 || tail.starts_with("</") || tail.starts_with("<|") =>
+            {
                 return Scan::Partial(at);
             }
             _ => from = at + 1,

@@ -361,8 +361,8 @@ pub(crate) const FORMATS: &[Format] = &[
         id: "gpt_oss",
         dialects: &["gpt_oss"],
         models: "OpenAI gpt-oss (Harmony)",
-        read_by: "native pairs <|start|>assistant … to=functions.NAME … <|call|>; analysis channel as reasoning",
-        support: Support::Partial("the final channel's tokens stay text"),
+        read_by: "native pairs <|start|>assistant … to=functions.NAME … <|call|>; analysis channel as reasoning; final channel markers removed",
+        support: Support::Full,
     },
     full(
         "F34",
@@ -399,14 +399,13 @@ pub(crate) const FORMATS: &[Format] = &[
         "tool_choice=required arrays (vLLM, SGLang)",
         "json: array of {name, parameters}",
     ),
-    Format {
-        catalog: "L1",
-        id: "kimi_k3",
-        dialects: &[],
-        models: "Kimi K3",
-        read_by: "-",
-        support: Support::Missing("<|open|>/<|close|> XTML tags"),
-    },
+    full(
+        "L1",
+        "kimi_k3",
+        &["markup"],
+        "Kimi K3",
+        "markup in XTML tags <|open|>NAME …<|sep|>; index as id; type flags; think/response channels",
+    ),
     Format {
         catalog: "L2",
         id: "minimax_m3",
@@ -449,10 +448,12 @@ pub(crate) const FORMATS: &[Format] = &[
     Format {
         catalog: "L9",
         id: "muse",
-        dialects: &[],
+        dialects: &["gpt_oss", "markup"],
         models: "Muse Glimmer",
-        read_by: "-",
-        support: Support::Missing("Harmony-like headers with <atem:…> payloads"),
+        read_by: "native pairs <|start|>assistant + to=NAME<|message|> around <atem:…> markup; to=self is reasoning",
+        support: Support::Partial(
+            "a recipient header at the very start of the output other than to=self/to=user stays text",
+        ),
     },
 ];
 
@@ -475,7 +476,8 @@ fn with_inner(mut pair: TagPair, inner: TagPair) -> TagPair {
 
 /// gpt-oss Harmony: `<|start|>assistant<|channel|>commentary to=functions.NAME
 /// <|constrain|>json<|message|>{…}<|call|>`; the recipient may also sit in the role
-/// header, and the call may be on the analysis channel.
+/// header, and the call may be on the analysis channel. Muse Glimmer's messages share
+/// the role header.
 fn harmony() -> TagPair {
     let tokens = |list: &[&str]| list.iter().map(|t| (*t).to_owned()).collect::<Vec<_>>();
     let mut call = named(pair("to=functions.", &["<|call|>"]), "", &["? ", "?<|"]);
@@ -487,7 +489,11 @@ fn harmony() -> TagPair {
         "<|constrain|>",
         "<|message|>",
     ]);
-    let mut message = with_inner(pair("<|start|>assistant", &[]), call);
+    // Muse Glimmer: `<|start|>assistant to=NAME<|message|><atem:function_calls>…<|eot|>`;
+    // the recipient only addresses the message, the markup holds the calls.
+    let mut muse = named(pair("to=", &["<|eot|>", "<|eom|>"]), "", &["<|message|>"]);
+    muse.header_only = true;
+    let mut message = with_inner(with_inner(pair("<|start|>assistant", &[]), call), muse);
     message.skip = tokens(&[" ", "<|channel|>commentary", "<|channel|>analysis"]);
     message
 }

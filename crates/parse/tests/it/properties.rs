@@ -341,9 +341,23 @@ fn corpus_inputs_conserve_text_and_stream_valid_arguments() {
     let cases: Vec<&Case> = cases
         .iter()
         .filter(|case| {
-            // Reasoning and its markers are not part of the text conservation checks.
+            // Reasoning, its markers and channel markers (removed from the text like
+            // them) are not part of the text conservation checks.
             let reasoning = !parse_complete(&case.input, &case.config).reasoning.is_empty();
-            let markers = ["think>", "THINK", "inner_prefix", "analysis<|message|>"];
+            let markers = [
+                "think>",
+                "THINK",
+                "inner_prefix",
+                "analysis<|message|>",
+                "<|open|>",
+                "<|close|>message",
+                "final<|message|>",
+                "to=user<|message|>",
+                "<|return|>",
+                "<|end|>",
+                "<|eot|>",
+                "<|eom|>",
+            ];
             let markers = markers.iter().any(|marker| case.input.contains(marker));
             !reasoning && !markers && !case.config.reasoning_open
         })
