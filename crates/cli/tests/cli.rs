@@ -694,7 +694,7 @@ fn free_text_needs_tools_and_guesses_from_prose() {
 // ---- model-native formats ----
 
 #[test]
-fn format_pins_one_format_and_rejects_unknown_or_unread_ones() {
+fn format_pins_one_format_and_rejects_unknown_ones() {
     let deepseek = "Checking.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Tokyo\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
     let out = json(&TestCommand::new(&["parse", "--format", "deepseek_v31"]).stdin(deepseek).ok());
     assert_eq!(out["calls"][0]["name"], "get_weather");
@@ -709,8 +709,11 @@ fn format_pins_one_format_and_rejects_unknown_or_unread_ones() {
 
     let stderr = TestCommand::new(&["parse", "--format", "nope"]).stdin("x").usage_error();
     assert!(stderr.contains("unknown format `nope`") && stderr.contains("kimi_k2"), "{stderr}");
-    let stderr = TestCommand::new(&["parse", "--format", "gemma4"]).stdin("x").usage_error();
-    assert!(stderr.contains("not read yet"), "{stderr}");
+    let gemma = "<|tool_call>call:get_time{timezone:<|\"|>Asia/Tokyo<|\"|>}<tool_call|>";
+    let out = json(&TestCommand::new(&["parse", "--format", "gemma4"]).stdin(gemma).ok());
+    assert_eq!(out["calls"][0]["arguments"]["timezone"], "Asia/Tokyo");
+    let out = json(&TestCommand::new(&["parse", "--format", "functiongemma"]).stdin(gemma).ok());
+    assert_eq!(out["calls"], serde_json::json!([]), "FunctionGemma's markers differ");
 }
 
 #[test]

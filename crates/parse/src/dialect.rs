@@ -96,6 +96,9 @@ pub struct TagPair {
     /// The name read after the start marker only addresses the message (Muse's
     /// `to=NAME<|message|>`): the calls are in the markup that follows.
     pub(crate) header_only: bool,
+    /// A token written before every tag (MiniMax-M3's `]<]minimax[>[`): skipped, and
+    /// tags inside a call are parameters named by the tag.
+    pub(crate) namespace_token: Option<&'static str>,
 }
 
 impl TagPair {
@@ -115,6 +118,7 @@ impl TagPair {
             skip: Vec::new(),
             string_token: None,
             header_only: false,
+            namespace_token: None,
         }
     }
 

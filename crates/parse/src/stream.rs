@@ -148,6 +148,7 @@ const CHANNEL_MARKERS: &[&str] = &[
     "<|start|>assistant<|message|>",
     "<|eot|>",
     "<|eom|>",
+    ">>>all\n",
 ];
 
 /// Headers that may start the output when the prompt ended in the role header
@@ -158,6 +159,32 @@ const START_MARKERS: &[(&str, Option<u8>)] = &[
     (" to=user<|message|>", None),
     ("to=user<|message|>", None),
 ];
+
+/// Functionary v3.2 starts its output with the recipient, the prompt having ended in
+/// `>>>`: `NAME\n{json}` where NAME is a declared tool. `Ok`: the name's length.
+fn functionary_start(rest: &str, eof: bool, config: &Config) -> Option<Result<usize, ()>> {
+    let tools = config.tools.as_deref()?;
+    if !config.dialects.entries().iter().any(|e| e.id() == "functionary_v3_2") {
+        return None;
+    }
+    let b = rest.as_bytes();
+    let n = b
+        .iter()
+        .take(65)
+        .take_while(|&&c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-' || c == b'.')
+        .count();
+    if n > 64 || (n == 0 && !b.is_empty()) {
+        return None;
+    }
+    match (b.get(n), b.get(n + 1)) {
+        (Some(b'\n'), Some(b'{')) => {
+            let name = rest.get(..n).unwrap_or_default();
+            tools.tools().iter().any(|t| t.name() == name).then_some(Ok(n))
+        }
+        (None, _) | (Some(b'\n'), None) if !eof => Some(Err(())),
+        _ => None,
+    }
+}
 
 /// A marker of `markers` at the start of `rest`: its length, or `Err` while `rest` may
 /// still become one.
@@ -551,6 +578,14 @@ impl TextStep<'_> {
                 Some(Err(())) => return Found::Hold(i),
                 None => {}
             }
+            match functionary_start(rest, eof, config) {
+                Some(Ok(name)) => {
+                    let opener = Opener::Labelled { name: 0..name, len: name + 1 };
+                    return Found::Region { at: i, opener, line: true };
+                }
+                Some(Err(())) => return Found::Hold(i),
+                None => {}
+            }
         }
         // The start of the input is the start of a line.
         if self.base + i == 0 && self.is_trigger(b'\n') {
@@ -574,14 +609,14 @@ impl TextStep<'_> {
                     }
                 }
             }
-            if b == b'<' || b == b'[' {
+            if b == b'<' || b == b'[' || b == b'>' {
                 match think_mark(rest, think, eof) {
                     ThinkMark::Open(idx, len) => return Found::Think { at: i, len, idx },
                     ThinkMark::Close(len) => return Found::ThinkEnd { at: i, len },
                     ThinkMark::Hold => return Found::Hold(i),
                     ThinkMark::None => {}
                 }
-                if think.is_none() && b == b'<' {
+                if think.is_none() && (b == b'<' || b == b'>') {
                     match marker_at(rest, eof, CHANNEL_MARKERS.iter().copied()) {
                         Some(Ok((len, _))) => return Found::Channel { at: i, len },
                         Some(Err(())) => return Found::Hold(i),

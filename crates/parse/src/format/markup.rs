@@ -8,6 +8,7 @@
 //! with a JSON body or parameters; nested fields `<name>…</name>` and
 //! `<arguments>{…}</arguments>`; Markdown fences around any of these.
 
+use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -648,7 +649,7 @@ enum Inner {
 
     /// A parameter's raw value, read until `</close>`. `string` is an explicit type
     /// flag (DSML `string="true|false"`, a `type` attribute).
-    Param { key: String, close: &'static str, text: String, string: Option<bool> },
+    Param { key: String, close: Cow<'static, str>, text: String, string: Option<bool> },
     /// A name field's text, read until `</close>`.
     Name { close: &'static str, text: String, func_name: bool, at: usize },
     /// An `<arg_key>`'s (or `<arg_type>`'s) text, read until its end tag.
@@ -851,7 +852,7 @@ impl Region {
                 return true;
             }
             self.markup.inner =
-                Inner::Param { key, close: static_name(name), text: String::new(), string };
+                Inner::Param { key, close: static_name(name).into(), text: String::new(), string };
             return true;
         }
         if KEY_VALUE.contains(&name) && (self.container_can_call() || self.call_frame().is_some()) {
@@ -862,8 +863,12 @@ impl Region {
                 "arg_value" if !tag.self_closing => {
                     let key = self.markup.key.take().unwrap_or_default();
                     let string = self.markup.key_string.take();
-                    self.markup.inner =
-                        Inner::Param { key, close: "arg_value", text: String::new(), string };
+                    self.markup.inner = Inner::Param {
+                        key,
+                        close: "arg_value".into(),
+                        text: String::new(),
+                        string,
+                    };
                 }
                 _ => {}
             }
@@ -901,7 +906,26 @@ impl Region {
             self.markup.frames.push(Elem::Container { close: static_name(name), at, call: None });
             return true;
         }
+        // MiniMax-M3: any other tag inside a call is a parameter named by the tag.
+        if self.namespace_token().is_some() && !tag.self_closing && self.call_frame().is_some() {
+            self.markup.inner = Inner::Param {
+                key: name.to_owned(),
+                close: Cow::Owned(name.to_owned()),
+                text: String::new(),
+                string: None,
+            };
+            return true;
+        }
         false
+    }
+
+    /// The namespace token of the innermost pair that has one (MiniMax-M3's
+    /// `]<]minimax[>[`): tags inside its calls are parameters.
+    fn namespace_token(&self) -> Option<&'static str> {
+        self.markup.frames.iter().rev().find_map(|f| match f {
+            Elem::Pair { close } => close.namespace_token,
+            _ => None,
+        })
     }
 
     /// Calls do not nest: a call that begins while another is open ends that one
@@ -1147,9 +1171,15 @@ impl Region {
                 }
             }
             Inner::Param { key, close, mut text, string } => {
-                match scan_until_close(rest, close, eof) {
+                match scan_until_close(rest, &close, eof) {
                     Scan::Found { text_len, tag_len } => {
                         text.push_str(rest.get(..text_len).unwrap_or_default());
+                        // MiniMax-M3 writes its namespace token before the end tag.
+                        if let Some(token) = self.namespace_token() {
+                            if text.ends_with(token) {
+                                text.truncate(text.len() - token.len());
+                            }
+                        }
                         self.write_param(&key, &text, string, abs, out, &mut show);
                         if tag_len == 0 {
                             // The output ended inside the value.

@@ -119,6 +119,8 @@ pub const MODELS: &[(&str, &str)] = &[
     ("command-a", "cohere"),
     ("command-r", "command_r"),
     ("gigachat", "gigachat3"),
+    ("functionary-small-v3.2", "functionary_v3_2"),
+    ("functionary-medium-v3.2", "functionary_v3_2"),
     ("functionary", "functionary_v3_1"),
     ("seed-oss", "seed_oss"),
     ("step3", "step3"),
@@ -287,10 +289,10 @@ pub(crate) const FORMATS: &[Format] = &[
     Format {
         catalog: "F23",
         id: "functionary_v3_2",
-        dialects: &[],
+        dialects: &["functionary_v3_2", "json"],
         models: "Functionary v3.2",
-        read_by: "-",
-        support: Support::Missing("`NAME\\n{json}>>>` recipients"),
+        read_by: "native pair >>>NAME\\n{json}; a declared tool's NAME\\n{json} at the start of the output; >>>all is text",
+        support: Support::Partial("a leading `all` recipient line stays text"),
     },
     full(
         "F24",
@@ -406,14 +408,13 @@ pub(crate) const FORMATS: &[Format] = &[
         "Kimi K3",
         "markup in XTML tags <|open|>NAME …<|sep|>; index as id; type flags; think/response channels",
     ),
-    Format {
-        catalog: "L2",
-        id: "minimax_m3",
-        dialects: &["markup"],
-        models: "MiniMax-M3",
-        read_by: "markup, partly",
-        support: Support::Missing("the ]<]minimax[>[ namespace token and tag-named parameters"),
-    },
+    full(
+        "L2",
+        "minimax_m3",
+        &["minimax_m3"],
+        "MiniMax-M3",
+        "native pair ]<]minimax[>[<tool_call> + invoke markup; tags named by the parameter; <mm:think> is reasoning",
+    ),
     full("L3", "deepseek_v41", &["markup"], "DeepSeek V4.1", "markup with the `｜DSML｜ ` prefix"),
     full("L4", "gigachat35", &["markup"], "GigaChat 3.5", "markup with the ｜GCML｜ prefix"),
     full(
@@ -542,6 +543,18 @@ pub(crate) static PAIRS: LazyLock<Vec<(&'static str, Arc<TagPair>)>> = LazyLock:
             apertus
         }),
         ("gigachat3", pair("<|function_call|>", &[])),
+        ("minimax_m3", {
+            let token = "]<]minimax[>[";
+            let mut m3 = pair("]<]minimax[>[<tool_call>", &["]<]minimax[>[</tool_call>"]);
+            m3.skip = vec![token.to_owned()];
+            m3.namespace_token = Some(token);
+            m3
+        }),
+        ("functionary_v3_2", {
+            let mut functionary = named(pair(">>>", &[">>>all\n"]), "", &["\n"]);
+            functionary.skip = vec![">>>".to_owned()];
+            functionary
+        }),
         ("gemma4", gemma("<|tool_call>", "<tool_call|>", "<|\"|>")),
         ("functiongemma", gemma("<start_function_call>", "<end_function_call>", "<escape>")),
         (
