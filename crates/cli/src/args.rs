@@ -127,7 +127,7 @@ pub(crate) struct ParseArgs {
     /// Read only this model-native format (an id like `deepseek_v3` or a catalog id like `F24`)
     ///
     /// Without it every format is recognized from the text itself. `--list-formats` prints the
-    /// ids. A format toolshim does not read yet is a usage error.
+    /// ids.
     #[arg(long, value_name = "ID", conflicts_with_all = ["dialects", "model"])]
     pub(crate) format: Option<String>,
 
@@ -237,7 +237,7 @@ Exit codes:
   0  success, whatever the model wrote (model output never fails, even with a \"failed\" outcome)
   1  the output could not be written (or an internal error)
   2  usage error: a bad flag, --chunk-size 0, an empty --exit-tools name, an unknown
-     --dialects id, an unknown --format or one not read yet, an unreadable or non-UTF-8 input, or an unreadable or invalid --tools
+     --dialects id, an unknown --format, an unreadable or non-UTF-8 input, or an unreadable or invalid --tools
      file; the message says what to fix
   A closed standard output (`toolshim parse … | head`) exits 0 quietly.";
 
