@@ -431,14 +431,13 @@ pub(crate) const FORMATS: &[Format] = &[
         "K2 Horizon (IFM)",
         "markup with the ifm| prefix; <arg_key>/<arg_type>/<arg_value>, or JSON",
     ),
-    Format {
-        catalog: "L7",
-        id: "inkling",
-        dialects: &["json"],
-        models: "Inkling",
-        read_by: "json inside the markers",
-        support: Support::Partial("its markers stay text"),
-    },
+    full(
+        "L7",
+        "inkling",
+        &["inkling", "json"],
+        "Inkling",
+        "native pair <|message_model|>NAME<|content_invoke_tool_json|>{json}<|end_message|>",
+    ),
     full(
         "L8",
         "dots",
@@ -554,6 +553,15 @@ pub(crate) static PAIRS: LazyLock<Vec<(&'static str, Arc<TagPair>)>> = LazyLock:
             let mut functionary = named(pair(">>>", &[">>>all\n"]), "", &["\n"]);
             functionary.skip = vec![">>>".to_owned()];
             functionary
+        }),
+        ("inkling", {
+            let mut inkling = named(
+                pair("<|message_model|>", &["<|end_message|>"]),
+                "",
+                &["<|content_invoke_tool_json|>"],
+            );
+            inkling.header_only = true;
+            inkling
         }),
         ("gemma4", gemma("<|tool_call>", "<tool_call|>", "<|\"|>")),
         ("functiongemma", gemma("<start_function_call>", "<end_function_call>", "<escape>")),
