@@ -67,7 +67,13 @@ impl Tail {
 
     /// The last sentence of the last line of text that is not blank.
     pub(crate) fn intro(&self) -> &str {
-        let text = self.recent.trim_end();
+        // Only the last bytes every chunking keeps (`recent` holds between `TAIL_KEEP`
+        // and twice that, depending on where chunks ended).
+        let mut from = self.recent.len().saturating_sub(TAIL_KEEP - 4);
+        while !self.recent.is_char_boundary(from) {
+            from += 1;
+        }
+        let text = self.recent.get(from..).unwrap_or_default().trim_end();
         let line = text.rsplit('\n').next().unwrap_or_default().trim();
         last_sentence(line)
     }

@@ -120,3 +120,21 @@ fn issue_5_rejected_span_does_not_depend_on_shown_text() {
         assert_eq!(Parsed::from_events(events), complete, "chunk size {size}");
     }
 }
+
+/// Found by fuzzing (`stream_vs_complete`): the example guard read the sentence before a
+/// call from a text tail whose length depended on where chunks ended, so a sentence of
+/// more than 256 bytes gave a different `example` warning when streamed.
+#[test]
+fn issue_6_example_intro_does_not_depend_on_chunking() {
+    let tools = crate::corpus::load_tools("weather").unwrap();
+    let config = Config::with_tools(tools);
+    let input =
+        format!("{} for example [get_weather(city=\"Paris\")] and more", "word ".repeat(150));
+    let complete = parse_complete(&input, &config);
+    assert!(complete.calls.is_empty(), "{complete:?}");
+    assert!(complete.warnings.iter().any(|w| w.message.contains("example")), "{complete:?}");
+    for size in [1, 2, 3, 7, 100, 300] {
+        let events = stream_events(chunk_by_chars(&input, size), &config);
+        assert_eq!(Parsed::from_events(events), complete, "chunk size {size}");
+    }
+}
