@@ -198,45 +198,65 @@ fn read_xtml(s: &str, eof: bool) -> TagMatch<'_> {
     let name = s.get(start..i).unwrap_or_default();
     // Attributes up to `<|sep|>`, respecting quotes.
     let attrs_start = i;
+    match attrs_end(b, i, false) {
+        AttrsEnd::At(i, b'<') => {
+            let rest = s.get(i..).unwrap_or_default();
+            if rest.starts_with(XTML_SEP) {
+                let attrs = s.get(attrs_start..i).unwrap_or_default();
+                if name.is_empty() || (!attrs.is_empty() && !attrs.starts_with(char::is_whitespace))
+                {
+                    return TagMatch::No;
+                }
+                return TagMatch::Tag(Tag {
+                    closing,
+                    name,
+                    eq: None,
+                    attrs: attrs.trim_end(),
+                    self_closing: false,
+                    len: i + XTML_SEP.len(),
+                    unfinished: false,
+                });
+            }
+            if !eof && rest.len() < XTML_SEP.len() && XTML_SEP.starts_with(rest) {
+                return TagMatch::NeedMore;
+            }
+            TagMatch::No
+        }
+        AttrsEnd::More(_) if !eof => TagMatch::NeedMore,
+        _ => TagMatch::No,
+    }
+}
+
+/// Where a tag's attributes end.
+enum AttrsEnd {
+    /// At this offset, a `<`, `>` or `\n` outside quotes.
+    At(usize, u8),
+    /// The input ran out at this offset.
+    More(usize),
+    /// Longer than any tag.
+    TooLong,
+}
+
+/// Scans attributes from `from`, respecting quotes, to the first `<` or `>` (or, with
+/// `newline`, `\n`) outside them.
+fn attrs_end(b: &[u8], from: usize, newline: bool) -> AttrsEnd {
+    let mut i = from;
     let mut quote: Option<u8> = None;
     while let Some(&c) = b.get(i) {
         match (quote, c) {
             (Some(q), _) if c == q => quote = None,
             (Some(_), _) => {}
             (None, b'"' | b'\'') => quote = Some(c),
-            (None, b'<') => {
-                let rest = s.get(i..).unwrap_or_default();
-                if rest.starts_with(XTML_SEP) {
-                    let attrs = s.get(attrs_start..i).unwrap_or_default();
-                    if name.is_empty()
-                        || (!attrs.is_empty() && !attrs.starts_with(char::is_whitespace))
-                    {
-                        return TagMatch::No;
-                    }
-                    return TagMatch::Tag(Tag {
-                        closing,
-                        name,
-                        eq: None,
-                        attrs: attrs.trim_end(),
-                        self_closing: false,
-                        len: i + XTML_SEP.len(),
-                        unfinished: false,
-                    });
-                }
-                if !eof && rest.len() < XTML_SEP.len() && XTML_SEP.starts_with(rest) {
-                    return TagMatch::NeedMore;
-                }
-                return TagMatch::No;
-            }
-            (None, b'>') => return TagMatch::No,
+            (None, b'<' | b'>') => return AttrsEnd::At(i, c),
+            (None, b'\n') if newline => return AttrsEnd::At(i, c),
             _ => {}
         }
         i += 1;
         if i > MAX_TAG {
-            return TagMatch::No;
+            return AttrsEnd::TooLong;
         }
     }
-    if eof { TagMatch::No } else { TagMatch::NeedMore }
+    AttrsEnd::More(i)
 }
 
 /// Reads a tag at the start of `s` (which starts with `<`).
@@ -309,38 +329,28 @@ fn read_tag(s: &str, eof: bool) -> TagMatch<'_> {
     }
     // Attributes up to `>`, respecting quotes.
     let attrs_start = i;
-    let mut quote: Option<u8> = None;
-    while let Some(&c) = b.get(i) {
-        match (quote, c) {
-            (Some(q), _) if c == q => quote = None,
-            (Some(_), _) => {}
-            (None, b'"' | b'\'') => quote = Some(c),
-            (None, b'>') => {
-                let raw = s.get(attrs_start..i).unwrap_or_default();
-                let self_closing = raw.trim_end().ends_with('/');
-                let attrs = raw.trim_end().trim_end_matches('/');
-                if !attrs.is_empty() && !attrs.starts_with(char::is_whitespace) {
-                    return TagMatch::No;
-                }
-                return TagMatch::Tag(Tag {
-                    closing,
-                    name,
-                    eq,
-                    attrs,
-                    self_closing,
-                    len: i + 1,
-                    unfinished: false,
-                });
+    let i = match attrs_end(b, i, closing) {
+        AttrsEnd::At(i, b'>') => {
+            let raw = s.get(attrs_start..i).unwrap_or_default();
+            let self_closing = raw.trim_end().ends_with('/');
+            let attrs = raw.trim_end().trim_end_matches('/');
+            if !attrs.is_empty() && !attrs.starts_with(char::is_whitespace) {
+                return TagMatch::No;
             }
-            (None, b'<') => return TagMatch::No,
-            (None, b'\n') if closing => break,
-            _ => {}
+            return TagMatch::Tag(Tag {
+                closing,
+                name,
+                eq,
+                attrs,
+                self_closing,
+                len: i + 1,
+                unfinished: false,
+            });
         }
-        i += 1;
-        if i > MAX_TAG {
-            return TagMatch::No;
-        }
-    }
+        AttrsEnd::At(i, b'\n') => i,
+        AttrsEnd::More(i) => i,
+        AttrsEnd::At(..) | AttrsEnd::TooLong => return TagMatch::No,
+    };
     if closing && (eof || b.get(i) == Some(&b'\n')) {
         return TagMatch::Tag(Tag::unfinished_close(name, i));
     }
