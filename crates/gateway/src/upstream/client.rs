@@ -194,6 +194,9 @@ impl UpstreamClient {
             let mut decoder = SseDecoder::default();
             let mut payloads = Vec::new();
             let mut done = false;
+            // The reply said it was complete: `[DONE]`, `message_stop` or a finish reason.
+            // A body that ends without any of them was cut off (or never began).
+            let mut finished = false;
             let mut input_tokens = 0;
             while !done {
                 let next = tokio::time::timeout(idle, bytes.next()).await;
@@ -209,9 +212,10 @@ impl UpstreamClient {
                 for payload in payloads.drain(..) {
                     if payload.trim() == "[DONE]" {
                         done = true;
+                        finished = true;
                         break;
                     }
-                    match serde_json::from_str::<Value>(&payload) {
+                    let events = match serde_json::from_str::<Value>(&payload) {
                         Ok(value) if value.get("error").is_some_and(|e| !e.is_null()) => {
                             yield Err(ApiError::Upstream { message: "The upstream model reported an error mid-stream.".into() });
                             return;
@@ -219,13 +223,24 @@ impl UpstreamClient {
                         Ok(value) if anthropic => {
                             if value.get("type").and_then(Value::as_str) == Some("message_stop") {
                                 done = true;
+                                finished = true;
                             }
-                            for event in stream_event(&value, &mut input_tokens) { yield Ok(event); }
+                            stream_event(&value, &mut input_tokens)
                         }
-                        Ok(value) => for event in chunk_events(&value) { yield Ok(event); },
-                        Err(_) => tracing::debug!(payload = %payload, "skipped an upstream SSE line that is not JSON"),
+                        Ok(value) => chunk_events(&value),
+                        Err(_) => {
+                            tracing::debug!(payload = %payload, "skipped an upstream SSE line that is not JSON");
+                            Vec::new()
+                        }
+                    };
+                    for event in events {
+                        finished |= matches!(event, UpstreamEvent::Finish(_));
+                        yield Ok(event);
                     }
                 }
+            }
+            if !finished {
+                yield Err(ApiError::Upstream { message: "The upstream model's reply ended before it was complete.".into() });
             }
         };
         Ok(Box::pin(stream))

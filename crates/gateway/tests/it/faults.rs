@@ -24,6 +24,12 @@ use crate::common::{
 /// Short upstream timeouts, so a timeout case takes a fraction of a second.
 const TIMEOUT_SECS: f64 = 0.3;
 
+/// Prose longer than the gateway's refusal window, so with tools it is streamed (committed)
+/// before the reply ends.
+const LONG_PROSE: &str = "Paris in spring is mild and often sunny, with chestnut trees in \
+    bloom along the boulevards and cafe terraces full from late morning on. Evenings stay \
+    light until nine, and a short shower rarely lasts long enough to matter.";
+
 /// The two API surfaces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Api {
@@ -476,6 +482,22 @@ async fn invalid_json_body_is_a_502() {
     }
 }
 
+/// An empty 200 (no events at all) is not a successful empty answer: the upstream never
+/// finished its reply, so the client gets a 502 it can retry. (Guards a fix: any end of the
+/// body used to count as a finished reply, so this was an empty successful answer.)
+#[tokio::test]
+async fn empty_reply_is_a_502() {
+    let gw = spawn_gateway(|_| {}).await;
+    for api in APIS {
+        for stream in [true, false] {
+            gw.upstream.push(Reply::bytes("text/event-stream", Vec::<Bytes>::new()));
+            let err = api.fails(&gw, &api.request("Hi", true, stream)).await;
+            assert_eq!(err.status, StatusCode::BAD_GATEWAY, "{api:?} stream: {stream}");
+            assert_eq!(err.kind, api.pick("server_error", "api_error"));
+        }
+    }
+}
+
 /// A reply that ends properly but says nothing is a well-formed empty answer, not a hang.
 #[tokio::test]
 async fn finished_reply_without_text_is_an_empty_answer() {
@@ -486,6 +508,21 @@ async fn finished_reply_without_text_is_an_empty_answer() {
         assert!(folded.finished && folded.error.is_none(), "{api:?}: {folded:?}");
         assert_eq!(folded.text, "");
         assert_eq!(folded.finish.as_deref(), Some(api.pick("stop", "end_turn")));
+    }
+}
+
+/// The body ends cleanly after some text but without a finish reason or `[DONE]`: the reply
+/// was cut off, which is an in-band error after the text, not a normal end. (Guards the same
+/// fix: this used to end with `stop`/`end_turn` as if the reply were complete.)
+#[tokio::test]
+async fn clean_close_mid_reply_is_an_in_band_error() {
+    let gw = spawn_gateway(|_| {}).await;
+    for api in APIS {
+        gw.upstream.push(Reply::bytes("text/event-stream", text_frames(LONG_PROSE, 20)));
+        let folded = api.streams(&gw, &api.request("Paris?", false, true)).await;
+        assert_eq!(folded.text, LONG_PROSE, "{api:?}");
+        assert!(!folded.finished, "{api:?}: a cut-off reply must not look finished");
+        assert_eq!(folded.error.unwrap()["type"], api.pick("server_error", "api_error"));
     }
 }
 
