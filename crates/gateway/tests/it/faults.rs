@@ -526,6 +526,45 @@ async fn clean_close_mid_reply_is_an_in_band_error() {
     }
 }
 
+/// An upstream that sends only keep-alive comments (or Anthropic-style pings), forever:
+/// they are not progress, so the first-byte timeout still applies (504), and after text the
+/// idle timeout does (in-band error). A JSON body that trickles in forever times out too.
+/// (Guards a fix: any byte used to reset the idle timer, so these replies never ended.)
+#[tokio::test]
+async fn never_ending_keepalives_time_out() {
+    let gw = impatient_gateway().await;
+    let every = Duration::from_millis(20);
+    for api in APIS {
+        gw.upstream.push(
+            Reply::bytes("text/event-stream", [role_frame()])
+                .then_repeat(": keep-alive\n\n", every),
+        );
+        let started = Instant::now();
+        let err = api.fails(&gw, &api.request("Hi", true, true)).await;
+        assert_eq!(err.status, StatusCode::GATEWAY_TIMEOUT, "{api:?}");
+        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+
+        gw.upstream.push(
+            Reply::bytes("text/event-stream", text_frames("Hello there, general.", 6))
+                .then_repeat(": keep-alive\n\n", every),
+        );
+        let folded = api.streams(&gw, &api.request("Hi", false, true)).await;
+        assert_eq!(folded.text, "Hello there, general.", "{api:?}");
+        assert_eq!(folded.error.unwrap()["type"], api.pick("server_error", "timeout_error"));
+
+        let ping = "event: ping\ndata: {\"type\": \"ping\"}\n\n";
+        gw.upstream
+            .push(Reply::bytes("text/event-stream", [role_frame()]).then_repeat(ping, every));
+        let err = api.fails(&gw, &api.request("Hi", true, true)).await;
+        assert_eq!(err.status, StatusCode::GATEWAY_TIMEOUT, "{api:?}");
+
+        gw.upstream
+            .push(Reply::bytes("application/json", ["{\"choices\": ["]).then_repeat(" ", every));
+        let err = api.fails(&gw, &api.request("Hi", true, false)).await;
+        assert_eq!(err.status, StatusCode::GATEWAY_TIMEOUT, "{api:?}");
+    }
+}
+
 /// A reply whose text never ends, to a non-streaming client: when the client gives up, the
 /// upstream request is cancelled (no task keeps reading and buffering it).
 #[tokio::test]
