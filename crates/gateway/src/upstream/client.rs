@@ -110,7 +110,7 @@ impl UpstreamClient {
         let body = response.text().await.unwrap_or_default();
         tracing::debug!(status = status.as_u16(), body = %body, "upstream error");
         Err(match status.as_u16() {
-            503 | 529 => ApiError::UpstreamOverloaded,
+            503 | 529 => ApiError::UpstreamOverloaded { retry_after },
             400 | 413 if is_context_overflow(&body) => {
                 let numbers: Vec<u64> = body
                     .split(|c: char| !c.is_ascii_digit())

@@ -331,6 +331,43 @@ async fn rate_limits_pass_retry_after_on_when_there_is_one() {
     assert_eq!(gw.upstream.requests().len(), 4, "the gateway itself does not retry a 429");
 }
 
+/// 5xx statuses map to the family's status and type; an overloaded upstream's `retry-after`
+/// reaches the client (the SDKs honour it), and no upstream body leaks. (Guards a fix: the
+/// header used to be kept for 429 only.)
+#[tokio::test]
+async fn server_errors_with_and_without_retry_after() {
+    let gw = spawn_gateway(|_| {}).await;
+    let secret = json!({"error": {"message": "secret trace at /srv/model.py:12"}});
+    for api in APIS {
+        // (upstream status, retry-after, client status, OpenAI type, Anthropic type, retry-after kept)
+        let cases = [
+            (500, None, 502, "server_error", "api_error", false),
+            (500, Some("2"), 502, "server_error", "api_error", false),
+            (502, Some("2"), 502, "server_error", "api_error", false),
+            (503, None, 503, "server_error", "overloaded_error", false),
+            (503, Some("5"), 503, "server_error", "overloaded_error", true),
+            (529, Some("5"), 503, "server_error", "overloaded_error", true),
+        ];
+        for (upstream, retry_after, status, openai, anthropic, kept) in cases {
+            let mut reply = Reply::error(upstream, secret.clone());
+            if let Some(value) = retry_after {
+                reply = reply.retry_after(value);
+            }
+            gw.upstream.push(reply);
+            let err = api.fails(&gw, &api.request("Hi", true, false)).await;
+            let case = format!("{api:?} upstream {upstream} retry-after {retry_after:?}");
+            let status = match (api, status) {
+                (Api::Anthropic, 503) => 529,
+                _ => status,
+            };
+            assert_eq!(err.status.as_u16(), status, "{case}");
+            assert_eq!(err.kind, api.pick(openai, anthropic), "{case}");
+            assert_eq!(err.retry_after.as_deref(), retry_after.filter(|_| kept), "{case}");
+            assert!(!err.body.to_string().contains("secret"), "{case}: {}", err.body);
+        }
+    }
+}
+
 /// No first byte within the timeout: a 504 in the family's shape, also for a stream (the
 /// status is not sent before the first event), and the upstream request is abandoned.
 #[tokio::test]
