@@ -844,3 +844,41 @@ async fn openai_tool_result_for_another_call_is_400() {
     }
     assert!(gw.upstream.requests().is_empty());
 }
+
+/// Anthropic: a `tool_result` whose id answers no `tool_use` of the message before it is a
+/// 400 with the real API's wording. (Guards a fix: it used to go upstream as a result of a
+/// call that never happened.)
+#[tokio::test]
+async fn anthropic_tool_result_matching_no_tool_use_is_400() {
+    let gw = spawn_gateway(|_| {}).await;
+    let tool_use = json!({"type": "tool_use", "id": "toolu_a", "name": "get_weather", "input": {"city": "Paris"}});
+    let result = |id: &str| json!({"type": "tool_result", "tool_use_id": id, "content": "18C"});
+    let user = json!({"role": "user", "content": "Weather?"});
+    let assistant = json!({"role": "assistant", "content": [tool_use]});
+    for (at, id, messages) in [
+        (
+            "messages.0.content.0",
+            "toolu_zzz",
+            json!([{"role": "user", "content": [result("toolu_zzz")]}]),
+        ),
+        (
+            "messages.2.content.1",
+            "toolu_zzz",
+            json!([user, assistant,
+            {"role": "user", "content": [result("toolu_a"), result("toolu_zzz")]}]),
+        ),
+    ] {
+        let mut body = Api::Anthropic.request("", true, false);
+        body["messages"] = messages;
+        let err = Api::Anthropic.fails(&gw, &body).await;
+        assert_eq!(err.status, StatusCode::BAD_REQUEST, "{err:?}");
+        assert_eq!(err.kind, "invalid_request_error");
+        assert_eq!(
+            err.message,
+            format!(
+                "{at}: unexpected `tool_use_id` found in `tool_result` blocks: {id}. Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
+            )
+        );
+    }
+    assert!(gw.upstream.requests().is_empty());
+}

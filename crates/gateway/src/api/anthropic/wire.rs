@@ -176,18 +176,48 @@ fn read_message(i: usize, value: &Value, out: &mut Vec<Message>) -> Result<(), A
     Ok(())
 }
 
-/// Every `tool_use` must be answered by a `tool_result` in the next message (Anthropic's wording).
+/// The ids of a message's `tool_use` blocks.
+fn tool_use_ids(message: Option<&Value>) -> Vec<&str> {
+    let Some(Value::Array(blocks)) = message.and_then(|m| m.get("content")) else {
+        return Vec::new();
+    };
+    blocks
+        .iter()
+        .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+        .filter_map(|b| b.get("id").and_then(Value::as_str))
+        .collect()
+}
+
+/// Every `tool_use` must be answered by a `tool_result` in the next message, and every
+/// `tool_result` must answer a `tool_use` of the message before (Anthropic's wording).
 fn validate_history(messages: &[Value]) -> Result<(), ApiError> {
     for (i, message) in messages.iter().enumerate() {
+        if message.get("role").and_then(Value::as_str) == Some("user") {
+            let Some(Value::Array(blocks)) = message.get("content") else { continue };
+            let previous = i.checked_sub(1).and_then(|p| messages.get(p));
+            let asked = match previous {
+                Some(m) if m.get("role").and_then(Value::as_str) == Some("assistant") => {
+                    tool_use_ids(Some(m))
+                }
+                _ => Vec::new(),
+            };
+            for (j, block) in blocks.iter().enumerate() {
+                if block.get("type").and_then(Value::as_str) != Some("tool_result") {
+                    continue;
+                }
+                let id = block.get("tool_use_id").and_then(Value::as_str).unwrap_or_default();
+                if !asked.contains(&id) {
+                    return Err(invalid(format!(
+                        "messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` blocks: {id}. Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
+                    )));
+                }
+            }
+            continue;
+        }
         if message.get("role").and_then(Value::as_str) != Some("assistant") {
             continue;
         }
-        let Some(Value::Array(blocks)) = message.get("content") else { continue };
-        let ids: Vec<&str> = blocks
-            .iter()
-            .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
-            .filter_map(|b| b.get("id").and_then(Value::as_str))
-            .collect();
+        let ids = tool_use_ids(Some(message));
         if ids.is_empty() {
             continue;
         }
