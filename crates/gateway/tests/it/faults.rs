@@ -18,7 +18,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::common::{
     DEADLINE, Reply, TestGateway, assert_error_shape, closed_port, content_frame, finish_frames,
-    read_first_event, role_frame, spawn_gateway, sse_data,
+    hermes, read_first_event, role_frame, spawn_gateway, sse_data,
 };
 
 /// Short upstream timeouts, so a timeout case takes a fraction of a second.
@@ -881,4 +881,149 @@ async fn anthropic_tool_result_matching_no_tool_use_is_400() {
         );
     }
     assert!(gw.upstream.requests().is_empty());
+}
+
+/// Sets `value` at a JSON pointer whose parent exists (adding the key if needed).
+fn set(body: &mut Value, pointer: &str, value: Value) {
+    let (parent, key) = pointer.rsplit_once('/').unwrap();
+    match body.pointer_mut(parent).unwrap_or_else(|| panic!("no {parent} in the body")) {
+        Value::Object(object) => {
+            object.insert(key.to_owned(), value);
+        }
+        Value::Array(array) => array[key.parse::<usize>().unwrap()] = value,
+        other => panic!("{parent} is {other}"),
+    }
+}
+
+/// Sends `base` with each field set to a value of the wrong type; each must be a 400 that
+/// names the field (OpenAI: `param`; Anthropic: the message's location), before anything
+/// goes upstream.
+async fn wrong_types_are_400(api: Api, base: &Value, cases: &[(&str, Value, &str)]) {
+    let gw = spawn_gateway(|_| {}).await;
+    gw.upstream.push(Reply::text(hermes("get_weather", json!({"city": "Paris"}))));
+    assert_eq!(api.send(&gw, base).await.status(), StatusCode::OK, "the base request: {base}");
+    for (pointer, value, path) in cases {
+        let mut body = base.clone();
+        set(&mut body, pointer, value.clone());
+        let err = api.fails(&gw, &body).await;
+        let case = format!("{api:?} {pointer} = {value}: {err:?}");
+        assert_eq!(err.status, StatusCode::BAD_REQUEST, "{case}");
+        assert_eq!(err.kind, "invalid_request_error", "{case}");
+        match api {
+            Api::OpenAi => {
+                assert_eq!(err.body["error"]["param"], *path, "{case}");
+                assert_eq!(err.code.as_deref(), Some("invalid_type"), "{case}");
+                assert!(err.message.starts_with(&format!("Invalid type for '{path}': ")), "{case}");
+            }
+            Api::Anthropic => {
+                assert!(err.message.starts_with(&format!("{path}: Input should be ")), "{case}");
+            }
+        }
+    }
+    assert_eq!(gw.upstream.requests().len(), 1, "only the base request went upstream");
+}
+
+/// OpenAI: a wrong type in any field the API defines is a 400 `invalid_type` naming it.
+/// (Guards a fix: most of these used to be ignored or forwarded upstream, where a type error
+/// came back as a 502.)
+#[tokio::test]
+async fn openai_wrong_types_are_400_naming_the_field() {
+    let call = json!({"id": "call_a", "type": "function",
+        "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}});
+    let mut base = Api::OpenAi.request("", true, false);
+    base["messages"] = json!([
+        {"role": "user", "content": [{"type": "text", "text": "Weather?"}]},
+        {"role": "assistant", "content": null, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_a", "content": "18C"}
+    ]);
+    base["tool_choice"] = json!({"type": "function", "function": {"name": "get_weather"}});
+    base["stream_options"] = json!({"include_usage": false});
+    let mut cases: Vec<(&str, Value, &str)> = vec![
+        ("/model", json!(5), "model"),
+        ("/messages", json!({}), "messages"),
+        ("/stream", json!("yes"), "stream"),
+        ("/stream_options", json!("usage"), "stream_options"),
+        ("/stream_options/include_usage", json!("yes"), "stream_options.include_usage"),
+        ("/tools", json!({}), "tools"),
+        ("/tool_choice", json!(5), "tool_choice"),
+        ("/parallel_tool_calls", json!("no"), "parallel_tool_calls"),
+        ("/functions", json!({}), "functions"),
+        ("/function_call", json!(5), "function_call"),
+        ("/max_tokens", json!("100"), "max_tokens"),
+        ("/max_completion_tokens", json!(1.5), "max_completion_tokens"),
+        ("/temperature", json!("hot"), "temperature"),
+        ("/top_p", json!([1]), "top_p"),
+        ("/n", json!("1"), "n"),
+        ("/stop", json!(5), "stop"),
+        ("/response_format", json!("json"), "response_format"),
+        ("/seed", json!("7"), "seed"),
+        ("/user", json!(5), "user"),
+        ("/logprobs", json!("yes"), "logprobs"),
+        ("/top_logprobs", json!("2"), "top_logprobs"),
+        ("/reasoning_effort", json!(5), "reasoning_effort"),
+        ("/modalities", json!("text"), "modalities"),
+        ("/store", json!("yes"), "store"),
+        ("/metadata", json!("x"), "metadata"),
+        ("/prediction", json!("x"), "prediction"),
+        ("/service_tier", json!(5), "service_tier"),
+        ("/verbosity", json!(5), "verbosity"),
+        ("/web_search_options", json!("x"), "web_search_options"),
+        ("/prompt_cache_key", json!(5), "prompt_cache_key"),
+        ("/safety_identifier", json!(5), "safety_identifier"),
+        ("/presence_penalty", json!("x"), "presence_penalty"),
+        ("/frequency_penalty", json!("x"), "frequency_penalty"),
+        ("/logit_bias", json!([]), "logit_bias"),
+        ("/audio", json!("x"), "audio"),
+        ("/messages/0", json!(5), "messages[0]"),
+        ("/messages/0/role", json!(5), "messages[0].role"),
+        ("/messages/0/content", json!(5), "messages[0].content"),
+        ("/messages/0/content/0", json!(5), "messages[0].content[0]"),
+        ("/messages/0/content/0/type", json!(5), "messages[0].content[0].type"),
+        ("/messages/0/content/0/text", json!(5), "messages[0].content[0].text"),
+        ("/messages/0/name", json!(5), "messages[0].name"),
+        ("/messages/1/refusal", json!(5), "messages[1].refusal"),
+        ("/messages/1/audio", json!("x"), "messages[1].audio"),
+        ("/messages/1/function_call", json!("x"), "messages[1].function_call"),
+        ("/messages/1/tool_calls", json!({}), "messages[1].tool_calls"),
+        ("/messages/1/tool_calls/0", json!("x"), "messages[1].tool_calls[0]"),
+        ("/messages/1/tool_calls/0/id", json!(5), "messages[1].tool_calls[0].id"),
+        ("/messages/1/tool_calls/0/type", json!(5), "messages[1].tool_calls[0].type"),
+        ("/messages/1/tool_calls/0/function", json!("x"), "messages[1].tool_calls[0].function"),
+        (
+            "/messages/1/tool_calls/0/function/name",
+            json!(5),
+            "messages[1].tool_calls[0].function.name",
+        ),
+        (
+            "/messages/1/tool_calls/0/function/arguments",
+            json!([1]),
+            "messages[1].tool_calls[0].function.arguments",
+        ),
+        ("/messages/2/tool_call_id", json!(5), "messages[2].tool_call_id"),
+        ("/tools/0", json!("x"), "tools[0]"),
+        ("/tools/0/type", json!(5), "tools[0].type"),
+        ("/tools/0/function", json!("x"), "tools[0].function"),
+        ("/tools/0/function/name", json!(5), "tools[0].function.name"),
+        ("/tools/0/function/description", json!(5), "tools[0].function.description"),
+        ("/tools/0/function/parameters", json!("x"), "tools[0].function.parameters"),
+        ("/tools/0/function/strict", json!("yes"), "tools[0].function.strict"),
+        ("/tool_choice/type", json!(5), "tool_choice.type"),
+        ("/tool_choice/function", json!("x"), "tool_choice.function"),
+        ("/tool_choice/function/name", json!(5), "tool_choice.function.name"),
+        ("/tool_choice/allowed_tools", json!("x"), "tool_choice.allowed_tools"),
+    ];
+    wrong_types_are_400(Api::OpenAi, &base, &cases).await;
+
+    // The legacy `functions` and `function_call`.
+    let mut legacy = Api::OpenAi.request("Weather?", false, false);
+    legacy["functions"] = json!([{"name": "get_weather", "parameters": {"type": "object"}}]);
+    legacy["function_call"] = json!({"name": "get_weather"});
+    cases = vec![
+        ("/functions/0", json!("x"), "functions[0]"),
+        ("/functions/0/name", json!(5), "functions[0].name"),
+        ("/functions/0/description", json!(5), "functions[0].description"),
+        ("/functions/0/parameters", json!("x"), "functions[0].parameters"),
+        ("/function_call/name", json!(5), "function_call.name"),
+    ];
+    wrong_types_are_400(Api::OpenAi, &legacy, &cases).await;
 }
