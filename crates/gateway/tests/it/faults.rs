@@ -1027,3 +1027,84 @@ async fn openai_wrong_types_are_400_naming_the_field() {
     ];
     wrong_types_are_400(Api::OpenAi, &legacy, &cases).await;
 }
+
+/// Anthropic: a wrong type in any field the API defines is a 400 `invalid_request_error`
+/// whose message starts with the field's location, as the API words it. (Guards a fix: most
+/// of these used to be ignored.)
+#[tokio::test]
+async fn anthropic_wrong_types_are_400_naming_the_field() {
+    let mut base = Api::Anthropic.request("", true, false);
+    base["system"] =
+        json!([{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}]);
+    base["messages"] = json!([
+        {"role": "user", "content": [{"type": "text", "text": "Weather?"}]},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_a", "name": "get_weather", "input": {"city": "Paris"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_a",
+            "content": [{"type": "text", "text": "18C"}], "is_error": false}]}
+    ]);
+    base["tool_choice"] = json!({"type": "tool", "name": "get_weather"});
+    base["stop_sequences"] = json!(["\n\nHuman:"]);
+    base["metadata"] = json!({"user_id": "u1"});
+    let cases: Vec<(&str, Value, &str)> = vec![
+        ("/model", json!(5), "model"),
+        ("/max_tokens", json!("256"), "max_tokens"),
+        ("/messages", json!({}), "messages"),
+        ("/system", json!(5), "system"),
+        ("/system/0", json!("x"), "system.0"),
+        ("/system/0/text", json!(5), "system.0.text"),
+        ("/system/0/cache_control", json!("x"), "system.0.cache_control"),
+        ("/stream", json!("yes"), "stream"),
+        ("/temperature", json!("hot"), "temperature"),
+        ("/top_p", json!([1]), "top_p"),
+        ("/top_k", json!(1.5), "top_k"),
+        ("/stop_sequences", json!("stop"), "stop_sequences"),
+        ("/stop_sequences/0", json!(5), "stop_sequences.0"),
+        ("/tools", json!({}), "tools"),
+        ("/tool_choice", json!("auto"), "tool_choice"),
+        ("/metadata", json!("x"), "metadata"),
+        ("/metadata/user_id", json!(5), "metadata.user_id"),
+        ("/thinking", json!("on"), "thinking"),
+        ("/service_tier", json!(5), "service_tier"),
+        ("/container", json!(5), "container"),
+        ("/context_management", json!("x"), "context_management"),
+        ("/output_config", json!("x"), "output_config"),
+        ("/inference_geo", json!(5), "inference_geo"),
+        ("/cache_control", json!("x"), "cache_control"),
+        ("/mcp_servers", json!({}), "mcp_servers"),
+        ("/messages/0", json!("x"), "messages.0"),
+        ("/messages/0/role", json!(5), "messages.0.role"),
+        ("/messages/0/content", json!(5), "messages.0.content"),
+        ("/messages/0/content/0", json!(5), "messages.0.content.0"),
+        ("/messages/0/content/0/type", json!(5), "messages.0.content.0.type"),
+        ("/messages/0/content/0/text", json!(5), "messages.0.content.0.text.text"),
+        ("/messages/1/content/0/id", json!(5), "messages.1.content.0.tool_use.id"),
+        ("/messages/1/content/0/name", json!(5), "messages.1.content.0.tool_use.name"),
+        ("/messages/1/content/0/input", json!("x"), "messages.1.content.0.tool_use.input"),
+        (
+            "/messages/2/content/0/tool_use_id",
+            json!(5),
+            "messages.2.content.0.tool_result.tool_use_id",
+        ),
+        ("/messages/2/content/0/content", json!(5), "messages.2.content.0.tool_result.content"),
+        ("/messages/2/content/0/content/0", json!(5), "messages.2.content.0.tool_result.content.0"),
+        (
+            "/messages/2/content/0/is_error",
+            json!("no"),
+            "messages.2.content.0.tool_result.is_error",
+        ),
+        ("/tools/0", json!("x"), "tools.0"),
+        ("/tools/0/name", json!(5), "tools.0.name"),
+        ("/tools/0/description", json!(5), "tools.0.description"),
+        ("/tools/0/input_schema", json!("x"), "tools.0.input_schema"),
+        ("/tools/0/type", json!(5), "tools.0.type"),
+        ("/tool_choice/type", json!(5), "tool_choice.type"),
+        ("/tool_choice/name", json!(5), "tool_choice.name"),
+        (
+            "/tool_choice/disable_parallel_tool_use",
+            json!("yes"),
+            "tool_choice.disable_parallel_tool_use",
+        ),
+    ];
+    wrong_types_are_400(Api::Anthropic, &base, &cases).await;
+}
