@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use bytes::Bytes;
+use futures::future::join_all;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -372,8 +373,8 @@ async fn server_errors_with_and_without_retry_after() {
 /// status is not sent before the first event), and the upstream request is abandoned.
 #[tokio::test]
 async fn no_first_byte_is_a_504_for_streams_too() {
-    let gw = impatient_gateway().await;
-    for api in APIS {
+    join_all(APIS.map(|api| async move {
+        let gw = impatient_gateway().await;
         gw.upstream.push(Reply::stall());
         let started = Instant::now();
         let err = api.fails(&gw, &api.request("Hi", true, true)).await;
@@ -382,34 +383,36 @@ async fn no_first_byte_is_a_504_for_streams_too() {
         let code = (api == Api::OpenAi).then_some("upstream_timeout");
         assert_eq!(err.code.as_deref(), code, "{api:?}");
         assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
-    }
-    assert!(gw.upstream.wait_dropped_n(2, DEADLINE).await, "the stalled requests are abandoned");
+        assert!(gw.upstream.wait_dropped(DEADLINE).await, "the stalled request is abandoned");
+    }))
+    .await;
 }
 
 /// The response head arrives, then nothing: the same 504.
 #[tokio::test]
 async fn head_then_silence_is_a_504() {
-    let gw = impatient_gateway().await;
-    for api in APIS {
-        for stream in [false, true] {
-            gw.upstream.push(Reply::text("Never sent.").stall_after(0));
-            let err = api.fails(&gw, &api.request("Hi", true, stream)).await;
-            assert_eq!(err.status, StatusCode::GATEWAY_TIMEOUT, "{api:?} stream: {stream}");
-            assert_eq!(err.kind, api.pick("server_error", "timeout_error"));
-        }
-    }
+    let cases = APIS.into_iter().flat_map(|api| [false, true].map(move |stream| (api, stream)));
+    join_all(cases.map(|(api, stream)| async move {
+        let gw = impatient_gateway().await;
+        gw.upstream.push(Reply::text("Never sent.").stall_after(0));
+        let err = api.fails(&gw, &api.request("Hi", true, stream)).await;
+        assert_eq!(err.status, StatusCode::GATEWAY_TIMEOUT, "{api:?} stream: {stream}");
+        assert_eq!(err.kind, api.pick("server_error", "timeout_error"));
+    }))
+    .await;
 }
 
 /// A stall between chunks while the reply is still held back (with tools, short text could
 /// still be a refusal) is a 504 like any failure before the first byte.
 #[tokio::test]
 async fn stall_while_the_reply_is_held_is_a_504() {
-    let gw = impatient_gateway().await;
-    for api in APIS {
+    join_all(APIS.map(|api| async move {
+        let gw = impatient_gateway().await;
         gw.upstream.push(Reply::text("Let me check that for you.").chunks(4).stall_after(3));
         let err = api.fails(&gw, &api.request("Weather?", true, true)).await;
         assert_eq!(err.status, StatusCode::GATEWAY_TIMEOUT, "{api:?}");
-    }
+    }))
+    .await;
 }
 
 /// Anthropic: a stall after text went out is an in-band `timeout_error` event, after the text.
@@ -585,37 +588,49 @@ async fn clean_close_mid_reply_is_an_in_band_error() {
 /// (Guards a fix: any byte used to reset the idle timer, so these replies never ended.)
 #[tokio::test]
 async fn never_ending_keepalives_time_out() {
-    let gw = impatient_gateway().await;
+    join_all(APIS.map(keepalives_time_out)).await;
+}
+
+/// The cases of `never_ending_keepalives_time_out` for one surface, each on its own gateway
+/// so that their timeouts run at once.
+async fn keepalives_time_out(api: Api) {
     let every = Duration::from_millis(20);
-    for api in APIS {
-        gw.upstream.push(
-            Reply::bytes("text/event-stream", [role_frame()])
-                .then_repeat(": keep-alive\n\n", every),
-        );
+    let comment = ": keep-alive\n\n";
+    let comments_only = async {
+        let gw = impatient_gateway().await;
+        gw.upstream
+            .push(Reply::bytes("text/event-stream", [role_frame()]).then_repeat(comment, every));
         let started = Instant::now();
         let err = api.fails(&gw, &api.request("Hi", true, true)).await;
         assert_eq!(err.status, StatusCode::GATEWAY_TIMEOUT, "{api:?}");
         assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
-
+    };
+    let comments_after_text = async {
+        let gw = impatient_gateway().await;
+        let text = "Hello there, general.";
         gw.upstream.push(
-            Reply::bytes("text/event-stream", text_frames("Hello there, general.", 6))
-                .then_repeat(": keep-alive\n\n", every),
+            Reply::bytes("text/event-stream", text_frames(text, 6)).then_repeat(comment, every),
         );
         let folded = api.streams(&gw, &api.request("Hi", false, true)).await;
-        assert_eq!(folded.text, "Hello there, general.", "{api:?}");
+        assert_eq!(folded.text, text, "{api:?}");
         assert_eq!(folded.error.unwrap()["type"], api.pick("server_error", "timeout_error"));
-
+    };
+    let pings_only = async {
+        let gw = impatient_gateway().await;
         let ping = "event: ping\ndata: {\"type\": \"ping\"}\n\n";
         gw.upstream
             .push(Reply::bytes("text/event-stream", [role_frame()]).then_repeat(ping, every));
         let err = api.fails(&gw, &api.request("Hi", true, true)).await;
         assert_eq!(err.status, StatusCode::GATEWAY_TIMEOUT, "{api:?}");
-
-        gw.upstream
-            .push(Reply::bytes("application/json", ["{\"choices\": ["]).then_repeat(" ", every));
+    };
+    let json_trickle = async {
+        let gw = impatient_gateway().await;
+        let head = "{\"choices\": [";
+        gw.upstream.push(Reply::bytes("application/json", [head]).then_repeat(" ", every));
         let err = api.fails(&gw, &api.request("Hi", true, false)).await;
         assert_eq!(err.status, StatusCode::GATEWAY_TIMEOUT, "{api:?}");
-    }
+    };
+    tokio::join!(comments_only, comments_after_text, pings_only, json_trickle);
 }
 
 /// A reply whose text never ends, to a non-streaming client: when the client gives up, the
