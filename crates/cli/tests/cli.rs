@@ -5,6 +5,8 @@
 //! - usage errors: exit 2 with a message that says what to fix
 //! - the output contract: keys, --pretty, --events, --chunk-size, stdin, closed stdout
 //! - --exit-tools: the agent-loop "outcome" (calls and exits apart, text, failed with raw kept)
+//! - serve: configuration problems, help, and SIGTERM with streams in flight (a scripted
+//!   upstream on 127.0.0.1:0 and raw HTTP/1.1 clients)
 //! - ENGINE-DEPENDENT (fail against the placeholder `StreamParser`, which emits all input as
 //!   text; they pass once the engine lands): `big_integer_in_arguments_survives_exactly`,
 //!   `hermes_example_gives_two_calls_with_their_arguments`,
@@ -18,9 +20,12 @@
 )]
 
 use std::{
-    io::Write,
+    io::{BufRead, BufReader, Read, Write},
+    net::{SocketAddr, TcpListener, TcpStream},
     path::{Path, PathBuf},
     process::{Command, Stdio},
+    sync::mpsc,
+    time::{Duration, Instant},
 };
 
 use serde_json::{Value, value::RawValue};
@@ -627,6 +632,233 @@ fn serve_help_documents_environment_config_and_exit_codes() {
     ] {
         assert!(help.contains(needle), "{needle} missing from serve --help");
     }
+}
+
+// ---- serve: shutdown on SIGTERM ----
+
+/// A one-shot upstream on 127.0.0.1:0: answers one chat request with `pieces` streamed as
+/// OpenAI SSE, one delta every `every`, then `[DONE]`, and closes. Write errors (the gateway
+/// went away) end it quietly.
+fn slow_upstream(pieces: Vec<String>, every: Duration) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        read_request(&mut stream);
+        let chunk = |delta: Value, finish: Value| {
+            let chunk = serde_json::json!({"id": "chatcmpl-up", "object": "chat.completion.chunk",
+                "created": 0, "model": "m",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+            format!("data: {chunk}\n\n")
+        };
+        let mut frames = vec![chunk(serde_json::json!({"role": "assistant"}), Value::Null)];
+        frames.extend(pieces.iter().map(|p| chunk(serde_json::json!({"content": p}), Value::Null)));
+        frames.push(chunk(serde_json::json!({}), serde_json::json!("stop")) + "data: [DONE]\n\n");
+        let head =
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+        if stream.write_all(head.as_bytes()).is_err() {
+            return;
+        }
+        for frame in frames {
+            // The scripted pace of the reply.
+            std::thread::sleep(every);
+            if stream.write_all(frame.as_bytes()).and_then(|()| stream.flush()).is_err() {
+                return;
+            }
+        }
+    });
+    addr
+}
+
+/// Reads one HTTP/1.1 request (head and `content-length` body) from `stream`.
+fn read_request(stream: &mut TcpStream) {
+    let mut received = Vec::new();
+    let mut buf = [0; 4096];
+    let head_end = loop {
+        if let Some(at) = received.windows(4).position(|w| w == b"\r\n\r\n") {
+            break at + 4;
+        }
+        let n = stream.read(&mut buf).unwrap();
+        assert!(n > 0, "the request ended early");
+        received.extend_from_slice(&buf[..n]);
+    };
+    let head = String::from_utf8_lossy(&received[..head_end]).to_ascii_lowercase();
+    let length: usize = head
+        .lines()
+        .find_map(|line| line.strip_prefix("content-length:"))
+        .map_or(0, |n| n.trim().parse().unwrap());
+    while received.len() < head_end + length {
+        let n = stream.read(&mut buf).unwrap();
+        assert!(n > 0, "the request body ended early");
+        received.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// A running `toolshim serve` with its address; killed on drop if still running.
+struct Server {
+    /// `None` once waited for.
+    child: Option<std::process::Child>,
+    addr: SocketAddr,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Server {
+    /// Starts `toolshim serve` against `upstream` with this drain timeout; waits for its address.
+    fn start(test: &str, upstream: SocketAddr, drain_secs: f64) -> Server {
+        let dir = scratch_dir(test);
+        let config = format!("drain_timeout_secs = {drain_secs}\n");
+        let config = write_file(&dir, "toolshim.toml", config.as_bytes());
+        let url = format!("http://{upstream}");
+        let args = [
+            "--config",
+            &config,
+            "--upstream",
+            &url,
+            "--listen",
+            "127.0.0.1:0",
+            "--mode",
+            "emulate",
+        ];
+        let mut command = serve(&args).cmd;
+        command.env("RUST_LOG", "warn").stdin(Stdio::null()).stdout(Stdio::null());
+        let mut child = command.stderr(Stdio::piped()).spawn().expect("toolshim starts");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        // Reads stderr to its end, so the pipe never fills; reports the address once.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(addr) = line.strip_prefix("toolshim: listening on http://") {
+                    let _ = tx.send(addr.parse::<SocketAddr>().unwrap());
+                }
+            }
+        });
+        let addr = rx.recv_timeout(SERVE_DEADLINE).expect("toolshim serve reports its address");
+        Server { child: Some(child), addr }
+    }
+
+    /// Sends SIGTERM.
+    fn terminate(&self) {
+        let pid = self.child.as_ref().expect("still running").id();
+        let status = Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+        assert!(status.unwrap().success(), "kill -TERM failed");
+    }
+
+    /// Waits (up to `within`) for the process to exit; its exit code.
+    fn exit_code(&mut self, within: Duration) -> Option<i32> {
+        let mut child = self.child.take().expect("waited for once");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait());
+        });
+        rx.recv_timeout(within).ok().map(|status| status.unwrap().code().expect("an exit code"))
+    }
+}
+
+/// Upper bound for any wait in these tests; a hang fails instead of blocking the run.
+const SERVE_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Sends a streaming chat request; returns the connection once the first SSE event arrived,
+/// and the bytes read so far.
+fn start_stream(addr: SocketAddr) -> (TcpStream, Vec<u8>) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(SERVE_DEADLINE)).unwrap();
+    let body =
+        r#"{"model": "m", "stream": true, "messages": [{"role": "user", "content": "Count."}]}"#;
+    let request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut received = Vec::new();
+    let mut buf = [0; 4096];
+    while !received.windows(4).any(|w| w == b"\n\n\r\n") {
+        let n = stream.read(&mut buf).unwrap();
+        assert!(n > 0, "the stream ended before its first event");
+        received.extend_from_slice(&buf[..n]);
+    }
+    (stream, received)
+}
+
+/// The body of a chunked HTTP/1.1 response, as far as its chunks are complete.
+fn chunked_body(response: &[u8]) -> String {
+    let head_end = response.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let head = String::from_utf8_lossy(&response[..head_end]).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 200 "), "{head}");
+    let mut rest = &response[head_end..];
+    let mut body = Vec::new();
+    while let Some(line_end) = rest.windows(2).position(|w| w == b"\r\n") {
+        let size = usize::from_str_radix(std::str::from_utf8(&rest[..line_end]).unwrap(), 16);
+        let size = size.unwrap();
+        let Some(chunk) = rest.get(line_end + 2..line_end + 2 + size) else { break };
+        body.extend_from_slice(chunk);
+        rest = &rest[(line_end + 4 + size).min(rest.len())..];
+    }
+    String::from_utf8(body).unwrap()
+}
+
+/// Tries to connect until the server refuses, or the deadline passes.
+fn refuses_connections(addr: SocketAddr) -> bool {
+    let deadline = Instant::now() + SERVE_DEADLINE;
+    while Instant::now() < deadline {
+        match TcpStream::connect(addr) {
+            Err(err) if err.kind() == std::io::ErrorKind::ConnectionRefused => return true,
+            _ => std::thread::yield_now(),
+        }
+    }
+    false
+}
+
+/// SIGTERM with a stream in flight: new connections are refused at once, the stream runs to
+/// its end (`[DONE]`, every piece of text), and the process exits 0 as soon as it is done,
+/// well within its drain timeout.
+#[test]
+fn serve_drains_streams_on_sigterm() {
+    let pieces: Vec<String> = (1..=10).map(|n| format!("{n} ")).collect();
+    let upstream = slow_upstream(pieces.clone(), Duration::from_millis(50));
+    let mut server = Server::start("serve_drains_streams_on_sigterm", upstream, 20.0);
+    let (mut stream, mut received) = start_stream(server.addr);
+    let terminated = Instant::now();
+    server.terminate();
+    assert!(refuses_connections(server.addr), "new connections are still accepted");
+    stream.read_to_end(&mut received).unwrap();
+    let body = chunked_body(&received);
+    assert!(body.ends_with("data: [DONE]\n\n"), "the stream did not finish: {body}");
+    let content: String = body
+        .split("\n\n")
+        .filter_map(|event| event.strip_prefix("data: "))
+        .filter_map(|data| serde_json::from_str::<Value>(data).ok())
+        .filter_map(|chunk| chunk["choices"][0]["delta"]["content"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(content, pieces.concat());
+    assert_eq!(server.exit_code(SERVE_DEADLINE), Some(0));
+    assert!(terminated.elapsed() < Duration::from_secs(5), "{:?}", terminated.elapsed());
+}
+
+/// SIGTERM with a stream that outlasts the drain timeout: the process exits 0 once the
+/// timeout has passed, cutting the stream off.
+#[test]
+fn serve_exits_after_its_drain_timeout_on_sigterm() {
+    let pieces: Vec<String> = (1..=100).map(|n| format!("{n} ")).collect();
+    let upstream = slow_upstream(pieces, Duration::from_millis(100));
+    let mut server = Server::start("serve_exits_after_its_drain_timeout_on_sigterm", upstream, 0.5);
+    let (mut stream, mut received) = start_stream(server.addr);
+    let terminated = Instant::now();
+    server.terminate();
+    assert_eq!(server.exit_code(SERVE_DEADLINE), Some(0));
+    let elapsed = terminated.elapsed();
+    assert!(elapsed >= Duration::from_millis(400), "exited before the drain timeout: {elapsed:?}");
+    assert!(elapsed < Duration::from_secs(3), "exited {elapsed:?} after SIGTERM");
+    let _ = stream.read_to_end(&mut received);
+    assert!(!chunked_body(&received).contains("[DONE]"), "the stream was cut off");
 }
 
 // ---- dialect and policy flags ----

@@ -201,7 +201,16 @@ pub(crate) fn run(
                 }
             }
             if let Some(err) = failed {
-                // After bytes went out, the error is reported in-band by the encoder.
+                if committed {
+                    // What the parser still holds is model output the client has not seen
+                    // (a call cut off here ends with the arguments it had): send it, then
+                    // the error, which the encoder reports in-band.
+                    let mut produced = Vec::new();
+                    shaper.finish(&mut produced);
+                    for event in produced {
+                        yield Ok(event);
+                    }
+                }
                 yield Err(err);
                 return;
             }

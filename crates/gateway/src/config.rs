@@ -104,9 +104,10 @@ pub struct UpstreamConfig {
     pub api_key_env: String,
     /// Seconds to establish a connection.
     pub connect_timeout_secs: f64,
-    /// Seconds until the upstream's first byte.
+    /// Seconds from the request until the upstream's first streamed event (SSE comments and
+    /// pings do not count).
     pub first_byte_timeout_secs: f64,
-    /// Seconds of silence allowed between streamed chunks.
+    /// Seconds of silence allowed between streamed events (comments and pings are silence).
     pub idle_timeout_secs: f64,
 }
 

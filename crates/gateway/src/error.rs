@@ -29,8 +29,8 @@ pub enum ApiError {
     Upstream { message: String },
     /// The upstream rate-limited the request; `retry_after` is its header, if any.
     UpstreamRateLimited { message: String, retry_after: Option<String> },
-    /// The upstream says it is overloaded (503 or 529).
-    UpstreamOverloaded,
+    /// The upstream says it is overloaded (503 or 529); `retry_after` is its header, if any.
+    UpstreamOverloaded { retry_after: Option<String> },
     /// The prompt does not fit the upstream model's context window.
     ContextOverflow { tokens: u64, limit: u64 },
     /// The upstream could not be reached.
@@ -53,7 +53,7 @@ impl ApiError {
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Upstream { .. } => StatusCode::BAD_GATEWAY,
             ApiError::UpstreamRateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            ApiError::UpstreamOverloaded => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::UpstreamOverloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::ContextOverflow { .. } => StatusCode::BAD_REQUEST,
             ApiError::UpstreamUnavailable { .. } => StatusCode::BAD_GATEWAY,
             ApiError::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
@@ -71,7 +71,7 @@ impl ApiError {
             ApiError::BodyTooLarge { .. } => "body_too_large",
             ApiError::Upstream { .. } => "upstream",
             ApiError::UpstreamRateLimited { .. } => "upstream_rate_limited",
-            ApiError::UpstreamOverloaded => "upstream_overloaded",
+            ApiError::UpstreamOverloaded { .. } => "upstream_overloaded",
             ApiError::ContextOverflow { .. } => "context_overflow",
             ApiError::UpstreamUnavailable { .. } => "upstream_unavailable",
             ApiError::UpstreamTimeout => "upstream_timeout",
@@ -92,7 +92,7 @@ impl ApiError {
                 "Incorrect API key provided. Pass a gateway key as `Authorization: Bearer <key>`."
                     .into()
             }
-            ApiError::UpstreamOverloaded => {
+            ApiError::UpstreamOverloaded { .. } => {
                 "The upstream model is overloaded; try again later.".into()
             }
             ApiError::ContextOverflow { tokens, limit } => format!(
@@ -106,6 +106,15 @@ impl ApiError {
             ApiError::Internal(_) => {
                 "The server had an error while processing your request. Sorry about that!".into()
             }
+        }
+    }
+
+    /// The upstream's `retry-after`, passed on to the client (the SDKs honour it).
+    pub fn retry_after(&self) -> Option<&str> {
+        match self {
+            ApiError::UpstreamRateLimited { retry_after, .. }
+            | ApiError::UpstreamOverloaded { retry_after } => retry_after.as_deref(),
+            _ => None,
         }
     }
 

@@ -110,7 +110,7 @@ impl UpstreamClient {
         let body = response.text().await.unwrap_or_default();
         tracing::debug!(status = status.as_u16(), body = %body, "upstream error");
         Err(match status.as_u16() {
-            503 | 529 => ApiError::UpstreamOverloaded,
+            503 | 529 => ApiError::UpstreamOverloaded { retry_after },
             400 | 413 if is_context_overflow(&body) => {
                 let numbers: Vec<u64> = body
                     .split(|c: char| !c.is_ascii_digit())
@@ -164,20 +164,23 @@ impl UpstreamClient {
     pub(crate) async fn chat_stream(&self, body: Value) -> Result<UpstreamStream, ApiError> {
         let anthropic = self.is_anthropic();
         let body = if anthropic { to_messages(&body) } else { body };
+        let sent_at = tokio::time::Instant::now();
         let response = self.send(&body).await?;
         let is_json = response
             .headers()
             .get(reqwest::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("application/json"));
-        let idle = self.idle;
+        let (first_byte, idle) = (self.first_byte, self.idle);
         let mut bytes = response.bytes_stream();
         let stream = async_stream::stream! {
             if is_json {
-                // An upstream that ignored `stream: true`.
+                // An upstream that ignored `stream: true`. The body follows its head at once,
+                // so all of it must come within the idle timeout (a trickle cannot extend it).
+                let deadline = tokio::time::Instant::now() + idle;
                 let mut body = Vec::new();
                 loop {
-                    match tokio::time::timeout(idle, bytes.next()).await {
+                    match tokio::time::timeout_at(deadline, bytes.next()).await {
                         Err(_) => { yield Err(ApiError::UpstreamTimeout); return; }
                         Ok(None) => break,
                         Ok(Some(Err(_))) => { yield Err(broken()); return; }
@@ -194,9 +197,16 @@ impl UpstreamClient {
             let mut decoder = SseDecoder::default();
             let mut payloads = Vec::new();
             let mut done = false;
+            // The reply said it was complete: `[DONE]`, `message_stop` or a finish reason.
+            // A body that ends without any of them was cut off (or never began).
+            let mut finished = false;
             let mut input_tokens = 0;
+            // Only data counts as progress, not SSE comments or pings (an upstream could send
+            // those forever): the first event must come within the first-byte timeout of
+            // the request, and each later one within the idle timeout of the one before.
+            let mut deadline = sent_at + first_byte;
             while !done {
-                let next = tokio::time::timeout(idle, bytes.next()).await;
+                let next = tokio::time::timeout_at(deadline, bytes.next()).await;
                 let chunk = match next {
                     Err(_) => { yield Err(ApiError::UpstreamTimeout); return; }
                     Ok(None) => { decoder.finish(&mut payloads); done = true; None }
@@ -206,12 +216,16 @@ impl UpstreamClient {
                 if let Some(chunk) = chunk {
                     decoder.feed(&chunk, &mut payloads);
                 }
+                if payloads.iter().any(|payload| !is_ping(payload)) {
+                    deadline = tokio::time::Instant::now() + idle;
+                }
                 for payload in payloads.drain(..) {
                     if payload.trim() == "[DONE]" {
                         done = true;
+                        finished = true;
                         break;
                     }
-                    match serde_json::from_str::<Value>(&payload) {
+                    let events = match serde_json::from_str::<Value>(&payload) {
                         Ok(value) if value.get("error").is_some_and(|e| !e.is_null()) => {
                             yield Err(ApiError::Upstream { message: "The upstream model reported an error mid-stream.".into() });
                             return;
@@ -219,13 +233,24 @@ impl UpstreamClient {
                         Ok(value) if anthropic => {
                             if value.get("type").and_then(Value::as_str) == Some("message_stop") {
                                 done = true;
+                                finished = true;
                             }
-                            for event in stream_event(&value, &mut input_tokens) { yield Ok(event); }
+                            stream_event(&value, &mut input_tokens)
                         }
-                        Ok(value) => for event in chunk_events(&value) { yield Ok(event); },
-                        Err(_) => tracing::debug!(payload = %payload, "skipped an upstream SSE line that is not JSON"),
+                        Ok(value) => chunk_events(&value),
+                        Err(_) => {
+                            tracing::debug!(payload = %payload, "skipped an upstream SSE line that is not JSON");
+                            Vec::new()
+                        }
+                    };
+                    for event in events {
+                        finished |= matches!(event, UpstreamEvent::Finish(_));
+                        yield Ok(event);
                     }
                 }
+            }
+            if !finished {
+                yield Err(ApiError::Upstream { message: "The upstream model's reply ended before it was complete.".into() });
             }
         };
         Ok(Box::pin(stream))
@@ -333,6 +358,12 @@ fn is_context_overflow(body: &str) -> bool {
     let body = body.to_ascii_lowercase();
     body.contains("context")
         && (body.contains("exceed") || body.contains("maximum") || body.contains("too long"))
+}
+
+/// Whether an SSE payload is an Anthropic keep-alive `ping` (not progress).
+fn is_ping(payload: &str) -> bool {
+    serde_json::from_str::<Value>(payload)
+        .is_ok_and(|value| value.get("type").and_then(Value::as_str) == Some("ping"))
 }
 
 fn broken() -> ApiError {

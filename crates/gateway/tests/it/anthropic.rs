@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::common::{Reply, TestGateway, hermes, spawn_gateway};
 
-fn tools() -> Value {
+pub(crate) fn tools() -> Value {
     json!([
         {"name": "get_weather", "description": "Weather for a city",
          "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}},
@@ -15,11 +15,11 @@ fn tools() -> Value {
     ])
 }
 
-fn request(user: &str) -> Value {
+pub(crate) fn request(user: &str) -> Value {
     json!({"model": "claude-test", "max_tokens": 256, "messages": [{"role": "user", "content": user}], "tools": tools()})
 }
 
-async fn post(gw: &TestGateway, path: &str, body: &Value) -> reqwest::Response {
+pub(crate) async fn post(gw: &TestGateway, path: &str, body: &Value) -> reqwest::Response {
     gw.http()
         .post(gw.url(path))
         .header("anthropic-version", "2023-06-01")

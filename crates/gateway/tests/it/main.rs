@@ -17,6 +17,10 @@
 //!   `tool_choice`, tool results with `is_error`, auth and error shapes, `count_tokens`, models.
 //! - `modes`: `native` passes requests through; `auto` falls back to emulation when the
 //!   upstream rejects tools.
+//! - `faults`: upstream faults (refused, 429/5xx with and without `retry-after`, timeouts,
+//!   stalls, breaks mid-text and mid-call, malformed SSE, invalid or empty bodies, replies that
+//!   never end) and client faults (disconnects, slow readers, oversize or malformed bodies,
+//!   wrong types, unknown tool names, stray tool results) on both API surfaces.
 //! - `shutdown`: cancelling the token refuses new connections and lets in-flight streams
 //!   finish.
 
@@ -31,6 +35,7 @@
 mod anthropic;
 mod common;
 mod errors;
+mod faults;
 mod modes;
 mod openai;
 mod shutdown;

@@ -10,7 +10,7 @@ use crate::error::{ApiError, AuthFailure};
 /// Anthropic's status for an error (529 for an overloaded upstream).
 fn status(err: &ApiError) -> StatusCode {
     match err {
-        ApiError::UpstreamOverloaded => {
+        ApiError::UpstreamOverloaded { .. } => {
             StatusCode::from_u16(529).unwrap_or(StatusCode::SERVICE_UNAVAILABLE)
         }
         other => other.status(),
@@ -37,7 +37,7 @@ fn message(err: &ApiError) -> String {
         ApiError::Auth(AuthFailure::Missing) => "x-api-key header is required".into(),
         ApiError::Auth(AuthFailure::BadKey) => "invalid x-api-key".into(),
         ApiError::Auth(AuthFailure::BadBearer) => "Invalid bearer token".into(),
-        ApiError::UpstreamOverloaded => "Overloaded".into(),
+        ApiError::UpstreamOverloaded { .. } => "Overloaded".into(),
         // The wording Claude Code matches to compact its context.
         ApiError::ContextOverflow { tokens, limit } => {
             format!("prompt is too long: {tokens} tokens > {limit} maximum")
@@ -58,10 +58,8 @@ fn body(err: &ApiError, request_id: Option<&str>) -> serde_json::Value {
 /// The HTTP response for an error raised before streaming began.
 pub(crate) fn response(err: ApiError, request_id: Option<&str>) -> Response {
     let mut response = (status(&err), axum::Json(body(&err, request_id))).into_response();
-    if let ApiError::UpstreamRateLimited { retry_after: Some(value), .. } = &err {
-        if let Ok(value) = HeaderValue::from_str(value) {
-            response.headers_mut().insert(header::RETRY_AFTER, value);
-        }
+    if let Some(value) = err.retry_after().and_then(|v| HeaderValue::from_str(v).ok()) {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
     }
     response.extensions_mut().insert(err);
     response

@@ -4,6 +4,7 @@ use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::api::{Fields, JsonType, items, mistyped};
 use crate::chat::{ChatRequest, Message, PriorCall, ToolChoice, ToolSpec};
 use crate::error::ApiError;
 
@@ -23,6 +24,7 @@ pub(crate) fn from_wire(body: &Value, counting: bool) -> Result<Parsed, ApiError
     let Some(object) = body.as_object() else {
         return Err(invalid("The request body must be a JSON object."));
     };
+    check_types(object)?;
     let model = match object.get("model") {
         Some(Value::String(model)) if !model.is_empty() => model.clone(),
         _ => return Err(invalid("model: Field required")),
@@ -72,6 +74,151 @@ pub(crate) fn from_wire(body: &Value, counting: bool) -> Result<Parsed, ApiError
         chat: ChatRequest { model, messages, tools, tool_choice, parallel_tool_calls, sampling },
         stream: object.get("stream").and_then(Value::as_bool).unwrap_or(false),
     })
+}
+
+use JsonType::{
+    Array as Arr, Boolean as Bool, Integer as Int, Number as Num, Object as Obj, String as Str,
+};
+
+/// Every request field the Messages API defines, with its types.
+const REQUEST: Fields = &[
+    ("model", &[Str]),
+    ("max_tokens", &[Int]),
+    ("messages", &[Arr]),
+    ("system", &[Str, Arr]),
+    ("stream", &[Bool]),
+    ("temperature", &[Num]),
+    ("top_p", &[Num]),
+    ("top_k", &[Int]),
+    ("stop_sequences", &[Arr]),
+    ("tools", &[Arr]),
+    ("tool_choice", &[Obj]),
+    ("metadata", &[Obj]),
+    ("thinking", &[Obj]),
+    ("service_tier", &[Str]),
+    ("container", &[Str, Obj]),
+    ("context_management", &[Obj]),
+    ("output_config", &[Obj]),
+    ("inference_geo", &[Str]),
+    ("cache_control", &[Obj]),
+    ("mcp_servers", &[Arr]),
+];
+const METADATA: Fields = &[("user_id", &[Str])];
+const MESSAGE: Fields = &[("role", &[Str]), ("content", &[Str, Arr])];
+const BLOCK: Fields = &[("type", &[Str]), ("cache_control", &[Obj])];
+/// `system` holds text blocks only, so their fields are not under a type tag.
+const SYSTEM_BLOCK: Fields =
+    &[("type", &[Str]), ("text", &[Str]), ("cache_control", &[Obj]), ("citations", &[Arr])];
+const TOOL: Fields = &[
+    ("name", &[Str]),
+    ("description", &[Str]),
+    ("input_schema", &[Obj]),
+    ("type", &[Str]),
+    ("cache_control", &[Obj]),
+    ("strict", &[Bool]),
+];
+const TOOL_CHOICE: Fields =
+    &[("type", &[Str]), ("name", &[Str]), ("disable_parallel_tool_use", &[Bool])];
+
+/// The fields of a content block of one type.
+fn block_fields(kind: &str) -> Fields {
+    match kind {
+        "text" => &[("text", &[Str]), ("citations", &[Arr])],
+        "image" | "document" => &[("source", &[Obj])],
+        "tool_use" => &[("id", &[Str]), ("name", &[Str]), ("input", &[Obj])],
+        "tool_result" => {
+            &[("tool_use_id", &[Str]), ("content", &[Str, Arr]), ("is_error", &[Bool])]
+        }
+        "thinking" => &[("thinking", &[Str]), ("signature", &[Str])],
+        "redacted_thinking" => &[("data", &[Str])],
+        _ => &[],
+    }
+}
+
+/// The types of every field the API defines, worded like the API:
+/// `messages.0.content.1.tool_use.input: Input should be a valid dictionary`.
+fn check_types(body: &serde_json::Map<String, Value>) -> Result<(), ApiError> {
+    fields("", body, REQUEST)?;
+    if let Some(Value::Object(metadata)) = body.get("metadata") {
+        fields("metadata", metadata, METADATA)?;
+    }
+    for (i, block) in items(body, "system") {
+        object(&format!("system.{i}"), block, SYSTEM_BLOCK)?;
+    }
+    for (i, sequence) in items(body, "stop_sequences") {
+        if !sequence.is_string() {
+            return Err(type_error(&format!("stop_sequences.{i}"), &[Str]));
+        }
+    }
+    for (i, message) in items(body, "messages") {
+        let path = format!("messages.{i}");
+        let message = object(&path, message, MESSAGE)?;
+        if let Some(Value::Array(content)) = message.get("content") {
+            blocks(&format!("{path}.content"), content)?;
+        }
+    }
+    for (i, tool) in items(body, "tools") {
+        object(&format!("tools.{i}"), tool, TOOL)?;
+    }
+    if let Some(Value::Object(choice)) = body.get("tool_choice") {
+        fields("tool_choice", choice, TOOL_CHOICE)?;
+    }
+    Ok(())
+}
+
+/// Content blocks: objects with a `type`, and the fields of that type (a tool result's
+/// content blocks too).
+fn blocks(path: &str, blocks: &[Value]) -> Result<(), ApiError> {
+    for (j, block) in blocks.iter().enumerate() {
+        let path = format!("{path}.{j}");
+        let block = object(&path, block, BLOCK)?;
+        let kind = block.get("type").and_then(Value::as_str).unwrap_or_default();
+        let typed = format!("{path}.{kind}");
+        fields(&typed, block, block_fields(kind))?;
+        if let Some(Value::Array(content)) = block.get("content").filter(|_| kind == "tool_result")
+        {
+            self::blocks(&format!("{typed}.content"), content)?;
+        }
+    }
+    Ok(())
+}
+
+/// `value` must be an object; then its fields are checked.
+fn object<'a>(
+    path: &str,
+    value: &'a Value,
+    defined: Fields,
+) -> Result<&'a serde_json::Map<String, Value>, ApiError> {
+    let Value::Object(object) = value else {
+        return Err(type_error(path, &[Obj]));
+    };
+    fields(path, object, defined)?;
+    Ok(object)
+}
+
+fn fields(
+    path: &str,
+    object: &serde_json::Map<String, Value>,
+    defined: Fields,
+) -> Result<(), ApiError> {
+    match mistyped(object, defined) {
+        None => Ok(()),
+        Some((key, types, _)) if path.is_empty() => Err(type_error(key, types)),
+        Some((key, types, _)) => Err(type_error(&format!("{path}.{key}"), types)),
+    }
+}
+
+/// `Input should be a valid …`, naming the last (the structured) of the allowed types.
+fn type_error(path: &str, types: &[JsonType]) -> ApiError {
+    let name = match types.last() {
+        Some(Str) => "string",
+        Some(Int) => "integer",
+        Some(Num) => "number",
+        Some(Bool) => "boolean",
+        Some(Arr) => "list",
+        Some(Obj) | None => "dictionary",
+    };
+    invalid(format!("{path}: Input should be a valid {name}"))
 }
 
 /// The text of a string or of an array of content blocks (images described in text).
@@ -176,18 +323,48 @@ fn read_message(i: usize, value: &Value, out: &mut Vec<Message>) -> Result<(), A
     Ok(())
 }
 
-/// Every `tool_use` must be answered by a `tool_result` in the next message (Anthropic's wording).
+/// The ids of a message's `tool_use` blocks.
+fn tool_use_ids(message: Option<&Value>) -> Vec<&str> {
+    let Some(Value::Array(blocks)) = message.and_then(|m| m.get("content")) else {
+        return Vec::new();
+    };
+    blocks
+        .iter()
+        .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+        .filter_map(|b| b.get("id").and_then(Value::as_str))
+        .collect()
+}
+
+/// Every `tool_use` must be answered by a `tool_result` in the next message, and every
+/// `tool_result` must answer a `tool_use` of the message before (Anthropic's wording).
 fn validate_history(messages: &[Value]) -> Result<(), ApiError> {
     for (i, message) in messages.iter().enumerate() {
+        if message.get("role").and_then(Value::as_str) == Some("user") {
+            let Some(Value::Array(blocks)) = message.get("content") else { continue };
+            let previous = i.checked_sub(1).and_then(|p| messages.get(p));
+            let asked = match previous {
+                Some(m) if m.get("role").and_then(Value::as_str) == Some("assistant") => {
+                    tool_use_ids(Some(m))
+                }
+                _ => Vec::new(),
+            };
+            for (j, block) in blocks.iter().enumerate() {
+                if block.get("type").and_then(Value::as_str) != Some("tool_result") {
+                    continue;
+                }
+                let id = block.get("tool_use_id").and_then(Value::as_str).unwrap_or_default();
+                if !asked.contains(&id) {
+                    return Err(invalid(format!(
+                        "messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` blocks: {id}. Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
+                    )));
+                }
+            }
+            continue;
+        }
         if message.get("role").and_then(Value::as_str) != Some("assistant") {
             continue;
         }
-        let Some(Value::Array(blocks)) = message.get("content") else { continue };
-        let ids: Vec<&str> = blocks
-            .iter()
-            .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
-            .filter_map(|b| b.get("id").and_then(Value::as_str))
-            .collect();
+        let ids = tool_use_ids(Some(message));
         if ids.is_empty() {
             continue;
         }

@@ -18,7 +18,7 @@ fn body(err: &ApiError) -> serde_json::Value {
             Some("context_length_exceeded".into()),
             Some("messages".into()),
         ),
-        ApiError::UpstreamOverloaded => ("server_error", Some("overloaded".into()), None),
+        ApiError::UpstreamOverloaded { .. } => ("server_error", Some("overloaded".into()), None),
         ApiError::NotFound(_) => ("invalid_request_error", Some("not_found".into()), None),
         ApiError::BodyTooLarge { .. } => {
             ("invalid_request_error", Some("request_too_large".into()), None)
@@ -40,10 +40,8 @@ fn body(err: &ApiError) -> serde_json::Value {
 /// The HTTP response for an error raised before streaming began.
 pub(crate) fn response(err: ApiError) -> Response {
     let mut response = (err.status(), axum::Json(body(&err))).into_response();
-    if let ApiError::UpstreamRateLimited { retry_after: Some(value), .. } = &err {
-        if let Ok(value) = HeaderValue::from_str(value) {
-            response.headers_mut().insert(header::RETRY_AFTER, value);
-        }
+    if let Some(value) = err.retry_after().and_then(|v| HeaderValue::from_str(v).ok()) {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
     }
     response.extensions_mut().insert(err);
     response

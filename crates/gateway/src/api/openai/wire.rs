@@ -4,6 +4,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::api::{Fields, JsonType, items, mistyped};
 use crate::chat::{ChatRequest, Message, PriorCall, ToolChoice, ToolSpec, Usage};
 use crate::error::ApiError;
 
@@ -36,6 +37,7 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
     let Some(object) = body.as_object() else {
         return Err(ApiError::invalid("The request body must be a JSON object.", None));
     };
+    check_types(object)?;
     let model = match object.get("model") {
         Some(Value::String(model)) if !model.is_empty() => model.clone(),
         Some(_) => {
@@ -121,6 +123,177 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
         include_usage,
         legacy,
     })
+}
+
+use JsonType::{
+    Array as Arr, Boolean as Bool, Integer as Int, Number as Num, Object as Obj, String as Str,
+};
+
+/// Every request field OpenAI defines, with its types.
+const REQUEST: Fields = &[
+    ("model", &[Str]),
+    ("messages", &[Arr]),
+    ("stream", &[Bool]),
+    ("stream_options", &[Obj]),
+    ("tools", &[Arr]),
+    ("tool_choice", &[Str, Obj]),
+    ("parallel_tool_calls", &[Bool]),
+    ("functions", &[Arr]),
+    ("function_call", &[Str, Obj]),
+    ("max_tokens", &[Int]),
+    ("max_completion_tokens", &[Int]),
+    ("temperature", &[Num]),
+    ("top_p", &[Num]),
+    ("n", &[Int]),
+    ("stop", &[Str, Arr]),
+    ("response_format", &[Obj]),
+    ("seed", &[Int]),
+    ("user", &[Str]),
+    ("logprobs", &[Bool]),
+    ("top_logprobs", &[Int]),
+    ("reasoning_effort", &[Str]),
+    ("modalities", &[Arr]),
+    ("store", &[Bool]),
+    ("metadata", &[Obj]),
+    ("prediction", &[Obj]),
+    ("service_tier", &[Str]),
+    ("verbosity", &[Str]),
+    ("web_search_options", &[Obj]),
+    ("prompt_cache_key", &[Str]),
+    ("safety_identifier", &[Str]),
+    ("presence_penalty", &[Num]),
+    ("frequency_penalty", &[Num]),
+    ("logit_bias", &[Obj]),
+    ("audio", &[Obj]),
+    // Not OpenAI's, but forwarded to the upstream with the sampling options.
+    ("top_k", &[Int]),
+    ("min_p", &[Num]),
+    ("repeat_penalty", &[Num]),
+];
+const STREAM_OPTIONS: Fields = &[("include_usage", &[Bool]), ("include_obfuscation", &[Bool])];
+const MESSAGE: Fields = &[
+    ("role", &[Str]),
+    ("content", &[Str, Arr]),
+    ("name", &[Str]),
+    ("tool_calls", &[Arr]),
+    ("tool_call_id", &[Str]),
+    ("function_call", &[Obj]),
+    ("refusal", &[Str]),
+    ("audio", &[Obj]),
+];
+const CONTENT_PART: Fields = &[
+    ("type", &[Str]),
+    ("text", &[Str]),
+    ("refusal", &[Str]),
+    // A bare URL string is accepted too, as before.
+    ("image_url", &[Str, Obj]),
+    ("input_audio", &[Obj]),
+    ("file", &[Obj]),
+];
+const TOOL_CALL: Fields = &[("id", &[Str]), ("type", &[Str]), ("function", &[Obj])];
+/// `arguments` may also be an object (some clients send it unencoded; it is accepted).
+const CALLED_FUNCTION: Fields = &[("name", &[Str]), ("arguments", &[Str, Obj])];
+const TOOL: Fields = &[("type", &[Str]), ("function", &[Obj])];
+const FUNCTION: Fields =
+    &[("name", &[Str]), ("description", &[Str]), ("parameters", &[Obj]), ("strict", &[Bool])];
+const TOOL_CHOICE: Fields =
+    &[("type", &[Str]), ("function", &[Obj]), ("allowed_tools", &[Obj]), ("custom", &[Obj])];
+const ALLOWED_TOOLS: Fields = &[("mode", &[Str]), ("tools", &[Arr])];
+const NAMED: Fields = &[("name", &[Str])];
+
+/// The types of every field OpenAI defines, as OpenAI words a mistake:
+/// `Invalid type for 'messages[0].content': expected …, but got … instead.`
+fn check_types(body: &serde_json::Map<String, Value>) -> Result<(), ApiError> {
+    fields("", body, REQUEST)?;
+    if let Some(Value::Object(options)) = body.get("stream_options") {
+        fields("stream_options", options, STREAM_OPTIONS)?;
+    }
+    for (i, message) in items(body, "messages") {
+        let path = format!("messages[{i}]");
+        let message = object(&path, message, MESSAGE)?;
+        for (j, part) in items(message, "content").filter(|(_, part)| !part.is_string()) {
+            object(&format!("{path}.content[{j}]"), part, CONTENT_PART)?;
+        }
+        for (j, call) in items(message, "tool_calls") {
+            let path = format!("{path}.tool_calls[{j}]");
+            if let Some(Value::Object(function)) = object(&path, call, TOOL_CALL)?.get("function") {
+                fields(&format!("{path}.function"), function, CALLED_FUNCTION)?;
+            }
+        }
+        if let Some(Value::Object(call)) = message.get("function_call") {
+            fields(&format!("{path}.function_call"), call, CALLED_FUNCTION)?;
+        }
+    }
+    for (i, tool) in items(body, "tools") {
+        let path = format!("tools[{i}]");
+        if let Some(Value::Object(function)) = object(&path, tool, TOOL)?.get("function") {
+            fields(&format!("{path}.function"), function, FUNCTION)?;
+        }
+    }
+    for (i, function) in items(body, "functions") {
+        object(&format!("functions[{i}]"), function, FUNCTION)?;
+    }
+    if let Some(Value::Object(choice)) = body.get("tool_choice") {
+        fields("tool_choice", choice, TOOL_CHOICE)?;
+        if let Some(Value::Object(function)) = choice.get("function") {
+            fields("tool_choice.function", function, NAMED)?;
+        }
+        if let Some(Value::Object(allowed)) = choice.get("allowed_tools") {
+            fields("tool_choice.allowed_tools", allowed, ALLOWED_TOOLS)?;
+        }
+    }
+    if let Some(Value::Object(call)) = body.get("function_call") {
+        fields("function_call", call, NAMED)?;
+    }
+    Ok(())
+}
+
+/// `value` must be an object; then its fields are checked.
+fn object<'a>(
+    path: &str,
+    value: &'a Value,
+    defined: Fields,
+) -> Result<&'a serde_json::Map<String, Value>, ApiError> {
+    let Value::Object(object) = value else {
+        return Err(type_error(path, &[Obj], value));
+    };
+    fields(path, object, defined)?;
+    Ok(object)
+}
+
+fn fields(
+    path: &str,
+    object: &serde_json::Map<String, Value>,
+    defined: Fields,
+) -> Result<(), ApiError> {
+    match mistyped(object, defined) {
+        None => Ok(()),
+        Some((key, types, value)) if path.is_empty() => Err(type_error(key, types, value)),
+        Some((key, types, value)) => Err(type_error(&format!("{path}.{key}"), types, value)),
+    }
+}
+
+fn type_error(path: &str, types: &[JsonType], value: &Value) -> ApiError {
+    let name = |t: JsonType| match t {
+        Str => "a string",
+        Int => "an integer",
+        Num => "a decimal",
+        Bool => "a boolean",
+        Arr => "an array",
+        Obj => "an object",
+    };
+    let expected = match types {
+        [one] => name(*one).to_owned(),
+        many => {
+            format!("one of {}", many.iter().map(|t| name(*t)).collect::<Vec<_>>().join(" or "))
+        }
+    };
+    let got = JsonType::of(value).map_or("null", name);
+    ApiError::InvalidRequest {
+        message: format!("Invalid type for '{path}': expected {expected}, but got {got} instead."),
+        param: Some(path.to_owned()),
+        code: Some("invalid_type".into()),
+    }
 }
 
 fn missing(param: &str) -> ApiError {

@@ -81,6 +81,26 @@ enum ReplyKind {
     },
     /// Never sends the response head.
     Stall,
+    /// Status 200 and these bytes as they are, for byte-level faults.
+    Bytes(BytesReply),
+}
+
+#[derive(Debug, Clone)]
+struct BytesReply {
+    content_type: &'static str,
+    parts: Vec<Bytes>,
+    then: Then,
+}
+
+/// What a byte-level reply does after its parts.
+#[derive(Debug, Clone)]
+enum Then {
+    /// Ends the body cleanly.
+    End,
+    /// Breaks the connection.
+    Break,
+    /// Sends `part` every `every`, forever.
+    Repeat { part: Bytes, every: Duration },
 }
 
 #[derive(Debug, Clone)]
@@ -118,6 +138,34 @@ impl Reply {
     /// Accepts the request and never answers.
     pub(crate) fn stall() -> Reply {
         Reply { kind: ReplyKind::Stall }
+    }
+
+    /// A 200 reply with this content type whose body is `parts`, sent one by one as they are.
+    pub(crate) fn bytes<P: Into<Bytes>>(
+        content_type: &'static str,
+        parts: impl IntoIterator<Item = P>,
+    ) -> Reply {
+        let parts = parts.into_iter().map(Into::into).collect();
+        Reply { kind: ReplyKind::Bytes(BytesReply { content_type, parts, then: Then::End }) }
+    }
+
+    fn bytes_mut(&mut self) -> &mut BytesReply {
+        match &mut self.kind {
+            ReplyKind::Bytes(bytes) => bytes,
+            other => panic!("only a byte-level reply has this option, not {other:?}"),
+        }
+    }
+
+    /// After its parts, the byte-level reply breaks the connection.
+    pub(crate) fn then_break(mut self) -> Reply {
+        self.bytes_mut().then = Then::Break;
+        self
+    }
+
+    /// After its parts, the byte-level reply sends `part` every `every`, and never ends.
+    pub(crate) fn then_repeat(mut self, part: impl Into<Bytes>, every: Duration) -> Reply {
+        self.bytes_mut().then = Then::Repeat { part: part.into(), every };
+        self
     }
 
     fn stream_mut(&mut self) -> &mut StreamReply {
@@ -195,6 +243,31 @@ fn stream_frames(reply: &StreamReply) -> Vec<String> {
     out
 }
 
+/// The first OpenAI SSE event of a reply: the role, with empty content.
+pub(crate) fn role_frame() -> String {
+    let chunk = json!({"id": "chatcmpl-upstream", "object": "chat.completion.chunk",
+        "created": 1_700_000_000, "model": MODEL,
+        "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""},
+        "logprobs": null, "finish_reason": null}]});
+    format!("data: {chunk}\n\n")
+}
+
+/// One OpenAI SSE event carrying `content` as a delta, as the mock upstream sends it.
+pub(crate) fn content_frame(content: &str) -> String {
+    let chunk = json!({"id": "chatcmpl-upstream", "object": "chat.completion.chunk",
+        "created": 1_700_000_000, "model": MODEL,
+        "choices": [{"index": 0, "delta": {"content": content}, "logprobs": null, "finish_reason": null}]});
+    format!("data: {chunk}\n\n")
+}
+
+/// The OpenAI SSE events that end a reply: the finish reason, then `[DONE]`.
+pub(crate) fn finish_frames(reason: &str) -> String {
+    let chunk = json!({"id": "chatcmpl-upstream", "object": "chat.completion.chunk",
+        "created": 1_700_000_000, "model": MODEL,
+        "choices": [{"index": 0, "delta": {}, "logprobs": null, "finish_reason": reason}]});
+    format!("data: {chunk}\n\ndata: [DONE]\n\n")
+}
+
 #[derive(Debug)]
 struct Inner {
     script: Mutex<VecDeque<Reply>>,
@@ -203,6 +276,8 @@ struct Inner {
     received: watch::Sender<usize>,
     /// How many replies were abandoned by the client (the gateway) before they were complete.
     dropped: watch::Sender<usize>,
+    /// Body bytes handed to the server so far, over all replies.
+    sent: watch::Sender<usize>,
 }
 
 /// Counts a reply as dropped unless it is marked complete first.
@@ -233,6 +308,7 @@ impl MockUpstream {
             requests: Mutex::new(Vec::new()),
             received: watch::channel(0).0,
             dropped: watch::channel(0).0,
+            sent: watch::channel(0).0,
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(mock_chat))
@@ -278,10 +354,21 @@ impl MockUpstream {
         tokio::time::timeout(within, rx.wait_for(|got| *got >= n)).await.is_ok_and(|r| r.is_ok())
     }
 
+    /// Body bytes handed to the HTTP server so far; a server only takes more once it could
+    /// write the earlier ones, so this follows what the gateway read.
+    pub(crate) fn sent_bytes(&self) -> watch::Receiver<usize> {
+        self.inner.sent.subscribe()
+    }
+
     /// Waits (up to `within`) until a reply was abandoned before it was complete.
     pub(crate) async fn wait_dropped(&self, within: Duration) -> bool {
+        self.wait_dropped_n(1, within).await
+    }
+
+    /// Waits (up to `within`) until `n` replies were abandoned before they were complete.
+    pub(crate) async fn wait_dropped_n(&self, n: usize, within: Duration) -> bool {
         let mut rx = self.inner.dropped.subscribe();
-        tokio::time::timeout(within, rx.wait_for(|n| *n > 0)).await.is_ok_and(|r| r.is_ok())
+        tokio::time::timeout(within, rx.wait_for(|got| *got >= n)).await.is_ok_and(|r| r.is_ok())
     }
 }
 
@@ -317,6 +404,33 @@ async fn mock_chat(State(inner): State<Arc<Inner>>, body: Bytes) -> Response {
             guard.complete = true;
             StatusCode::NO_CONTENT.into_response()
         }
+        ReplyKind::Bytes(reply) => {
+            let body = async_stream::stream! {
+                let mut guard = guard;
+                for part in reply.parts {
+                    guard.inner.sent.send_modify(|n| *n += part.len());
+                    yield Ok::<_, std::io::Error>(part);
+                }
+                match reply.then {
+                    Then::End => guard.complete = true,
+                    Then::Break => {
+                        tokio::task::yield_now().await;
+                        guard.complete = true;
+                        yield Err(std::io::Error::other("scripted disconnect"));
+                    }
+                    Then::Repeat { part, every } => loop {
+                        tokio::time::sleep(every).await;
+                        guard.inner.sent.send_modify(|n| *n += part.len());
+                        yield Ok(part.clone());
+                    },
+                }
+            };
+            let mut response = Response::new(Body::from_stream(body));
+            response
+                .headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static(reply.content_type));
+            response
+        }
         ReplyKind::Stream(stream) => {
             let frames = stream_frames(&stream);
             let body = async_stream::stream! {
@@ -336,6 +450,7 @@ async fn mock_chat(State(inner): State<Arc<Inner>>, body: Bytes) -> Response {
                     if !stream.delay.is_zero() {
                         tokio::time::sleep(stream.delay).await;
                     }
+                    guard.inner.sent.send_modify(|n| *n += frame.len());
                     yield Ok::<_, std::io::Error>(Bytes::from(frame));
                 }
                 guard.complete = true;
