@@ -1,7 +1,9 @@
 //! Checks shared by the fuzz targets.
 
 use serde::de::IgnoredAny;
-use toolshim_parse::{Builtin, Config, ExampleGuard, Parsed, ReasoningCalls, TagPair, ToolSet};
+use toolshim_parse::{
+    Builtin, Config, Event, ExampleGuard, Parsed, ReasoningCalls, StreamParser, TagPair, ToolSet,
+};
 
 #[allow(dead_code, reason = "not every target uses the settings")]
 const TOOLS: &str = r#"[
@@ -16,8 +18,7 @@ const TOOLS: &str = r#"[
 /// no example guard, a custom tag pair, reasoning open at the start).
 #[allow(dead_code, reason = "not every target uses the settings")]
 pub fn configs() -> Vec<Config> {
-    let tools = ToolSet::from_json_str(TOOLS).unwrap_or_default();
-    let with_tools = Config::with_tools(tools);
+    let with_tools = tools_config();
     let mut open = Config {
         reasoning_calls: ReasoningCalls::Allow,
         example_guard: ExampleGuard::off(),
@@ -27,6 +28,67 @@ pub fn configs() -> Vec<Config> {
     open.dialects.add(Builtin::FreeText);
     open.dialects.add_pair(TagPair::new("<my_call>", "</my_call>"));
     vec![Config::default(), with_tools, open]
+}
+
+/// The defaults with the two tools declared.
+#[allow(dead_code, reason = "not every target uses the settings")]
+pub fn tools_config() -> Config {
+    Config::with_tools(ToolSet::from_json_str(TOOLS).unwrap_or_default())
+}
+
+/// `input` streamed through a `StreamParser` in chunks of the lengths `lens` (each
+/// modulo 17; 0 feeds an empty chunk; used in turn and cycled; none or only zeros
+/// means one byte at a time), each chunk end moved forward to a char boundary, and
+/// folded with `Parsed::from_events` after checking the `ArgsDelta` fragments.
+#[allow(dead_code, reason = "not every target streams")]
+pub fn stream(input: &str, lens: &[u8], config: &Config) -> Parsed {
+    let mut lens: Vec<usize> = lens.iter().map(|&b| usize::from(b % 17)).collect();
+    if lens.iter().all(|&len| len == 0) {
+        lens = vec![1];
+    }
+    let mut parser = StreamParser::new(config);
+    let mut events = Vec::new();
+    let mut rest = input;
+    for &len in lens.iter().cycle() {
+        if rest.is_empty() {
+            break;
+        }
+        let mut end = len.min(rest.len());
+        while !rest.is_char_boundary(end) {
+            end += 1;
+        }
+        let (chunk, tail) = rest.split_at(end);
+        parser.feed(chunk, &mut events);
+        rest = tail;
+    }
+    parser.finish(&mut events);
+    check_args_deltas(&events);
+    Parsed::from_events(events)
+}
+
+/// Each call's `ArgsDelta` fragments concatenate to its final arguments.
+fn check_args_deltas(events: &[Event]) {
+    let mut open: Vec<(usize, String)> = Vec::new();
+    for event in events {
+        match event {
+            Event::CallStart { call_idx, .. } => open.push((*call_idx, String::new())),
+            Event::ArgsDelta { call_idx, json } => {
+                if let Some((_, args)) = open.iter_mut().find(|(idx, _)| idx == call_idx) {
+                    args.push_str(json);
+                }
+            }
+            Event::CallEnd { call_idx, call } => {
+                if let Some(pos) = open.iter().position(|(idx, _)| idx == call_idx) {
+                    let (_, args) = open.swap_remove(pos);
+                    assert_eq!(
+                        args, call.arguments,
+                        "ArgsDelta fragments of call {call_idx} do not add up"
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Whether `text` is one JSON object by the grammar of RFC 8259. serde_json's
