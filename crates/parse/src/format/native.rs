@@ -707,13 +707,9 @@ pub(crate) fn read_name(pair: &TagPair, rest: &str, eof: bool) -> NameStep {
     let head = rest.get(at..).unwrap_or_default();
     // The first name end (or id marker) that occurs.
     let markers = pair.name_ends.iter().chain(std::iter::once(&pair.id_marker));
-    let best = earliest(head, markers);
-    let Some((found, marker)) = best else {
-        return if eof || head.len() > MAX_HEAD { NameStep::Fail } else { NameStep::NeedMore };
+    let Some((found, marker)) = earliest(head, markers) else {
+        return undecided(head, eof);
     };
-    if found > MAX_HEAD {
-        return NameStep::Fail;
-    }
     let raw = head.get(..found).unwrap_or_default().trim();
     if raw.is_empty()
         || raw.contains(['<', '>', '"', '{', '}'])
@@ -728,7 +724,7 @@ pub(crate) fn read_name(pair: &TagPair, rest: &str, eof: bool) -> NameStep {
         let after = head.get(found + marker.len()..).unwrap_or_default();
         let end = earliest(after, pair.name_ends.iter());
         let Some((k, name_end)) = end else {
-            return if eof || after.len() > MAX_HEAD { NameStep::Fail } else { NameStep::NeedMore };
+            return undecided(after, eof);
         };
         id = Some(after.get(..k).unwrap_or_default().trim().to_owned());
         len += marker.len() + k + consumed_len(name_end);
@@ -739,10 +735,20 @@ pub(crate) fn read_name(pair: &TagPair, rest: &str, eof: bool) -> NameStep {
     NameStep::Done { name, id: id.or(split_id), len }
 }
 
-/// The first of `markers` in `text` (within the head limit): where, and which. A marker
-/// written `?…` is found without its `?`.
+/// Longer than any marker a head search looks for.
+const MARKER_SLACK: usize = 64;
+
+/// No marker starts within the head limit of `text` yet: the head fails once no marker
+/// can still start there (`MAX_HEAD + MARKER_SLACK` bytes are in, or the output ended),
+/// so streaming decides at the same point whatever the chunking, and as `parse` does.
+fn undecided(text: &str, eof: bool) -> NameStep {
+    if eof || text.len() >= MAX_HEAD + MARKER_SLACK { NameStep::Fail } else { NameStep::NeedMore }
+}
+
+/// The first of `markers` that starts within the head limit of `text`: where, and which.
+/// A marker written `?…` is found without its `?`.
 fn earliest<'m>(text: &str, markers: impl Iterator<Item = &'m String>) -> Option<(usize, &'m str)> {
-    let mut window = text.len().min(MAX_HEAD + 64);
+    let mut window = text.len().min(MAX_HEAD + MARKER_SLACK);
     while !text.is_char_boundary(window) {
         window -= 1;
     }
@@ -756,7 +762,7 @@ fn earliest<'m>(text: &str, markers: impl Iterator<Item = &'m String>) -> Option
             }
         }
     }
-    best
+    best.filter(|&(found, _)| found <= MAX_HEAD)
 }
 
 /// A `{` (or a marker written `?…`) ends a name without being part of the head: it

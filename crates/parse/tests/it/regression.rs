@@ -138,3 +138,22 @@ fn issue_6_example_intro_does_not_depend_on_chunking() {
         assert_eq!(Parsed::from_events(events), complete, "chunk size {size}");
     }
 }
+
+/// Found by the `native` fuzz target (mistral_v11 pinned): a `[CALL_ID]` whose id runs
+/// past the head limit before a `{` ends it. `parse` saw the `{` (the search window is
+/// a little wider than the limit) and rejected a call named `g`; streaming gave up at
+/// the limit and kept plain text. Both now decide by where the marker starts.
+#[test]
+fn issue_8_native_head_limit_does_not_depend_on_chunking() {
+    let tools = crate::corpus::load_tools("weather").unwrap();
+    let format = toolshim_parse::Format::find("mistral_v11").unwrap();
+    let config = Config { dialects: format.dialects().unwrap(), ..Config::with_tools(tools) };
+    for pad in [500, 520, 540, 560, 600] {
+        let input = format!("[TOOL_CALLS]g[CALL_ID]00<{}\"s\": {{", "x".repeat(pad));
+        let complete = parse_complete(&input, &config);
+        for size in [1, 2, 7, 64, 700] {
+            let events = stream_events(chunk_by_chars(&input, size), &config);
+            assert_eq!(Parsed::from_events(events), complete, "pad {pad}, chunk size {size}");
+        }
+    }
+}
