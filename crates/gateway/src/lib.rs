@@ -29,6 +29,7 @@ use axum::http::{HeaderName, HeaderValue};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::serve::ListenerExt;
 use tokio_util::sync::CancellationToken;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{
@@ -139,6 +140,13 @@ pub async fn serve(
     on_listen(addr);
     let app = router(state);
     let graceful = shutdown.clone();
+    // Streamed replies are many small writes; without TCP_NODELAY, Nagle's algorithm
+    // holds each one until the client's delayed ACK (40 ms on Linux) releases it.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(err) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %err, "cannot set TCP_NODELAY on a client connection");
+        }
+    });
     let server = axum::serve(listener, app)
         .with_graceful_shutdown(async move { graceful.cancelled().await });
     tokio::select! {
