@@ -7,6 +7,8 @@
 //! - --exit-tools: the agent-loop "outcome" (calls and exits apart, text, failed with raw kept)
 //! - serve: configuration problems, help, and SIGTERM with streams in flight (a scripted
 //!   upstream on 127.0.0.1:0 and raw HTTP/1.1 clients)
+//! - serve under load: a short run of the load scenario (`benches/load.rs`), every reply
+//!   checked, and a large argument that must stream through
 //! - ENGINE-DEPENDENT (fail against the placeholder `StreamParser`, which emits all input as
 //!   text; they pass once the engine lands): `big_integer_in_arguments_survives_exactly`,
 //!   `hermes_example_gives_two_calls_with_their_arguments`,
@@ -29,6 +31,9 @@ use std::{
 };
 
 use serde_json::{Value, value::RawValue};
+
+#[path = "../benches/loadgen.rs"]
+mod loadgen;
 
 /// The workspace root: tests run there so `examples/…` paths work as in `--help`.
 fn workspace_root() -> PathBuf {
@@ -976,4 +981,54 @@ fn list_formats_prints_every_catalog_id_and_the_model_table() {
         assert!(text.contains(&format!(" L{n} ")), "L{n} missing");
     }
     assert!(text.contains("qwen3-coder") && text.contains("qwen3_coder"), "{text}");
+}
+
+/// The load scenario of `benches/load.rs` in brief, for correctness: concurrent
+/// streaming and non-streaming tool-call requests, straight to the scripted upstream
+/// and through `toolshim serve`, every reply checked (through the gateway: exactly the
+/// scripted `get_weather` call); then a 256 KiB `write_file` argument that must reach
+/// the client while the upstream is still writing it.
+#[test]
+fn serve_under_load_answers_every_request_with_its_call() {
+    use loadgen::{Check, Target, percentile};
+    use std::sync::Arc;
+
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let bin = Path::new(env!("CARGO_BIN_EXE_toolshim"));
+    let script = loadgen::Script::call(20, Duration::from_millis(2));
+    let upstream = loadgen::Upstream::start(&script, 1).unwrap();
+    let gateway = loadgen::Gateway::start(bin, &upstream.url()).unwrap();
+    let client = loadgen::client(64).unwrap();
+    let sampler = loadgen::RssSampler::start(gateway.pid());
+    for (stream, concurrency) in [(true, 64), (false, 16)] {
+        for (base, check) in [(upstream.url(), Check::Upstream), (gateway.url(), Check::Call)] {
+            let target = Arc::new(Target::chat(&base, stream, check));
+            let run = loadgen::drive(&client, &target, concurrency, Duration::from_millis(1500));
+            let outcome = runtime.block_on(run);
+            let what = format!("{base} stream={stream} concurrency={concurrency}");
+            assert_eq!(outcome.errors, 0, "{what}: {:?}", outcome.first_error);
+            assert!(outcome.ok >= concurrency as u64, "{what}: only {} replies", outcome.ok);
+            assert!(outcome.per_second() > 0.0);
+            assert!(percentile(&outcome.ttfb, 50.0) <= percentile(&outcome.total, 99.0), "{what}");
+        }
+    }
+    let peak = sampler.stop();
+    if cfg!(target_os = "linux") {
+        assert!(peak > 0, "the gateway's RSS could not be read");
+    }
+    drop(gateway);
+
+    let size = 256 << 10;
+    let script = loadgen::write_file_script(size, 64, Duration::from_millis(4));
+    let upstream = loadgen::Upstream::start(&script, 1).unwrap();
+    let gateway = loadgen::Gateway::start(bin, &upstream.url()).unwrap();
+    let large = runtime
+        .block_on(loadgen::large_argument(&client, &gateway.url(), &upstream, size))
+        .unwrap();
+    assert_eq!(large.bytes, size);
+    assert!(large.first_argument_byte < large.total && large.tail <= large.total, "{large:?}");
+    assert!(
+        large.share_before_upstream_end > 0.5,
+        "the argument arrived at the end, not as it was written: {large:?}"
+    );
 }

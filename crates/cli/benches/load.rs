@@ -1,0 +1,301 @@
+//! The gateway under load, on loopback: `toolshim serve --mode emulate` (a child process,
+//! so its memory can be read) in front of a scripted upstream, driven by a closed-loop
+//! client that checks every reply. Prints Markdown tables; see docs/reliability.md.
+//!
+//!     cargo bench -p toolshim --bench load                   # everything (about 17 min)
+//!     cargo bench -p toolshim --bench load -- --quick        # every scenario, briefly
+//!     cargo bench -p toolshim --bench load -- --help
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+
+mod loadgen;
+
+use loadgen::{Check, Gateway, Outcome, RssSampler, Script, Target, Upstream, percentile};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Scenario {
+    /// Every scenario below.
+    All,
+    /// Many concurrent streaming tool-call requests against an upstream that streams at
+    /// a model's pace, straight and through the gateway: latency added, memory.
+    Concurrent,
+    /// As many requests as go through, streaming and not, at each concurrency.
+    Throughput,
+    /// One tool call with a large argument streamed through the gateway.
+    Large,
+}
+
+/// Load scenarios for the toolshim gateway (issue 8; docs/reliability.md).
+#[derive(Debug, Parser)]
+#[command(name = "load")]
+struct Args {
+    /// Which scenario to run.
+    #[arg(long, value_enum, default_value = "all")]
+    scenario: Scenario,
+    /// Short runs of every scenario (seconds each) instead of the full figures.
+    #[arg(long)]
+    quick: bool,
+    /// Concurrent streams in the concurrent scenario.
+    #[arg(long, value_delimiter = ',', default_value = "256,1024")]
+    streams: Vec<usize>,
+    /// Seconds each concurrent-scenario phase lasts.
+    #[arg(long, default_value_t = 60)]
+    sustain: u64,
+    /// The upstream's pause between streamed events in the concurrent scenario, in ms.
+    #[arg(long, default_value_t = 25)]
+    pace_ms: u64,
+    /// Content deltas per streamed reply.
+    #[arg(long, default_value_t = 20)]
+    deltas: usize,
+    /// Concurrency levels in the throughput scenario.
+    #[arg(long, value_delimiter = ',', default_value = "1,16,64,256")]
+    concurrency: Vec<usize>,
+    /// Seconds each throughput run lasts.
+    #[arg(long, default_value_t = 30)]
+    duration: u64,
+    /// Runs of each throughput measurement through the gateway.
+    #[arg(long, default_value_t = 2)]
+    runs: usize,
+    /// The large argument's size in bytes.
+    #[arg(long, default_value_t = 1 << 20)]
+    large_bytes: usize,
+    /// The toolshim binary to run (default: the one this bench was built with).
+    #[arg(long)]
+    toolshim: Option<PathBuf>,
+    /// Accepted for `cargo bench`, which passes it.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
+type Error = Box<dyn std::error::Error>;
+
+fn main() -> Result<(), Error> {
+    let mut args = Args::parse();
+    if args.quick {
+        args.streams = vec![64, 256];
+        args.sustain = 3;
+        args.duration = 2;
+        args.runs = 1;
+        args.large_bytes = 256 << 10;
+    }
+    let bin =
+        args.toolshim.clone().unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_toolshim")));
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "# toolshim load ({})", machine())?;
+    let all = args.scenario == Scenario::All;
+    if all || args.scenario == Scenario::Concurrent {
+        concurrent(&runtime, &bin, &args, &mut out)?;
+    }
+    if all || args.scenario == Scenario::Throughput {
+        throughput(&runtime, &bin, &args, &mut out)?;
+    }
+    if all || args.scenario == Scenario::Large {
+        large(&runtime, &bin, &args, &mut out)?;
+    }
+    Ok(())
+}
+
+fn machine() -> String {
+    let cores = std::thread::available_parallelism().map_or(0, usize::from);
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|line| line.starts_with("model name"))
+                .and_then(|line| line.split(':').nth(1))
+                .map(|name| name.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".to_owned());
+    format!("{cores} cores, {model}")
+}
+
+fn ms(duration: Duration) -> String {
+    format!("{:.2}", duration.as_secs_f64() * 1000.0)
+}
+
+fn signed_ms(a: Duration, b: Duration) -> String {
+    format!("{:+.2}", (a.as_secs_f64() - b.as_secs_f64()) * 1000.0)
+}
+
+fn mib(kib: u64) -> String {
+    format!("{:.1}", kib as f64 / 1024.0)
+}
+
+fn fail_on_errors(what: &str, outcome: &Outcome) -> Result<(), Error> {
+    if outcome.errors > 0 {
+        return Err(format!(
+            "{what}: {} errors of {} requests; first: {}",
+            outcome.errors,
+            outcome.errors + outcome.ok,
+            outcome.first_error.as_deref().unwrap_or("?")
+        )
+        .into());
+    }
+    Ok(())
+}
+
+fn concurrent(
+    runtime: &tokio::runtime::Runtime,
+    bin: &std::path::Path,
+    args: &Args,
+    out: &mut impl Write,
+) -> Result<(), Error> {
+    let script = Script::call(args.deltas, Duration::from_millis(args.pace_ms));
+    let upstream = Upstream::start(&script, 2)?;
+    let gateway = Gateway::start(bin, &upstream.url())?;
+    let sustain = Duration::from_secs(args.sustain);
+    writeln!(
+        out,
+        "\n## Concurrent streaming tool calls ({} s per phase; the upstream streams {} deltas, {} ms apart)\n",
+        args.sustain, args.deltas, args.pace_ms
+    )?;
+    writeln!(
+        out,
+        "| streams | path | requests | errors | req/s | TTFB p50 ms | TTFB p99 ms | total p50 ms | total p99 ms | gateway RSS idle / peak / after MiB |"
+    )?;
+    writeln!(out, "|---|---|---|---|---|---|---|---|---|---|")?;
+    for &streams in &args.streams {
+        let client = loadgen::client(streams)?;
+        let direct = Arc::new(Target::chat(&upstream.url(), true, Check::Upstream));
+        let via = Arc::new(Target::chat(&gateway.url(), true, Check::Call));
+        let straight = runtime.block_on(loadgen::drive(&client, &direct, streams, sustain));
+        let idle = loadgen::rss_kib(gateway.pid()).unwrap_or(0);
+        let sampler = RssSampler::start(gateway.pid());
+        let through = runtime.block_on(loadgen::drive(&client, &via, streams, sustain));
+        let peak = sampler.stop();
+        drop(client);
+        std::thread::sleep(Duration::from_secs(1));
+        let after = loadgen::rss_kib(gateway.pid()).unwrap_or(0);
+        for (path, outcome, rss) in [
+            ("upstream", &straight, String::from("-")),
+            ("gateway", &through, format!("{} / {} / {}", mib(idle), mib(peak), mib(after))),
+        ] {
+            writeln!(
+                out,
+                "| {streams} | {path} | {} | {} | {:.0} | {} | {} | {} | {} | {rss} |",
+                outcome.ok,
+                outcome.errors,
+                outcome.per_second(),
+                ms(percentile(&outcome.ttfb, 50.0)),
+                ms(percentile(&outcome.ttfb, 99.0)),
+                ms(percentile(&outcome.total, 50.0)),
+                ms(percentile(&outcome.total, 99.0)),
+            )?;
+        }
+        writeln!(
+            out,
+            "| {streams} | added | | | | {} | {} | {} | {} | |",
+            signed_ms(percentile(&through.ttfb, 50.0), percentile(&straight.ttfb, 50.0)),
+            signed_ms(percentile(&through.ttfb, 99.0), percentile(&straight.ttfb, 99.0)),
+            signed_ms(percentile(&through.total, 50.0), percentile(&straight.total, 50.0)),
+            signed_ms(percentile(&through.total, 99.0), percentile(&straight.total, 99.0)),
+        )?;
+        out.flush()?;
+        fail_on_errors("upstream", &straight)?;
+        fail_on_errors("gateway", &through)?;
+    }
+    Ok(())
+}
+
+fn throughput(
+    runtime: &tokio::runtime::Runtime,
+    bin: &std::path::Path,
+    args: &Args,
+    out: &mut impl Write,
+) -> Result<(), Error> {
+    let script = Script::call(args.deltas, Duration::ZERO);
+    let upstream = Upstream::start(&script, 2)?;
+    let gateway = Gateway::start(bin, &upstream.url())?;
+    let duration = Duration::from_secs(args.duration);
+    writeln!(
+        out,
+        "\n## Throughput ({} s per run, {} run(s) through the gateway; the upstream answers at once, streams in {} deltas)\n",
+        args.duration, args.runs, args.deltas
+    )?;
+    writeln!(
+        out,
+        "| mode | concurrency | upstream alone req/s | gateway req/s (each run) | gateway p50 ms | upstream p50 ms | added p50 ms | errors |"
+    )?;
+    writeln!(out, "|---|---|---|---|---|---|---|---|")?;
+    for stream in [false, true] {
+        for &concurrency in &args.concurrency {
+            let client = loadgen::client(concurrency)?;
+            let direct = Arc::new(Target::chat(&upstream.url(), stream, Check::Upstream));
+            let via = Arc::new(Target::chat(&gateway.url(), stream, Check::Call));
+            let alone = runtime.block_on(loadgen::drive(&client, &direct, concurrency, duration));
+            fail_on_errors("upstream", &alone)?;
+            let mut rates = Vec::new();
+            let mut last = Outcome::default();
+            let mut errors = 0;
+            for _ in 0..args.runs.max(1) {
+                last = runtime.block_on(loadgen::drive(&client, &via, concurrency, duration));
+                errors += last.errors;
+                rates.push(format!("{:.0}", last.per_second()));
+                fail_on_errors("gateway", &last)?;
+            }
+            writeln!(
+                out,
+                "| {} | {concurrency} | {:.0} | {} | {} | {} | {} | {errors} |",
+                if stream { "stream" } else { "non-stream" },
+                alone.per_second(),
+                rates.join(" / "),
+                ms(percentile(&last.total, 50.0)),
+                ms(percentile(&alone.total, 50.0)),
+                signed_ms(percentile(&last.total, 50.0), percentile(&alone.total, 50.0)),
+            )?;
+            out.flush()?;
+        }
+    }
+    Ok(())
+}
+
+fn large(
+    runtime: &tokio::runtime::Runtime,
+    bin: &std::path::Path,
+    args: &Args,
+    out: &mut impl Write,
+) -> Result<(), Error> {
+    // The model writes the file in 4 KiB deltas, 4 ms apart (about 1 MB/s).
+    let deltas = args.large_bytes.div_ceil(4096).max(1);
+    let script = loadgen::write_file_script(args.large_bytes, deltas, Duration::from_millis(4));
+    let upstream = Upstream::start(&script, 2)?;
+    let gateway = Gateway::start(bin, &upstream.url())?;
+    let client = loadgen::client(1)?;
+    let idle = loadgen::rss_kib(gateway.pid()).unwrap_or(0);
+    let sampler = RssSampler::start(gateway.pid());
+    let result = runtime.block_on(loadgen::large_argument(
+        &client,
+        &gateway.url(),
+        &upstream,
+        args.large_bytes,
+    ));
+    let peak = sampler.stop();
+    let large = result?;
+    writeln!(
+        out,
+        "\n## A {} KiB write_file argument streamed through the gateway ({deltas} deltas, 4 ms apart)\n",
+        large.bytes >> 10
+    )?;
+    writeln!(
+        out,
+        "| first argument byte ms | total ms | reply received before the upstream's last delta | last delta to end of reply ms | gateway RSS idle / peak MiB |"
+    )?;
+    writeln!(out, "|---|---|---|---|---|")?;
+    writeln!(
+        out,
+        "| {} | {} | {:.1} % | {} | {} / {} |",
+        ms(large.first_argument_byte),
+        ms(large.total),
+        large.share_before_upstream_end * 100.0,
+        ms(large.tail),
+        mib(idle),
+        mib(peak),
+    )?;
+    Ok(())
+}
