@@ -660,6 +660,9 @@ pub(crate) fn pair_step(pair: &TagPair, rest: &str, eof: bool) -> PairStep {
             _ => {}
         }
     }
+    if !eof && !prefix.is_empty() && rest.len() < prefix.len() && prefix.starts_with(rest) {
+        return PairStep::NeedMore;
+    }
     for token in &pair.skip {
         if rest.starts_with(token.as_str()) {
             return PairStep::Ignore(token.len());

@@ -157,3 +157,20 @@ fn issue_8_native_head_limit_does_not_depend_on_chunking() {
         }
     }
 }
+
+/// Found by the `native` fuzz target (step3 pinned): Step3's `function<｜tool_sep｜>`
+/// inside an open `<invoke>` starts the next call. `parse` saw the whole prefix and
+/// ended the invoke there; streaming saw `f`, `fu`, … and let them through as text. A
+/// part of the prefix is now held until it is complete or ruled out.
+#[test]
+fn issue_8_name_prefix_split_inside_a_call_is_held() {
+    let format = toolshim_parse::Format::find("step3").unwrap();
+    let config = Config { dialects: format.dialects().unwrap(), ..Config::default() };
+    let input = "<｜tool_call_begin｜>f<｜tool_sep｜><invoke name=\"i\">function<｜tool_sep｜><";
+    let complete = parse_complete(input, &config);
+    assert_eq!(complete.calls.len(), 2, "{complete:?}");
+    for size in [1, 2, 3, 5, 7] {
+        let events = stream_events(chunk_by_chars(input, size), &config);
+        assert_eq!(Parsed::from_events(events), complete, "chunk size {size}");
+    }
+}
