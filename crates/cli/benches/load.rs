@@ -157,9 +157,9 @@ fn concurrent(
     )?;
     writeln!(
         out,
-        "| streams | path | requests | errors | req/s | TTFB p50 ms | TTFB p99 ms | total p50 ms | total p99 ms | gateway RSS idle / peak / after MiB |"
+        "| streams | path | requests | errors | req/s | TTFB p50 ms | TTFB p99 ms | call name known p50 ms | p99 ms | total p50 ms | total p99 ms | gateway RSS idle / peak / after MiB |"
     )?;
-    writeln!(out, "|---|---|---|---|---|---|---|---|---|---|")?;
+    writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|")?;
     for &streams in &args.streams {
         let client = loadgen::client(streams)?;
         let direct = Arc::new(Target::chat(&upstream.url(), true, Check::Upstream));
@@ -178,21 +178,25 @@ fn concurrent(
         ] {
             writeln!(
                 out,
-                "| {streams} | {path} | {} | {} | {:.0} | {} | {} | {} | {} | {rss} |",
+                "| {streams} | {path} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {rss} |",
                 outcome.ok,
                 outcome.errors,
                 outcome.per_second(),
                 ms(percentile(&outcome.ttfb, 50.0)),
                 ms(percentile(&outcome.ttfb, 99.0)),
+                ms(percentile(&outcome.call, 50.0)),
+                ms(percentile(&outcome.call, 99.0)),
                 ms(percentile(&outcome.total, 50.0)),
                 ms(percentile(&outcome.total, 99.0)),
             )?;
         }
         writeln!(
             out,
-            "| {streams} | added | | | | {} | {} | {} | {} | |",
+            "| {streams} | added | | | | {} | {} | {} | {} | {} | {} | |",
             signed_ms(percentile(&through.ttfb, 50.0), percentile(&straight.ttfb, 50.0)),
             signed_ms(percentile(&through.ttfb, 99.0), percentile(&straight.ttfb, 99.0)),
+            signed_ms(percentile(&through.call, 50.0), percentile(&straight.call, 50.0)),
+            signed_ms(percentile(&through.call, 99.0), percentile(&straight.call, 99.0)),
             signed_ms(percentile(&through.total, 50.0), percentile(&straight.total, 50.0)),
             signed_ms(percentile(&through.total, 99.0), percentile(&straight.total, 99.0)),
         )?;

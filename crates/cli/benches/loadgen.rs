@@ -301,6 +301,10 @@ pub(crate) struct Outcome {
     pub(crate) first_error: Option<String>,
     /// Time to the first body byte, per successful request.
     pub(crate) ttfb: Vec<Duration>,
+    /// Time until the client could know the call's name: through the gateway, its first
+    /// `tool_calls` delta; straight from the upstream, the delta that completes the name
+    /// in the model's text. Streaming requests only.
+    pub(crate) call: Vec<Duration>,
     /// Time to the end of the body, per successful request.
     pub(crate) total: Vec<Duration>,
     pub(crate) elapsed: Duration,
@@ -318,11 +322,13 @@ impl Outcome {
             self.first_error = other.first_error;
         }
         self.ttfb.extend(other.ttfb);
+        self.call.extend(other.call);
         self.total.extend(other.total);
     }
 
     fn sort(&mut self) {
         self.ttfb.sort_unstable();
+        self.call.sort_unstable();
         self.total.sort_unstable();
     }
 }
@@ -364,9 +370,10 @@ pub(crate) async fn drive(
             let mut outcome = Outcome::default();
             while Instant::now() < deadline {
                 match request(&client, &target).await {
-                    Ok((ttfb, total)) => {
+                    Ok(Timing { ttfb, call, total }) => {
                         outcome.ok += 1;
                         outcome.ttfb.push(ttfb);
+                        outcome.call.extend(call);
                         outcome.total.push(total);
                     }
                     Err(err) => {
@@ -393,10 +400,14 @@ pub(crate) async fn drive(
     outcome
 }
 
-async fn request(
-    client: &reqwest::Client,
-    target: &Target,
-) -> Result<(Duration, Duration), String> {
+/// One request's times.
+struct Timing {
+    ttfb: Duration,
+    call: Option<Duration>,
+    total: Duration,
+}
+
+async fn request(client: &reqwest::Client, target: &Target) -> Result<Timing, String> {
     let start = Instant::now();
     let mut response = client
         .post(&target.url)
@@ -407,17 +418,49 @@ async fn request(
         .map_err(|err| format!("request failed: {err}"))?;
     let status = response.status();
     let mut body = Vec::new();
-    let mut ttfb = None;
+    let mut arrivals: Vec<(Duration, usize)> = Vec::new();
     while let Some(piece) = response.chunk().await.map_err(|err| format!("body failed: {err}"))? {
-        ttfb.get_or_insert_with(|| start.elapsed());
         body.extend_from_slice(&piece);
+        arrivals.push((start.elapsed(), body.len()));
     }
     let total = start.elapsed();
     if !status.is_success() {
         return Err(format!("status {status}: {}", String::from_utf8_lossy(&body)));
     }
     check(target, &body)?;
-    Ok((ttfb.unwrap_or(total), total))
+    let ttfb = arrivals.first().map_or(total, |a| a.0);
+    let call = if target.stream { name_known_at(target.check, &body) } else { None };
+    let call = call.and_then(|at| arrivals.iter().find(|a| a.1 >= at)).map(|a| a.0);
+    Ok(Timing { ttfb, call, total })
+}
+
+/// The offset in a streamed body just past the event that lets a client know the call's
+/// name: the first `tool_calls` delta (gateway), or the content delta that completes
+/// `"name": "get_weather"` in the model's text (upstream).
+fn name_known_at(check: Check, body: &[u8]) -> Option<usize> {
+    let text = std::str::from_utf8(body).ok()?;
+    match check {
+        Check::Call => {
+            let at = text.find("\"tool_calls\"")?;
+            Some(at + text.get(at..)?.find("\n\n")? + 2)
+        }
+        Check::Upstream => {
+            let mut content = String::new();
+            let mut offset = 0;
+            for event in text.split_inclusive("\n\n") {
+                offset += event.len();
+                let Some(data) = event.strip_prefix("data: ") else { continue };
+                let Ok(value) = serde_json::from_str::<Value>(data.trim_end()) else { continue };
+                if let Some(piece) = value["choices"][0]["delta"]["content"].as_str() {
+                    content.push_str(piece);
+                    if content.contains("\"get_weather\"") {
+                        return Some(offset);
+                    }
+                }
+            }
+            None
+        }
+    }
 }
 
 fn check(target: &Target, body: &[u8]) -> Result<(), String> {

@@ -1010,6 +1010,8 @@ fn serve_under_load_answers_every_request_with_its_call() {
             assert!(outcome.ok >= concurrency as u64, "{what}: only {} replies", outcome.ok);
             assert!(outcome.per_second() > 0.0);
             assert!(percentile(&outcome.ttfb, 50.0) <= percentile(&outcome.total, 99.0), "{what}");
+            let calls = if stream { outcome.ok as usize } else { 0 };
+            assert_eq!(outcome.call.len(), calls, "{what}: when the call's name was known");
         }
     }
     let peak = sampler.stop();
