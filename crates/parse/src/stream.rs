@@ -9,7 +9,7 @@
 use std::ops::Range;
 
 use crate::format::call::{Out, Tail};
-use crate::format::envelope::{Envelope, Origin};
+use crate::format::envelope::{Decision, Envelope, Origin};
 use crate::format::free_text;
 use crate::format::line::{LineOpen, line_open};
 use crate::format::markup::{self, Markup, Opener};
@@ -404,6 +404,17 @@ pub(crate) fn show(buf: &str, base: usize, out: &mut Out<'_>, range: Range<usize
     }
 }
 
+/// `buf` up to byte `end`, or up to the next character boundary after it.
+fn upto_char(buf: &str, mut end: usize) -> &str {
+    if end >= buf.len() {
+        return buf;
+    }
+    while !buf.is_char_boundary(end) {
+        end += 1;
+    }
+    buf.get(..end).unwrap_or(buf)
+}
+
 /// Emits `buf[settled..upto]` as text (reasoning inside `<think>`).
 fn emit_text(buf: &str, settled: &mut usize, upto: usize, out: &mut Out<'_>) {
     if upto > *settled {
@@ -706,10 +717,18 @@ impl RegionRun<'_> {
             return self.run_muted(region, out);
         }
         let (buf, base, eof) = (self.buf, self.base, self.eof);
-        let step = region.step(buf, base, *self.pos, out, eof);
+        // While the region is undecided it sees at most one character past the hold
+        // limit, so the limit is reached at the same byte in every chunking.
+        let limit = region.env.seg + out.config.max_held_bytes;
+        let view = match region.env.decision {
+            Decision::Pending => upto_char(buf, (limit + 1).saturating_sub(base)),
+            Decision::Calls | Decision::Data => buf,
+        };
+        let capped = view.len() < buf.len();
+        let step = region.step(view, base, *self.pos, out, eof && !capped);
         let (consumed, ended) = match &step {
             RegionStep::Consumed(n) => (*n, false),
-            RegionStep::NeedMore if eof => (0, true),
+            RegionStep::NeedMore if eof && !capped => (0, true),
             RegionStep::NeedMore => (0, false),
             RegionStep::End(n) => (*n, true),
         };
@@ -720,27 +739,36 @@ impl RegionRun<'_> {
             *self.settled = region.env.seg.saturating_sub(base);
             return None;
         }
-        // Show what the region knows to be text; enforce the hold limit.
-        let held = end.saturating_sub(region.env.seg);
-        if held > out.config.max_held_bytes && region.force_data() {
+        // Enforce the hold limit: past it (or unable to decide within it), it is text.
+        let over = end > limit || (capped && matches!(step, RegionStep::NeedMore));
+        let forced = over && region.force_data();
+        if forced {
+            let held = end.saturating_sub(region.env.seg);
             out.warn(
                 WarningCode::LimitReached,
-                format!("{held} bytes could not be told apart from a tool call; shown as text"),
+                format!(
+                    "{held} bytes could not be told apart from a tool call within \
+                     max_held_bytes ({}); shown as text",
+                    out.config.max_held_bytes
+                ),
                 None,
                 region.env.seg..end,
             );
         }
-        // A Python group decides its bytes only when it ends.
-        if region.python.is_none() && region.env.shows_text(out.config) {
+        // Show what the region knows to be text. A Python group decides its bytes only
+        // when it ends, unless the hold limit already made them text.
+        let python_pending = region.python.is_some() && region.env.decision != Decision::Data;
+        if !python_pending && region.env.shows_text(out.config) {
             let from = region.env.seg;
             show(buf, base, out, from..end);
             region.env.seg = end;
         }
         *self.settled = region.env.seg.saturating_sub(base);
         // `Consumed(0)` changed the region's state (it set up a reader), so it is
-        // progress; only `NeedMore` stops the loop. With the input used up and more
-        // to come, the next step could only say `NeedMore`.
-        Some(!matches!(step, RegionStep::NeedMore) && (eof || *self.pos < buf.len()))
+        // progress; only `NeedMore` stops the loop (unless the hold limit just decided).
+        // With the input used up and more to come, the next step could only say `NeedMore`.
+        let progressed = !matches!(step, RegionStep::NeedMore) || forced;
+        Some(progressed && (eof || *self.pos < buf.len()))
     }
 
     /// A muted region reads as usual, but its bytes go out as text as soon as it

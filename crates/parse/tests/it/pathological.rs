@@ -5,7 +5,7 @@
 //! hit says so. Sizes are cut down from the ones in `benches/pathological.rs` so that
 //! each test stays well under a second in debug builds.
 
-use toolshim_parse::{Config, Event, Parsed, StreamParser};
+use toolshim_parse::{Config, Event, Parsed, StreamParser, WarningCode};
 
 use crate::corpus::{parse_complete, stream_events};
 
@@ -75,6 +75,17 @@ fn parse_checked(input: &str, config: &Config) -> Parsed {
     complete
 }
 
+fn assert_limit_warning(parsed: &Parsed, says: &str) {
+    assert!(
+        parsed
+            .warnings
+            .iter()
+            .any(|w| w.code == WarningCode::LimitReached && w.message.contains(says)),
+        "no limit_reached warning naming {says}: {:?}",
+        parsed.warnings
+    );
+}
+
 #[test]
 fn issue_8_deep_brackets_outside_calls_are_text() {
     let config = Config::default();
@@ -132,4 +143,38 @@ fn issue_8_repeated_marker_prefixes_are_text_and_held_briefly() {
             assert!(max_held(&input, size, &config) <= prefix.len(), "{prefix:?}");
         }
     }
+}
+
+#[test]
+fn issue_8_hold_limit_decides_at_the_same_byte_in_every_chunking() {
+    // Complete parsing read the object in one step and never checked the limit, so it
+    // found a call where streaming (past the limit after a chunk) showed text.
+    let config = Config { max_held_bytes: 64, ..Config::default() };
+    let input = format!(r#"{{"arguments":{{"content":"{}"}},"name":"f"}} after"#, "x".repeat(200));
+    let parsed = parse_checked(&input, &config);
+    assert!(parsed.calls.is_empty());
+    assert_eq!(parsed.content, input);
+    assert_limit_warning(&parsed, "max_held_bytes (64)");
+    assert_eq!(parsed.warnings[0].span, 0..65);
+    assert!(max_held(&input, 16, &config) <= 64 + 16);
+}
+
+#[test]
+fn issue_8_hold_limit_bounds_python_calls() {
+    // A Python group held all its bytes until it ended, whatever the limit.
+    let config = Config { max_held_bytes: 64, ..Config::default() };
+    for input in [
+        format!("f(a=\"{}\")\nafter", "x".repeat(1000)),
+        format!("[f(a={}", "[".repeat(1000)),
+        format!("```python\nf(a=\"{}\")\n```", "x".repeat(1000)),
+    ] {
+        let parsed = parse_checked(&input, &config);
+        assert!(parsed.calls.is_empty());
+        assert_eq!(parsed.content, input);
+        assert_limit_warning(&parsed, "max_held_bytes (64)");
+        assert!(max_held(&input, 16, &config) <= 64 + 16);
+    }
+    // Under the limit, the same call is read.
+    let parsed = parse_checked("f(a=\"xx\")\n", &config);
+    assert_eq!(parsed.calls.len(), 1);
 }
