@@ -75,6 +75,10 @@ fn parse_checked(input: &str, config: &Config) -> Parsed {
     complete
 }
 
+fn codes(parsed: &Parsed) -> Vec<WarningCode> {
+    parsed.warnings.iter().map(|w| w.code).collect()
+}
+
 fn assert_limit_warning(parsed: &Parsed, says: &str) {
     assert!(
         parsed
@@ -84,6 +88,56 @@ fn assert_limit_warning(parsed: &Parsed, says: &str) {
         "no limit_reached warning naming {says}: {:?}",
         parsed.warnings
     );
+}
+
+/// How deeply `json` nests.
+fn depth(json: &str) -> usize {
+    let (mut depth, mut max) = (0usize, 0);
+    for b in json.bytes() {
+        match b {
+            b'[' | b'{' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
+#[test]
+fn issue_8_deep_nesting_in_arguments_stops_at_max_depth() {
+    let config = Config::default();
+    let head = r#"<tool_call>{"name":"f","arguments":{"a":"#;
+    let n = 20_000;
+    for tail in [String::new(), format!("{}}}}}</tool_call>", "]".repeat(n))] {
+        let input = format!("{head}{}{tail}", "[".repeat(n));
+        let parsed = parse_checked(&input, &config);
+        assert_eq!(parsed.calls.len(), 1);
+        // The call object, the arguments object and 126 arrays: `max_depth` in all.
+        assert_eq!(depth(&parsed.calls[0].arguments) + 1, config.max_depth);
+        assert_limit_warning(&parsed, "max_depth (128)");
+        // The brackets past the limit, and what follows them, are text.
+        assert!(parsed.content.starts_with("[[[["), "{:?}", &parsed.content[..20]);
+        assert!(parsed.content.ends_with(&tail));
+        assert!(max_held(&input, 16, &config) < 1024);
+    }
+}
+
+#[test]
+fn issue_8_max_depth_is_configurable() {
+    let config = Config { max_depth: 4, ..Config::default() };
+    let input = r#"{"name":"f","arguments":{"a":[[[[1]]]]}} after"#;
+    let parsed = parse_checked(input, &config);
+    assert_eq!(parsed.calls[0].arguments, r#"{"a":[[]]}"#);
+    assert_eq!(codes(&parsed), [WarningCode::LimitReached, WarningCode::Truncated]);
+    assert_limit_warning(&parsed, "max_depth (4)");
+    assert_eq!(parsed.content, "[[1]]]]}} after");
+    // Arguments given as a JSON string are read with the same limit.
+    let input = r#"{"name":"f","arguments":"{\"a\":[[[[1]]]]}"}"#;
+    let parsed = parse_checked(input, &config);
+    assert_limit_warning(&parsed, "max_depth (4)");
 }
 
 #[test]
