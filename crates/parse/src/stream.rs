@@ -739,11 +739,13 @@ impl RegionRun<'_> {
             *self.settled = region.env.seg.saturating_sub(base);
             return None;
         }
-        // Enforce the hold limit: past it (or unable to decide within it), it is text.
-        let over = end > limit || (capped && matches!(step, RegionStep::NeedMore));
-        let forced = over && region.force_data();
-        if forced {
-            let held = end.saturating_sub(region.env.seg);
+        // Past the hold limit, or unable to decide within it: what the region holds, up to
+        // the limit, is text, and the region ends there (the cap is the same byte in every
+        // chunking). Reading on as data could still open calls from markup.
+        let undecidable = capped && matches!(step, RegionStep::NeedMore);
+        if (end > limit || undecidable) && region.force_data() {
+            let stop = if undecidable { base + view.len() } else { end };
+            let held = stop.saturating_sub(region.env.seg);
             out.warn(
                 WarningCode::LimitReached,
                 format!(
@@ -752,23 +754,25 @@ impl RegionRun<'_> {
                     out.config.max_held_bytes
                 ),
                 None,
-                region.env.seg..end,
+                region.env.seg..stop,
             );
+            *self.pos = stop - base;
+            region.end(buf, base, stop, out);
+            *self.settled = region.env.seg.saturating_sub(base);
+            return None;
         }
         // Show what the region knows to be text. A Python group decides its bytes only
-        // when it ends, unless the hold limit already made them text.
-        let python_pending = region.python.is_some() && region.env.decision != Decision::Data;
-        if !python_pending && region.env.shows_text(out.config) {
+        // when it ends.
+        if region.python.is_none() && region.env.shows_text(out.config) {
             let from = region.env.seg;
             show(buf, base, out, from..end);
             region.env.seg = end;
         }
         *self.settled = region.env.seg.saturating_sub(base);
         // `Consumed(0)` changed the region's state (it set up a reader), so it is
-        // progress; only `NeedMore` stops the loop (unless the hold limit just decided).
-        // With the input used up and more to come, the next step could only say `NeedMore`.
-        let progressed = !matches!(step, RegionStep::NeedMore) || forced;
-        Some(progressed && (eof || *self.pos < buf.len()))
+        // progress; only `NeedMore` stops the loop. With the input used up and more
+        // to come, the next step could only say `NeedMore`.
+        Some(!matches!(step, RegionStep::NeedMore) && (eof || *self.pos < buf.len()))
     }
 
     /// A muted region reads as usual, but its bytes go out as text as soon as it

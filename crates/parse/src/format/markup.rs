@@ -1570,10 +1570,6 @@ impl Region {
         out: &mut Out<'_>,
         show: &mut Show<'_>,
     ) {
-        if self.env.decision == Decision::Data {
-            // The hold limit made the group text while it was read; it has been shown.
-            return;
-        }
         let unusable = group.not_calls.is_some() || group.done.is_empty();
         if unusable && self.env.has_calls() {
             // Calls came before in this region: only the group's own bytes are text.
@@ -1615,6 +1611,9 @@ impl Region {
             if group.mode() != PyMode::Inner {
                 self.env.decision = Decision::Data;
             }
+            return;
+        }
+        if self.env.decision == Decision::Data {
             return;
         }
         self.env.decision = Decision::Calls;

@@ -232,3 +232,18 @@ fn issue_8_hold_limit_bounds_python_calls() {
     let parsed = parse_checked("f(a=\"xx\")\n", &config);
     assert_eq!(parsed.calls.len(), 1);
 }
+
+#[test]
+fn issue_8_hold_limit_ends_the_region_before_markup_can_open_a_call() {
+    // Found by the property tests with a 24-byte limit: a fence forced to text while its
+    // first tag was incomplete went on reading as data, then opened the tag's call anyway
+    // (a debug assertion in `Envelope::end`).
+    let config = Config { max_held_bytes: 24, ..Config::default() };
+    let input =
+        "```json\n<invoke name=\"get_weather\"><parameter name=\"city\">Paris</parameter></invoke>";
+    let parsed = parse_checked(input, &config);
+    assert!(parsed.calls.is_empty());
+    assert_eq!(parsed.content, input);
+    assert_limit_warning(&parsed, "max_held_bytes (24)");
+    assert_eq!(parsed.warnings[0].span, 0..25);
+}
