@@ -99,7 +99,9 @@ pub struct Config {
     /// object that may or may not be a call, say). Past it the parser decides
     /// with what it has and records [`crate::WarningCode::LimitReached`].
     pub max_held_bytes: usize,
-    /// The deepest JSON nesting accepted inside a call.
+    /// The deepest JSON nesting accepted inside a call. A bracket past it ends the
+    /// call there (what was open is closed), the rest of the input is read as if the
+    /// call had ended, and [`crate::WarningCode::LimitReached`] is recorded.
     pub max_depth: usize,
     /// The dialects to look for, in order of precedence.
     pub dialects: Dialects,

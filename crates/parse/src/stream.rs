@@ -9,7 +9,7 @@
 use std::ops::Range;
 
 use crate::format::call::{Out, Tail};
-use crate::format::envelope::{Envelope, Origin};
+use crate::format::envelope::{Decision, Envelope, Origin};
 use crate::format::free_text;
 use crate::format::line::{LineOpen, line_open};
 use crate::format::markup::{self, Markup, Opener};
@@ -404,6 +404,17 @@ pub(crate) fn show(buf: &str, base: usize, out: &mut Out<'_>, range: Range<usize
     }
 }
 
+/// `buf` up to byte `end`, or up to the next character boundary after it.
+fn upto_char(buf: &str, mut end: usize) -> &str {
+    if end >= buf.len() {
+        return buf;
+    }
+    while !buf.is_char_boundary(end) {
+        end += 1;
+    }
+    buf.get(..end).unwrap_or(buf)
+}
+
 /// Emits `buf[settled..upto]` as text (reasoning inside `<think>`).
 fn emit_text(buf: &str, settled: &mut usize, upto: usize, out: &mut Out<'_>) {
     if upto > *settled {
@@ -706,10 +717,18 @@ impl RegionRun<'_> {
             return self.run_muted(region, out);
         }
         let (buf, base, eof) = (self.buf, self.base, self.eof);
-        let step = region.step(buf, base, *self.pos, out, eof);
+        // While the region is undecided it sees at most one character past the hold
+        // limit, so the limit is reached at the same byte in every chunking.
+        let limit = region.env.seg + out.config.max_held_bytes;
+        let view = match region.env.decision {
+            Decision::Pending => upto_char(buf, (limit + 1).saturating_sub(base)),
+            Decision::Calls | Decision::Data => buf,
+        };
+        let capped = view.len() < buf.len();
+        let step = region.step(view, base, *self.pos, out, eof && !capped);
         let (consumed, ended) = match &step {
             RegionStep::Consumed(n) => (*n, false),
-            RegionStep::NeedMore if eof => (0, true),
+            RegionStep::NeedMore if eof && !capped => (0, true),
             RegionStep::NeedMore => (0, false),
             RegionStep::End(n) => (*n, true),
         };
@@ -720,17 +739,30 @@ impl RegionRun<'_> {
             *self.settled = region.env.seg.saturating_sub(base);
             return None;
         }
-        // Show what the region knows to be text; enforce the hold limit.
-        let held = end.saturating_sub(region.env.seg);
-        if held > out.config.max_held_bytes && region.force_data() {
+        // Past the hold limit, or unable to decide within it: what the region holds, up to
+        // the limit, is text, and the region ends there (the cap is the same byte in every
+        // chunking). Reading on as data could still open calls from markup.
+        let undecidable = capped && matches!(step, RegionStep::NeedMore);
+        if (end > limit || undecidable) && region.force_data() {
+            let stop = if undecidable { base + view.len() } else { end };
+            let held = stop.saturating_sub(region.env.seg);
             out.warn(
                 WarningCode::LimitReached,
-                format!("{held} bytes could not be told apart from a tool call; shown as text"),
+                format!(
+                    "{held} bytes could not be told apart from a tool call within \
+                     max_held_bytes ({}); shown as text",
+                    out.config.max_held_bytes
+                ),
                 None,
-                region.env.seg..end,
+                region.env.seg..stop,
             );
+            *self.pos = stop - base;
+            region.end(buf, base, stop, out);
+            *self.settled = region.env.seg.saturating_sub(base);
+            return None;
         }
-        // A Python group decides its bytes only when it ends.
+        // Show what the region knows to be text. A Python group decides its bytes only
+        // when it ends.
         if region.python.is_none() && region.env.shows_text(out.config) {
             let from = region.env.seg;
             show(buf, base, out, from..end);

@@ -14,17 +14,21 @@ pub(crate) struct SseDecoder {
 impl SseDecoder {
     /// Feeds bytes; pushes each finished event's data to `out`.
     pub(crate) fn feed(&mut self, bytes: &[u8], out: &mut Vec<String>) {
+        // What is buffered is the start of a line, with no newline in it: search only
+        // the new bytes, so a long line that arrives in many reads is scanned once.
+        let mut from = self.buf.len();
         self.buf.extend_from_slice(bytes);
         let mut start = 0;
         while let Some(offset) =
-            self.buf.get(start..).and_then(|rest| rest.iter().position(|&b| b == b'\n'))
+            self.buf.get(from..).and_then(|rest| rest.iter().position(|&b| b == b'\n'))
         {
-            let end = start + offset;
+            let end = from + offset;
             let line = self.buf.get(start..end).unwrap_or_default();
             let line = line.strip_suffix(b"\r").unwrap_or(line);
             let line = String::from_utf8_lossy(line).into_owned();
             self.line(&line, out);
             start = end + 1;
+            from = start;
         }
         self.buf.drain(..start);
     }
@@ -81,6 +85,25 @@ mod tests {
             }
             decoder.finish(&mut out);
             assert_eq!(out, ["{\"a\":\"東京\"}", "[DONE]"], "split {split}");
+        }
+    }
+
+    /// Issue 8: a character cut by a read boundary, at every byte of it, and a long line
+    /// that arrives in small reads, come out whole (no U+FFFD).
+    #[test]
+    fn issue_8_characters_and_long_lines_split_across_reads_decode_whole() {
+        let text = format!("é東😀{}", "ü 東京 😀 ".repeat(2_000));
+        let body = format!("data: {text}\r\n\r\ndata: [DONE]\n\n");
+        let body = body.as_bytes();
+        for cut in 1..16 {
+            let mut decoder = SseDecoder::default();
+            let mut out = Vec::new();
+            decoder.feed(&body[..cut], &mut out);
+            for piece in body[cut..].chunks(13) {
+                decoder.feed(piece, &mut out);
+            }
+            decoder.finish(&mut out);
+            assert!(out.len() == 2 && out[0] == text && out[1] == "[DONE]", "cut at {cut}");
         }
     }
 }

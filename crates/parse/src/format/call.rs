@@ -102,6 +102,14 @@ fn last_sentence(line: &str) -> &str {
     line.get(cut..).unwrap_or_default().trim()
 }
 
+/// The warning for JSON nested deeper than `max_depth`.
+pub(crate) fn too_deep_message(max_depth: usize) -> String {
+    format!(
+        "JSON nested deeper than max_depth ({max_depth}); what was open was closed there \
+         (raise `Config::max_depth` to read deeper)"
+    )
+}
+
 impl Out<'_> {
     /// Pushes text, merged into the previous text event when this same call pushed it.
     /// Inside reasoning it is reasoning text.
@@ -309,6 +317,12 @@ impl CallState {
                         repairs.push(what);
                     }
                 }
+                ArgsNote::TooDeep(max_depth) => out.warn(
+                    WarningCode::LimitReached,
+                    too_deep_message(*max_depth),
+                    idx,
+                    span.clone(),
+                ),
                 ArgsNote::Coerced { key, to, from_string } => out.warn(
                     WarningCode::Coerced,
                     if *from_string {

@@ -863,4 +863,8 @@ impl Sink for EnvSink<'_, '_> {
             call.args.repaired(what);
         }
     }
+
+    fn too_deep(&mut self, _max_depth: usize) {
+        // The region that owns this reader reports it (`Region::step`) and ends there.
+    }
 }

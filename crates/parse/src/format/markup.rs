@@ -1067,6 +1067,14 @@ impl Region {
                 Status::Done(n) => (n, false),
                 Status::Invalid(k) => (k, true),
             };
+            // Past `max_depth` the call (or what looked like one) ends at the bracket, and
+            // the rest of the input is read as if the region had ended there.
+            let too_deep = broke && reader.too_deep();
+            if too_deep && self.env.decision != Decision::Data {
+                let at = abs + consumed;
+                let message = crate::format::call::too_deep_message(out.config.max_depth);
+                out.warn(WarningCode::LimitReached, message, None, at..at + 1);
+            }
             let mut truncated = false;
             if broke {
                 self.env.repairing = true;
@@ -1079,7 +1087,10 @@ impl Region {
                 call.truncated |= truncated;
                 self.put_back(call);
             }
-            if self.markup.frames.is_empty() || self.env.decision == Decision::Data || self.labelled
+            if self.markup.frames.is_empty()
+                || self.env.decision == Decision::Data
+                || self.labelled
+                || too_deep
             {
                 return RegionStep::End(consumed);
             }

@@ -103,6 +103,8 @@ impl Sink for Canon {
     }
 
     fn repaired(&mut self, _what: &'static str) {}
+
+    fn too_deep(&mut self, _max_depth: usize) {}
 }
 
 /// Writes `text` as a JSON string literal.
@@ -142,6 +144,8 @@ pub(crate) fn escape_into(out: &mut String, text: &str) {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ArgsNote {
     Repaired(&'static str),
+    /// The value stopped at a bracket nested deeper than this `max_depth`.
+    TooDeep(usize),
     /// `from_string`: a string became another type; else a number or boolean became a string.
     Coerced {
         key: String,
@@ -290,6 +294,7 @@ pub(crate) fn top_level_keys(json: &str) -> Vec<String> {
         fn str_end(&mut self) {}
         fn scalar(&mut self, _json: &str) {}
         fn repaired(&mut self, _what: &'static str) {}
+        fn too_deep(&mut self, _max_depth: usize) {}
     }
     let mut sink = Keys { depth: 0, keys: Vec::new() };
     let _ = Reader::new(usize::MAX).feed(json, 0, &mut sink);
@@ -377,6 +382,10 @@ impl Sink for ArgsWriter {
 
     fn repaired(&mut self, what: &'static str) {
         self.notes.push(ArgsNote::Repaired(what));
+    }
+
+    fn too_deep(&mut self, max_depth: usize) {
+        self.notes.push(ArgsNote::TooDeep(max_depth));
     }
 }
 

@@ -37,6 +37,8 @@ pub(crate) trait Sink {
     fn scalar(&mut self, json: &str);
     /// Something was repaired.
     fn repaired(&mut self, what: &'static str);
+    /// A bracket would have nested deeper than `max_depth`; the value stops before it.
+    fn too_deep(&mut self, max_depth: usize);
 }
 
 /// How far `feed` got.
@@ -126,6 +128,8 @@ pub(crate) struct Reader {
     scalar: String,
     high_surrogate: Option<u16>,
     max_depth: usize,
+    /// The value stopped at a bracket that would have nested deeper than `max_depth`.
+    too_deep: bool,
     started: bool,
     /// A string, number or literal may be the whole value (Python argument values).
     top_scalar: bool,
@@ -191,6 +195,7 @@ impl Reader {
             scalar: String::new(),
             high_surrogate: None,
             max_depth: max_depth.max(1),
+            too_deep: false,
             started: false,
             top_scalar: false,
             string_token: None,
@@ -224,6 +229,11 @@ impl Reader {
             && self.lex == Lex::Structural
     }
 
+    /// Whether the value stopped at a bracket nested deeper than `max_depth`.
+    pub(crate) fn too_deep(&self) -> bool {
+        self.too_deep
+    }
+
     /// Makes this reader a new one, keeping its allocations.
     pub(crate) fn recycle(&mut self, max_depth: usize) {
         self.stack.clear();
@@ -233,6 +243,7 @@ impl Reader {
         self.lex = Lex::Structural;
         self.high_surrogate = None;
         self.max_depth = max_depth.max(1);
+        self.too_deep = false;
         self.started = false;
         self.top_scalar = false;
         self.string_token = None;
@@ -761,6 +772,8 @@ impl Reader {
         match b {
             b'{' | b'[' => {
                 if self.stack.len() >= self.max_depth {
+                    self.too_deep = true;
+                    sink.too_deep(self.max_depth);
                     return Step::Invalid;
                 }
                 self.started = true;

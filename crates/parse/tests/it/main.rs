@@ -10,6 +10,9 @@ mod formats;
 /// `agent_outcome`: normal and exit calls, unknown tools and tool syntax without a call as
 /// failures that keep the raw output, plain text as an answer.
 mod outcome;
+/// Hostile inputs (issue 8): deep nesting, a huge string argument, many calls, endless
+/// marker prefixes and the hold limit, complete and streamed, with bytes conserved.
+mod pathological;
 /// Proptest properties: chunking invariance, text conservation, argument deltas that are
 /// JSON prefixes adding up to a JSON object, no panic and bounded output.
 mod properties;

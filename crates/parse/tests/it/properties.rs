@@ -183,7 +183,8 @@ fn split_at<'a>(input: &'a str, cuts: &[Index]) -> Vec<&'a str> {
 }
 
 /// The settings generated inputs are parsed with: no tools; the weather tools keeping
-/// rejected text; the weather tools hiding it.
+/// rejected text; the weather tools hiding it; every option switched the other way; limits
+/// small enough for generated inputs to reach them.
 fn configs() -> Result<Vec<Config>, String> {
     let keep = Config::with_tools(load_tools("weather")?);
     let hide = Config { rejected_text: RejectedText::Hide, ..keep.clone() };
@@ -196,7 +197,8 @@ fn configs() -> Result<Vec<Config>, String> {
     open.dialects.add(Builtin::FreeText);
     open.dialects.add_pair(TagPair::new("<my_call>", "</my_call>"));
     open.dialects.prefer(Builtin::Json.id());
-    Ok(vec![Config::default(), keep, hide, open])
+    let tight = Config { max_held_bytes: 24, max_depth: 3, ..keep.clone() };
+    Ok(vec![Config::default(), keep, hide, open, tight])
 }
 
 fn proptest_config() -> ProptestConfig {
