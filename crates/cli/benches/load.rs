@@ -157,28 +157,51 @@ fn concurrent(
     )?;
     writeln!(
         out,
-        "| streams | path | requests | errors | req/s | TTFB p50 ms | TTFB p99 ms | call name known p50 ms | p99 ms | total p50 ms | total p99 ms | gateway RSS idle / peak / after MiB |"
+        "| streams | path | requests | errors | req/s | TTFB p50 ms | TTFB p99 ms | call name known p50 ms | p99 ms | total p50 ms | total p99 ms | CPU ms per request: gateway / load+upstream | gateway RSS idle / peak / after MiB |"
     )?;
-    writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|")?;
+    writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")?;
     for &streams in &args.streams {
         let client = loadgen::client(streams)?;
         let direct = Arc::new(Target::chat(&upstream.url(), true, Check::Upstream));
         let via = Arc::new(Target::chat(&gateway.url(), true, Check::Call));
+        let own = std::process::id();
+        let cpu_before = loadgen::cpu_time(own).unwrap_or_default();
         let straight = runtime.block_on(loadgen::drive(&client, &direct, streams, sustain));
+        let cpu_straight = loadgen::cpu_time(own).unwrap_or_default().saturating_sub(cpu_before);
         let idle = loadgen::rss_kib(gateway.pid()).unwrap_or(0);
         let sampler = RssSampler::start(gateway.pid());
+        let (own_before, gateway_before) = (
+            loadgen::cpu_time(own).unwrap_or_default(),
+            loadgen::cpu_time(gateway.pid()).unwrap_or_default(),
+        );
         let through = runtime.block_on(loadgen::drive(&client, &via, streams, sustain));
+        let cpu_own = loadgen::cpu_time(own).unwrap_or_default().saturating_sub(own_before);
+        let cpu_gateway =
+            loadgen::cpu_time(gateway.pid()).unwrap_or_default().saturating_sub(gateway_before);
         let peak = sampler.stop();
         drop(client);
         std::thread::sleep(Duration::from_secs(1));
         let after = loadgen::rss_kib(gateway.pid()).unwrap_or(0);
-        for (path, outcome, rss) in [
-            ("upstream", &straight, String::from("-")),
-            ("gateway", &through, format!("{} / {} / {}", mib(idle), mib(peak), mib(after))),
+        let per = |cpu: Duration, outcome: &Outcome| {
+            format!("{:.3}", cpu.as_secs_f64() * 1000.0 / outcome.ok.max(1) as f64)
+        };
+        for (path, outcome, cpu, rss) in [
+            (
+                "upstream",
+                &straight,
+                format!("- / {}", per(cpu_straight, &straight)),
+                String::from("-"),
+            ),
+            (
+                "gateway",
+                &through,
+                format!("{} / {}", per(cpu_gateway, &through), per(cpu_own, &through)),
+                format!("{} / {} / {}", mib(idle), mib(peak), mib(after)),
+            ),
         ] {
             writeln!(
                 out,
-                "| {streams} | {path} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {rss} |",
+                "| {streams} | {path} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {cpu} | {rss} |",
                 outcome.ok,
                 outcome.errors,
                 outcome.per_second(),
@@ -192,7 +215,7 @@ fn concurrent(
         }
         writeln!(
             out,
-            "| {streams} | added | | | | {} | {} | {} | {} | {} | {} | |",
+            "| {streams} | added | | | | {} | {} | {} | {} | {} | {} | | |",
             signed_ms(percentile(&through.ttfb, 50.0), percentile(&straight.ttfb, 50.0)),
             signed_ms(percentile(&through.ttfb, 99.0), percentile(&straight.ttfb, 99.0)),
             signed_ms(percentile(&through.call, 50.0), percentile(&straight.call, 50.0)),

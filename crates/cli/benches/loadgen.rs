@@ -219,6 +219,17 @@ pub(crate) fn rss_kib(pid: u32) -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// CPU time a process has used, user and system (`/proc/PID/stat`, in clock ticks of
+/// 10 ms, the Linux default), where the OS has one.
+pub(crate) fn cpu_time(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces) start after its `)`.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(Duration::from_millis((utime + stime) * 10))
+}
+
 /// Samples a process's RSS every 20 ms on a thread of its own until [`RssSampler::stop`].
 pub(crate) struct RssSampler {
     stop: Arc<AtomicBool>,

@@ -1017,6 +1017,8 @@ fn serve_under_load_answers_every_request_with_its_call() {
     let peak = sampler.stop();
     if cfg!(target_os = "linux") {
         assert!(peak > 0, "the gateway's RSS could not be read");
+        let cpu = loadgen::cpu_time(gateway.pid()).unwrap_or_default();
+        assert!(cpu > Duration::ZERO, "the gateway's CPU time could not be read");
     }
     drop(gateway);
 
