@@ -36,6 +36,9 @@
 use divan::{AllocProfiler, Bencher, black_box, counter::BytesCount};
 use toolshim_parse::{Config, Event, StreamParser};
 
+#[expect(dead_code, reason = "the workloads serve parse.rs; this bench shares only the chunking")]
+mod workloads;
+
 #[global_allocator]
 static ALLOC: AllocProfiler = AllocProfiler::system();
 
@@ -229,7 +232,7 @@ fn bench_parse(bencher: Bencher<'_, '_>, input: &str) {
 
 fn bench_stream(bencher: Bencher<'_, '_>, input: &str, chunk_size: usize) {
     let config = Config::default();
-    let chunks = chunks(input, chunk_size);
+    let chunks = workloads::chunks(input, chunk_size);
     bencher.counter(BytesCount::of_str(input)).bench(|| {
         let mut parser = StreamParser::new(&config);
         let mut events = Vec::new();
@@ -250,20 +253,4 @@ fn event_bytes(event: &Event) -> usize {
         Event::CallEnd { call, .. } => call.span.len(),
         _ => 0,
     }
-}
-
-/// `input` in chunks of `target` bytes, each extended to the next character boundary.
-fn chunks(input: &str, target: usize) -> Vec<&str> {
-    let mut out = Vec::with_capacity(input.len() / target.max(1) + 1);
-    let mut rest = input;
-    while !rest.is_empty() {
-        let mut end = target.max(1).min(rest.len());
-        while !rest.is_char_boundary(end) {
-            end += 1;
-        }
-        let (head, tail) = rest.split_at(end);
-        out.push(head);
-        rest = tail;
-    }
-    out
 }
