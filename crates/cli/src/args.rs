@@ -214,7 +214,8 @@ Example:
     -d '{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}'
 
 Exit codes: 0 after a clean shutdown, 2 for an invalid configuration or usage, 1 when the
-server fails (for example, the address is in use).";
+server fails (for example, the address is in use), 3 when a shutdown had to cut off requests
+still in flight after drain_timeout_secs (streams got an in-band error, others a 503).";
 
 const PARSE_AFTER_HELP: &str = "\
 Output (one line, keys always in this order):

@@ -648,8 +648,17 @@ fn slow_upstream(pieces: Vec<String>, every: Duration) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     std::thread::spawn(move || {
-        let (mut stream, _) = listener.accept().unwrap();
-        read_request(&mut stream);
+        // The gateway's startup probe asks for the model list first: no list here.
+        let mut stream = loop {
+            let (mut stream, _) = listener.accept().unwrap();
+            if read_request(&mut stream).starts_with("get ") {
+                let _ = stream.write_all(
+                    b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                );
+                continue;
+            }
+            break stream;
+        };
         let chunk = |delta: Value, finish: Value| {
             let chunk = serde_json::json!({"id": "chatcmpl-up", "object": "chat.completion.chunk",
                 "created": 0, "model": "m",
@@ -675,8 +684,9 @@ fn slow_upstream(pieces: Vec<String>, every: Duration) -> SocketAddr {
     addr
 }
 
-/// Reads one HTTP/1.1 request (head and `content-length` body) from `stream`.
-fn read_request(stream: &mut TcpStream) {
+/// Reads one HTTP/1.1 request (head and `content-length` body) from `stream`; its head, in
+/// lower case.
+fn read_request(stream: &mut TcpStream) -> String {
     let mut received = Vec::new();
     let mut buf = [0; 4096];
     let head_end = loop {
@@ -697,6 +707,7 @@ fn read_request(stream: &mut TcpStream) {
         assert!(n > 0, "the request body ended early");
         received.extend_from_slice(&buf[..n]);
     }
+    head
 }
 
 /// A running `toolshim serve` with its address; killed on drop if still running.
@@ -848,8 +859,8 @@ fn serve_drains_streams_on_sigterm() {
     assert!(terminated.elapsed() < Duration::from_secs(5), "{:?}", terminated.elapsed());
 }
 
-/// SIGTERM with a stream that outlasts the drain timeout: the process exits 0 once the
-/// timeout has passed, cutting the stream off.
+/// SIGTERM with a stream that outlasts the drain timeout: once the timeout has passed the
+/// stream is cut off with an in-band error, and the process exits 3 (work was cut).
 #[test]
 fn serve_exits_after_its_drain_timeout_on_sigterm() {
     let pieces: Vec<String> = (1..=100).map(|n| format!("{n} ")).collect();
@@ -858,12 +869,18 @@ fn serve_exits_after_its_drain_timeout_on_sigterm() {
     let (mut stream, mut received) = start_stream(server.addr);
     let terminated = Instant::now();
     server.terminate();
-    assert_eq!(server.exit_code(SERVE_DEADLINE), Some(0));
+    assert_eq!(server.exit_code(SERVE_DEADLINE), Some(3));
     let elapsed = terminated.elapsed();
     assert!(elapsed >= Duration::from_millis(400), "exited before the drain timeout: {elapsed:?}");
     assert!(elapsed < Duration::from_secs(3), "exited {elapsed:?} after SIGTERM");
     let _ = stream.read_to_end(&mut received);
-    assert!(!chunked_body(&received).contains("[DONE]"), "the stream was cut off");
+    let body = chunked_body(&received);
+    assert!(!body.contains("[DONE]"), "the stream was cut off: {body}");
+    let last = body.trim_end().rsplit("\n\n").next().unwrap_or_default();
+    assert!(
+        last.starts_with("data: {\"error\"") && last.contains("shutting_down"),
+        "the cut stream ends with an in-band error: {body}"
+    );
 }
 
 // ---- dialect and policy flags ----

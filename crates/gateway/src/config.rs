@@ -68,6 +68,17 @@ pub struct Config {
     pub body_limit_bytes: usize,
     /// How long in-flight requests may take to finish after a shutdown signal, in seconds.
     pub drain_timeout_secs: f64,
+    /// Open client connections at most (lowered to fit the file-descriptor limit); one more
+    /// is answered 503 and closed.
+    pub max_connections: usize,
+    /// Seconds from the first byte of a request head to its end; a slower head closes the
+    /// connection.
+    pub header_read_timeout_secs: f64,
+    /// Seconds from the end of the request head to the end of its body; a slower body gets a
+    /// 408.
+    pub body_read_timeout_secs: f64,
+    /// Seconds a connection with no request in flight stays open.
+    pub keep_alive_timeout_secs: f64,
 }
 
 /// Which API the upstream speaks.
@@ -109,6 +120,12 @@ pub struct UpstreamConfig {
     pub first_byte_timeout_secs: f64,
     /// Seconds of silence allowed between streamed events (comments and pings are silence).
     pub idle_timeout_secs: f64,
+    /// The most model text one reply may carry, in bytes (for a reply that is one JSON body,
+    /// the most bytes that body may have); a larger reply ends with an error.
+    pub max_reply_bytes: usize,
+    /// The longest line of an upstream event stream, in bytes; a longer one ends the reply
+    /// with an error.
+    pub max_line_bytes: usize,
 }
 
 /// One client-visible model.
@@ -135,6 +152,10 @@ impl Default for Config {
             max_retries: 1,
             body_limit_bytes: 16 << 20,
             drain_timeout_secs: 30.0,
+            max_connections: 4096,
+            header_read_timeout_secs: 10.0,
+            body_read_timeout_secs: 60.0,
+            keep_alive_timeout_secs: 60.0,
         }
     }
 }
@@ -148,6 +169,8 @@ impl Default for UpstreamConfig {
             connect_timeout_secs: 10.0,
             first_byte_timeout_secs: 300.0,
             idle_timeout_secs: 120.0,
+            max_reply_bytes: 16 << 20,
+            max_line_bytes: 4 << 20,
         }
     }
 }
@@ -223,6 +246,9 @@ impl Config {
             ("upstream.first_byte_timeout_secs", self.upstream.first_byte_timeout_secs),
             ("upstream.idle_timeout_secs", self.upstream.idle_timeout_secs),
             ("drain_timeout_secs", self.drain_timeout_secs),
+            ("header_read_timeout_secs", self.header_read_timeout_secs),
+            ("body_read_timeout_secs", self.body_read_timeout_secs),
+            ("keep_alive_timeout_secs", self.keep_alive_timeout_secs),
         ] {
             if !(value.is_finite() && value > 0.0) {
                 problems.push(format!("{key}: must be a positive number of seconds, not {value}"));
@@ -230,6 +256,15 @@ impl Config {
         }
         if self.max_retries > 10 {
             problems.push(format!("max_retries: {} is more than the allowed 10", self.max_retries));
+        }
+        if self.upstream.max_reply_bytes < 1024 {
+            problems.push("upstream.max_reply_bytes: must be at least 1024".into());
+        }
+        if self.upstream.max_line_bytes < 1024 {
+            problems.push("upstream.max_line_bytes: must be at least 1024".into());
+        }
+        if self.max_connections == 0 {
+            problems.push("max_connections: must be at least 1".into());
         }
         if self.body_limit_bytes < 1024 {
             problems.push("body_limit_bytes: must be at least 1024".into());

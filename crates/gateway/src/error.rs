@@ -25,8 +25,16 @@ pub enum ApiError {
     NotFound(String),
     /// The request body is larger than the configured limit.
     BodyTooLarge { limit: usize },
-    /// The upstream answered with an error status or an unusable body.
-    Upstream { message: String },
+    /// The request body did not arrive within `body_read_timeout_secs`.
+    RequestTimeout,
+    /// The gateway is shutting down and its drain timeout passed before the request ended.
+    ShuttingDown,
+    /// The upstream answered with an error status or an unusable body. `detail` is for the
+    /// log only: the upstream and what happened.
+    Upstream { message: String, detail: String },
+    /// The upstream refused the request as the client made it (a 4xx other than 401, 403,
+    /// 408 and 429); the client gets that status and the upstream's message.
+    UpstreamRejected { status: u16, message: String },
     /// The upstream rate-limited the request; `retry_after` is its header, if any.
     UpstreamRateLimited { message: String, retry_after: Option<String> },
     /// The upstream says it is overloaded (503 or 529); `retry_after` is its header, if any.
@@ -34,9 +42,9 @@ pub enum ApiError {
     /// The prompt does not fit the upstream model's context window.
     ContextOverflow { tokens: u64, limit: u64 },
     /// The upstream could not be reached.
-    UpstreamUnavailable { message: String },
+    UpstreamUnavailable { message: String, detail: String },
     /// The upstream did not answer (or went silent) within its timeout.
-    UpstreamTimeout,
+    UpstreamTimeout { detail: String },
     /// `tool_choice` required a call and the model did not produce one, retries included.
     ToolCallMissing { message: String },
     /// A bug in the gateway.
@@ -51,12 +59,17 @@ impl ApiError {
             ApiError::Auth(_) => StatusCode::UNAUTHORIZED,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
+            ApiError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Upstream { .. } => StatusCode::BAD_GATEWAY,
+            ApiError::UpstreamRejected { status, .. } => {
+                StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST)
+            }
             ApiError::UpstreamRateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::UpstreamOverloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::ContextOverflow { .. } => StatusCode::BAD_REQUEST,
             ApiError::UpstreamUnavailable { .. } => StatusCode::BAD_GATEWAY,
-            ApiError::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
+            ApiError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             ApiError::ToolCallMissing { .. } => StatusCode::BAD_GATEWAY,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -69,12 +82,15 @@ impl ApiError {
             ApiError::Auth(_) => "auth",
             ApiError::NotFound(_) => "not_found",
             ApiError::BodyTooLarge { .. } => "body_too_large",
+            ApiError::RequestTimeout => "request_timeout",
+            ApiError::ShuttingDown => "shutting_down",
             ApiError::Upstream { .. } => "upstream",
+            ApiError::UpstreamRejected { .. } => "upstream_rejected",
             ApiError::UpstreamRateLimited { .. } => "upstream_rate_limited",
             ApiError::UpstreamOverloaded { .. } => "upstream_overloaded",
             ApiError::ContextOverflow { .. } => "context_overflow",
             ApiError::UpstreamUnavailable { .. } => "upstream_unavailable",
-            ApiError::UpstreamTimeout => "upstream_timeout",
+            ApiError::UpstreamTimeout { .. } => "upstream_timeout",
             ApiError::ToolCallMissing { .. } => "tool_call_missing",
             ApiError::Internal(_) => "internal",
         }
@@ -84,10 +100,13 @@ impl ApiError {
     pub fn message(&self) -> String {
         match self {
             ApiError::InvalidRequest { message, .. }
-            | ApiError::Upstream { message }
+            | ApiError::Upstream { message, .. }
             | ApiError::UpstreamRateLimited { message, .. }
-            | ApiError::UpstreamUnavailable { message }
+            | ApiError::UpstreamUnavailable { message, .. }
             | ApiError::ToolCallMissing { message } => message.clone(),
+            ApiError::UpstreamRejected { status, message } => {
+                format!("The upstream model rejected the request (status {status}): {message}")
+            }
             ApiError::Auth(_) => {
                 "Incorrect API key provided. Pass a gateway key as `Authorization: Bearer <key>`."
                     .into()
@@ -102,10 +121,29 @@ impl ApiError {
             ApiError::BodyTooLarge { limit } => {
                 format!("The request body is larger than the gateway's limit of {limit} bytes.")
             }
-            ApiError::UpstreamTimeout => "The upstream model did not answer in time.".into(),
+            ApiError::UpstreamTimeout { .. } => "The upstream model did not answer in time.".into(),
+            ApiError::RequestTimeout => {
+                "The request body did not arrive in time; send it again.".into()
+            }
+            ApiError::ShuttingDown => {
+                "The gateway is shutting down and could not finish this request; send it again."
+                    .into()
+            }
             ApiError::Internal(_) => {
                 "The server had an error while processing your request. Sorry about that!".into()
             }
+        }
+    }
+
+    /// What the log says of the error: the upstream and the cause where there is one, else
+    /// the client's message.
+    pub fn detail(&self) -> String {
+        match self {
+            ApiError::Upstream { detail, .. }
+            | ApiError::UpstreamUnavailable { detail, .. }
+            | ApiError::UpstreamTimeout { detail } => detail.clone(),
+            ApiError::Internal(what) => what.clone(),
+            other => other.message(),
         }
     }
 

@@ -18,6 +18,7 @@ pub(crate) const RETRIES: &str = "toolshim_retries";
 pub(crate) const ERRORS: &str = "toolshim_errors";
 pub(crate) const REFUSALS: &str = "toolshim_refusals";
 pub(crate) const PARSE_FAILURES: &str = "toolshim_parse_failures";
+pub(crate) const UPSTREAM_REPAIRS: &str = "toolshim_upstream_repairs";
 
 /// The gateway's metrics.
 #[derive(Debug)]
@@ -31,6 +32,7 @@ pub(crate) struct Metrics {
     errors: Family<Labels, Counter>,
     refusals: Counter,
     parse_failures: Counter,
+    upstream_repairs: Family<Labels, Counter>,
 }
 
 fn seconds_histogram() -> Histogram {
@@ -50,6 +52,7 @@ impl Metrics {
         let errors = Family::<Labels, Counter>::default();
         let refusals = Counter::default();
         let parse_failures = Counter::default();
+        let upstream_repairs = Family::<Labels, Counter>::default();
         registry.register(REQUESTS, "HTTP requests by route and status class", requests.clone());
         registry.register(REQUEST_SECONDS, "Request latency by route", latency.clone());
         registry.register(
@@ -74,6 +77,11 @@ impl Metrics {
             "Replies with tool-call syntax that gave no usable call (malformed, unknown tool, cut off)",
             parse_failures.clone(),
         );
+        registry.register(
+            UPSTREAM_REPAIRS,
+            "Faults in upstream replies that the gateway repaired, by kind (lone_surrogate: a lone UTF-16 surrogate escape replaced with U+FFFD)",
+            upstream_repairs.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -84,6 +92,7 @@ impl Metrics {
             errors,
             refusals,
             parse_failures,
+            upstream_repairs,
         }
     }
 
@@ -115,6 +124,10 @@ impl Metrics {
             }
             _ => {}
         }
+    }
+
+    pub(crate) fn upstream_repair(&self, kind: &str, n: usize) {
+        self.upstream_repairs.get_or_create(&vec![("kind", kind.to_owned())]).inc_by(n as u64);
     }
 
     pub(crate) fn error(&self, kind: &str) {

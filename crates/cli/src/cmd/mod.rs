@@ -12,6 +12,9 @@ mod serve;
 pub(crate) const EXIT_USAGE: u8 = 2;
 /// Exit code for any other failure: the output could not be written, or a bug.
 pub(crate) const EXIT_FAILURE: u8 = 1;
+/// Exit code of `serve` when its shutdown cut off requests still in flight after the drain
+/// timeout ([`WorkCut`]).
+pub(crate) const EXIT_CUT: u8 = 3;
 
 /// Runs the chosen subcommand.
 pub(crate) fn run(command: &Command) -> anyhow::Result<()> {
@@ -40,6 +43,22 @@ impl fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
+/// `serve` shut down but had to cut off requests in flight; exits with [`EXIT_CUT`].
+#[derive(Debug)]
+pub(crate) struct WorkCut(pub(crate) usize);
+
+impl fmt::Display for WorkCut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the drain timeout passed with {} request(s) still in flight; they were cut off (raise drain_timeout_secs to let them finish)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for WorkCut {}
+
 /// How a failed command ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Failure {
@@ -60,6 +79,8 @@ impl Failure {
             Failure::BrokenPipe
         } else if err.is::<UsageError>() {
             Failure::Exit(EXIT_USAGE)
+        } else if err.is::<WorkCut>() {
+            Failure::Exit(EXIT_CUT)
         } else {
             Failure::Exit(EXIT_FAILURE)
         }

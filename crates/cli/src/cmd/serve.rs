@@ -7,7 +7,7 @@ use tokio_util::sync::CancellationToken;
 use toolshim_gateway::{Config, Overrides};
 
 use crate::args::ServeArgs;
-use crate::cmd::UsageError;
+use crate::cmd::{UsageError, WorkCut};
 
 pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let config = load(args)?;
@@ -23,7 +23,7 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime
+    let report = runtime
         .block_on(async {
             let token = CancellationToken::new();
             let server = toolshim_gateway::serve(config, token.clone(), |addr| {
@@ -39,7 +39,11 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<()> {
                 }
             }
         })
-        .map_err(|message| anyhow::anyhow!(message))
+        .map_err(|message| anyhow::anyhow!(message))?;
+    if report.cut_requests > 0 {
+        return Err(WorkCut(report.cut_requests).into());
+    }
+    Ok(())
 }
 
 /// Defaults, then the file, then the environment, then flags.

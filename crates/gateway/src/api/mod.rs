@@ -1,6 +1,7 @@
 //! The API families. Only this module knows their JSON.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
@@ -11,8 +12,8 @@ use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use serde_json::Value;
 
-use crate::chat::ChatEvent;
 use crate::error::ApiError;
+use crate::observe::InBandError;
 use crate::state::AppState;
 
 pub(crate) mod anthropic;
@@ -28,55 +29,144 @@ pub(crate) async fn models(State(state): State<AppState>, headers: HeaderMap) ->
     }
 }
 
+/// The token of an `Authorization: Bearer <token>` header; the scheme in any case.
+pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?.trim_start();
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// Whether `key` is one of the gateway's keys. Every key is compared, each in constant time,
+/// so the time taken says nothing about which bytes matched.
+pub(crate) fn is_gateway_key(state: &AppState, key: &str) -> bool {
+    use subtle::ConstantTimeEq;
+    let key = key.trim().as_bytes();
+    state
+        .config
+        .api_keys
+        .iter()
+        .fold(subtle::Choice::from(0), |found, known| found | known.as_bytes().ct_eq(key))
+        .into()
+}
+
+/// Reads a request body: at most `body_limit_bytes` (a larger `content-length` is refused
+/// before any byte is read), and all of it within `body_read_timeout_secs`.
+pub(crate) async fn read_body(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Bytes, ApiError> {
+    let limit = state.config.body_limit_bytes;
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(ApiError::BodyTooLarge { limit });
+    }
+    let deadline = crate::config::Config::secs(state.config.body_read_timeout_secs);
+    let limited = http_body_util::Limited::new(body, limit);
+    match tokio::time::timeout(deadline, http_body_util::BodyExt::collect(limited)).await {
+        Err(_) => Err(ApiError::RequestTimeout),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(err)) if err.is::<http_body_util::LengthLimitError>() => {
+            Err(ApiError::BodyTooLarge { limit })
+        }
+        Ok(Err(_)) => Err(ApiError::invalid(
+            "The request body could not be read: the connection broke off before it ended.",
+            None,
+        )),
+    }
+}
+
 /// How one API family writes a stream.
 pub(crate) trait StreamEncoder: Send + 'static {
+    /// What the stream is made of.
+    type Event: Send + 'static;
     /// The frames for one event.
-    fn encode(&mut self, event: &ChatEvent, out: &mut Vec<Bytes>);
+    fn encode(&mut self, event: &Self::Event, out: &mut Vec<Bytes>);
     /// The in-band error that ends a stream after it began.
     fn error(&self, err: &ApiError) -> Bytes;
     /// A frame that keeps a silent connection alive.
     fn keepalive(&self) -> Bytes;
+    /// The frames after the last event of a stream that ended well.
+    fn end(&mut self, _out: &mut Vec<Bytes>) {}
 }
 
 /// Silence after which a keep-alive frame goes out.
 const KEEPALIVE_EVERY: Duration = Duration::from_secs(10);
 
-/// Turns the pipeline's events into an SSE response. The status waits for the first event,
-/// so an error before any output is an ordinary HTTP error; after that, errors are in-band.
-pub(crate) async fn stream_response<S>(
+/// Turns a stream of events into an SSE response. The status waits for the first event, so
+/// an error before any output is an ordinary HTTP error; after that, errors are in-band. A
+/// first event that takes longer than `KEEPALIVE_EVERY` (the pipeline holds its output
+/// while it retries) does not leave the client without a byte: the head goes out with a
+/// keep-alive, and later errors are in-band. When the shutdown's drain timeout passes, the
+/// stream ends with an in-band error.
+pub(crate) async fn stream_response<S, E>(
     state: &AppState,
     started: Instant,
     mut events: std::pin::Pin<Box<S>>,
-    mut encoder: impl StreamEncoder,
+    mut encoder: E,
 ) -> Result<Response, ApiError>
 where
-    S: Stream<Item = Result<ChatEvent, ApiError>> + Send + ?Sized + 'static,
+    S: Stream<Item = Result<E::Event, ApiError>> + Send + ?Sized + 'static,
+    E: StreamEncoder,
 {
-    let first = match events.next().await {
-        Some(Ok(event)) => event,
-        Some(Err(err)) => return Err(err),
-        None => return Err(ApiError::Internal("the pipeline ended without an outcome".into())),
+    let cut = state.cut.clone();
+    let first = tokio::select! {
+        next = tokio::time::timeout(KEEPALIVE_EVERY, events.next()) => match next {
+            Ok(Some(Ok(event))) => Some(event),
+            Ok(Some(Err(err))) => return Err(err),
+            Ok(None) => return Err(ApiError::Internal("the pipeline ended without an outcome".into())),
+            Err(_) => None,
+        },
+        () = cut.cancelled() => return Err(ApiError::ShuttingDown),
     };
-    state.metrics.first_token(started.elapsed());
+    let metrics = Arc::clone(&state.metrics);
+    if first.is_some() {
+        metrics.first_token(started.elapsed());
+    }
+    let in_band = InBandError::default();
+    let slot = in_band.clone();
     let body = async_stream::stream! {
         let mut frames = Vec::new();
-        let mut next: Option<ChatEvent> = Some(first);
+        let mut next = first;
+        if next.is_none() {
+            yield Ok::<Bytes, Infallible>(encoder.keepalive());
+        }
+        let mut seen = next.is_some();
         loop {
             if let Some(event) = next.take() {
                 encoder.encode(&event, &mut frames);
                 for frame in frames.drain(..) {
-                    yield Ok::<Bytes, Infallible>(frame);
+                    yield Ok(frame);
                 }
             }
-            match tokio::time::timeout(KEEPALIVE_EVERY, events.next()).await {
+            let polled = tokio::select! {
+                polled = tokio::time::timeout(KEEPALIVE_EVERY, events.next()) => polled,
+                () = cut.cancelled() => Ok(Some(Err(ApiError::ShuttingDown))),
+            };
+            match polled {
                 Err(_) => yield Ok(encoder.keepalive()),
-                Ok(Some(Ok(event))) => next = Some(event),
+                Ok(Some(Ok(event))) => {
+                    if !seen {
+                        seen = true;
+                        metrics.first_token(started.elapsed());
+                    }
+                    next = Some(event);
+                }
                 Ok(Some(Err(err))) => {
-                    tracing::warn!(kind = err.kind(), "error after streaming began");
+                    slot.set(&err);
                     yield Ok(encoder.error(&err));
                     return;
                 }
-                Ok(None) => return,
+                Ok(None) => {
+                    encoder.end(&mut frames);
+                    for frame in frames.drain(..) {
+                        yield Ok(frame);
+                    }
+                    return;
+                }
             }
         }
     };
@@ -85,6 +175,7 @@ where
     headers
         .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream; charset=utf-8"));
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response.extensions_mut().insert(in_band);
     Ok(response)
 }
 

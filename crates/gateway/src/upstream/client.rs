@@ -1,15 +1,21 @@
-//! The one shared HTTP client for the upstream, with connect, first-byte and idle timeouts.
+//! The one shared HTTP client for the upstream: its endpoints, its credentials (never sent
+//! through a redirect, never logged), its timeouts, and how its errors reach clients.
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
+use reqwest::Url;
 use serde_json::Value;
+use tokio::time::Instant;
 
 use crate::chat::Usage;
 use crate::config::{Config, UpstreamApi, UpstreamConfig};
 use crate::error::ApiError;
-use crate::upstream::sse_decode::SseDecoder;
+use crate::metrics::Metrics;
+use crate::upstream::reply::{self, Payload, ReplyLimits};
+use crate::upstream::{anthropic, openai};
 
 /// What the upstream's reply is made of.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,335 +28,157 @@ pub(crate) enum UpstreamEvent {
 pub(crate) type UpstreamStream =
     Pin<Box<dyn Stream<Item = Result<UpstreamEvent, ApiError>> + Send>>;
 
+/// A stream of checked reply payloads (see `reply::payloads`).
+pub(crate) type PayloadStream = Pin<Box<dyn Stream<Item = Result<Payload, ApiError>> + Send>>;
+
+/// Which wire the upstream speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wire {
+    OpenAi,
+    Anthropic,
+}
+
+/// An error body is read up to this many bytes (the rest is not needed to report it).
+const MAX_ERROR_BODY: usize = 64 << 10;
+
+/// A model list is read up to this many bytes.
+const MAX_MODELS_BODY: usize = 4 << 20;
+
 /// Talks to the upstream chat endpoint.
 #[derive(Debug, Clone)]
 pub(crate) struct UpstreamClient {
     http: reqwest::Client,
-    api: UpstreamApi,
-    url: String,
+    wire: Wire,
+    /// Where chat requests go.
+    endpoint: Url,
+    /// Where the model list is (`…/models` beside the endpoint).
+    models: Url,
+    /// The upstream as logs name it: no credentials, no query.
+    shown: String,
     key: Option<String>,
-    first_byte: Duration,
-    idle: Duration,
+    key_env: String,
+    limits: ReplyLimits,
+    metrics: Arc<Metrics>,
 }
 
-impl UpstreamClient {
-    /// Builds the shared client. The key is read from the environment variable the config names.
-    pub(crate) fn new(config: &UpstreamConfig) -> Result<UpstreamClient, String> {
-        #[expect(
-            clippy::disallowed_methods,
-            reason = "this is the one place the upstream client is built"
-        )]
-        let builder = reqwest::Client::builder();
-        let http = builder
-            .connect_timeout(Config::secs(config.connect_timeout_secs))
-            .pool_idle_timeout(Duration::from_secs(90))
-            .build()
-            .map_err(|err| format!("cannot build the HTTP client: {err}"))?;
-        let base = config.url.trim().trim_end_matches('/');
-        let path = match config.api {
-            UpstreamApi::OpenAi => "chat/completions",
-            UpstreamApi::Anthropic => "messages",
-        };
-        let url = if base.ends_with("/v1") {
-            format!("{base}/{path}")
-        } else {
-            format!("{base}/v1/{path}")
-        };
-        let key = std::env::var(&config.api_key_env).ok().filter(|k| !k.is_empty());
-        Ok(UpstreamClient {
-            http,
-            api: config.api,
-            url,
-            key,
-            first_byte: Config::secs(config.first_byte_timeout_secs),
-            idle: Config::secs(config.idle_timeout_secs),
-        })
+/// The chat endpoint and the models URL for a configured upstream URL: a base URL (`…` or
+/// `…/v1`) gets `/v1/chat/completions` or `/v1/messages`; a URL that already ends with the
+/// endpoint's path is used as it is.
+pub(crate) fn endpoints(url: &str, api: UpstreamApi) -> Result<(Url, Url), String> {
+    let mut base = Url::parse(url.trim())
+        .map_err(|err| format!("upstream.url: `{url}` is not a URL ({err})"))?;
+    if !matches!(base.scheme(), "http" | "https") {
+        return Err(format!("upstream.url: `{url}` must start with http:// or https://"));
     }
-
-    /// Whether the upstream speaks the Anthropic Messages API.
-    pub(crate) fn is_anthropic(&self) -> bool {
-        self.api == UpstreamApi::Anthropic
-    }
-
-    fn authorize(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        match (self.api, &self.key) {
-            (UpstreamApi::OpenAi, Some(key)) => request.bearer_auth(key),
-            (UpstreamApi::OpenAi, None) => request,
-            (UpstreamApi::Anthropic, key) => {
-                let request = request.header("anthropic-version", "2023-06-01");
-                match key {
-                    Some(key) => request.header("x-api-key", key),
-                    None => request,
-                }
-            }
-        }
-    }
-
-    /// Sends a raw request body and returns the response once its status is known.
-    pub(crate) async fn send(&self, body: &Value) -> Result<reqwest::Response, ApiError> {
-        let mut request = self.http.post(&self.url).json(body);
-        request = self.authorize(request);
-        let response = match tokio::time::timeout(self.first_byte, request.send()).await {
-            Err(_) => return Err(ApiError::UpstreamTimeout),
-            Ok(Err(err)) if err.is_timeout() => return Err(ApiError::UpstreamTimeout),
-            Ok(Err(err)) => {
-                tracing::debug!(error = %err, "upstream request failed");
-                return Err(ApiError::UpstreamUnavailable {
-                    message: "The upstream model could not be reached.".into(),
-                });
-            }
-            Ok(Ok(response)) => response,
-        };
-        let status = response.status();
-        if status.is_success() {
-            return Ok(response);
-        }
-        let retry_after =
-            response.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_owned);
-        let body = response.text().await.unwrap_or_default();
-        tracing::debug!(status = status.as_u16(), body = %body, "upstream error");
-        Err(match status.as_u16() {
-            503 | 529 => ApiError::UpstreamOverloaded { retry_after },
-            400 | 413 if is_context_overflow(&body) => {
-                let numbers: Vec<u64> = body
-                    .split(|c: char| !c.is_ascii_digit())
-                    .filter_map(|n| n.parse().ok())
-                    .filter(|n| *n >= 16)
-                    .collect();
-                let limit = numbers.iter().copied().min().unwrap_or(0);
-                let tokens = numbers.iter().copied().max().unwrap_or(0).max(limit + 1);
-                ApiError::ContextOverflow { tokens, limit }
-            }
-            429 => ApiError::UpstreamRateLimited {
-                message: "The upstream model is rate limited; try again later.".into(),
-                retry_after,
+    let (own, other) = match api {
+        UpstreamApi::OpenAi => ("/chat/completions", "/messages"),
+        UpstreamApi::Anthropic => ("/messages", "/chat/completions"),
+    };
+    let path = base.path().trim_end_matches('/').to_owned();
+    if path.ends_with(other) {
+        let fixed = path.trim_end_matches(other);
+        return Err(format!(
+            "upstream.url: `{url}` is a {} endpoint but upstream.api is {}; set upstream.api to match, or use the base URL `{}`",
+            if other == "/messages" { "Messages" } else { "Chat Completions" },
+            match api {
+                UpstreamApi::OpenAi => "openai",
+                UpstreamApi::Anthropic => "anthropic",
             },
-            400..=499 => ApiError::Upstream {
-                message: format!(
-                    "The upstream model rejected the request (status {}).",
-                    status.as_u16()
-                ),
-            },
-            _ => ApiError::Upstream {
-                message: format!("The upstream model failed (status {}).", status.as_u16()),
-            },
-        })
-    }
-
-    /// The upstream's model ids (`GET …/models`), or none when it has no such list.
-    pub(crate) async fn model_ids(&self) -> Vec<String> {
-        let url =
-            self.url.trim_end_matches("/chat/completions").trim_end_matches("/messages").to_owned()
-                + "/models";
-        let request = self.authorize(self.http.get(url));
-        let Ok(Ok(response)) = tokio::time::timeout(self.first_byte, request.send()).await else {
-            return Vec::new();
-        };
-        let Ok(value) = response.json::<Value>().await else { return Vec::new() };
-        value
-            .get("data")
-            .and_then(Value::as_array)
-            .map(|models| {
-                models
-                    .iter()
-                    .filter_map(|m| m.get("id").and_then(Value::as_str))
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
-    /// Sends a streaming chat request and decodes the reply into events.
-    pub(crate) async fn chat_stream(&self, body: Value) -> Result<UpstreamStream, ApiError> {
-        let anthropic = self.is_anthropic();
-        let body = if anthropic { to_messages(&body) } else { body };
-        let sent_at = tokio::time::Instant::now();
-        let response = self.send(&body).await?;
-        let is_json = response
-            .headers()
-            .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("application/json"));
-        let (first_byte, idle) = (self.first_byte, self.idle);
-        let mut bytes = response.bytes_stream();
-        let stream = async_stream::stream! {
-            if is_json {
-                // An upstream that ignored `stream: true`. The body follows its head at once,
-                // so all of it must come within the idle timeout (a trickle cannot extend it).
-                let deadline = tokio::time::Instant::now() + idle;
-                let mut body = Vec::new();
-                loop {
-                    match tokio::time::timeout_at(deadline, bytes.next()).await {
-                        Err(_) => { yield Err(ApiError::UpstreamTimeout); return; }
-                        Ok(None) => break,
-                        Ok(Some(Err(_))) => { yield Err(broken()); return; }
-                        Ok(Some(Ok(chunk))) => body.extend_from_slice(&chunk),
-                    }
-                }
-                match serde_json::from_slice::<Value>(&body) {
-                    Ok(value) if anthropic => for event in message_events(&value) { yield Ok(event); },
-                    Ok(value) => for event in completion_events(&value) { yield Ok(event); },
-                    Err(_) => yield Err(ApiError::Upstream { message: "The upstream model sent an invalid JSON body.".into() }),
-                }
-                return;
+            {
+                let mut b = base.clone();
+                b.set_path(fixed);
+                b
             }
-            let mut decoder = SseDecoder::default();
-            let mut payloads = Vec::new();
-            let mut done = false;
-            // The reply said it was complete: `[DONE]`, `message_stop` or a finish reason.
-            // A body that ends without any of them was cut off (or never began).
-            let mut finished = false;
-            let mut input_tokens = 0;
-            // Only data counts as progress, not SSE comments or pings (an upstream could send
-            // those forever): the first event must come within the first-byte timeout of
-            // the request, and each later one within the idle timeout of the one before.
-            let mut deadline = sent_at + first_byte;
-            while !done {
-                let next = tokio::time::timeout_at(deadline, bytes.next()).await;
-                let chunk = match next {
-                    Err(_) => { yield Err(ApiError::UpstreamTimeout); return; }
-                    Ok(None) => { decoder.finish(&mut payloads); done = true; None }
-                    Ok(Some(Err(_))) => { yield Err(broken()); return; }
-                    Ok(Some(Ok(chunk))) => Some(chunk),
-                };
-                if let Some(chunk) = chunk {
-                    decoder.feed(&chunk, &mut payloads);
-                }
-                if payloads.iter().any(|payload| !is_ping(payload)) {
-                    deadline = tokio::time::Instant::now() + idle;
-                }
-                for payload in payloads.drain(..) {
-                    if payload.trim() == "[DONE]" {
-                        done = true;
-                        finished = true;
-                        break;
-                    }
-                    let events = match serde_json::from_str::<Value>(&payload) {
-                        Ok(value) if value.get("error").is_some_and(|e| !e.is_null()) => {
-                            yield Err(ApiError::Upstream { message: "The upstream model reported an error mid-stream.".into() });
-                            return;
-                        }
-                        Ok(value) if anthropic => {
-                            if value.get("type").and_then(Value::as_str) == Some("message_stop") {
-                                done = true;
-                                finished = true;
-                            }
-                            stream_event(&value, &mut input_tokens)
-                        }
-                        Ok(value) => chunk_events(&value),
-                        Err(_) => {
-                            tracing::debug!(payload = %payload, "skipped an upstream SSE line that is not JSON");
-                            Vec::new()
-                        }
-                    };
-                    for event in events {
-                        finished |= matches!(event, UpstreamEvent::Finish(_));
-                        yield Ok(event);
-                    }
-                }
-            }
-            if !finished {
-                yield Err(ApiError::Upstream { message: "The upstream model's reply ended before it was complete.".into() });
-            }
-        };
-        Ok(Box::pin(stream))
+        ));
     }
+    let root = if let Some(root) = path.strip_suffix(own) {
+        root.to_owned()
+    } else if path.ends_with("/v1") {
+        path.clone()
+    } else {
+        format!("{path}/v1")
+    };
+    let mut endpoint = base.clone();
+    endpoint.set_path(&format!("{root}{own}"));
+    base.set_path(&format!("{root}/models"));
+    Ok((endpoint, base))
 }
 
-/// The rendered chat as an Anthropic Messages request: system text apart, roles alternating.
-fn to_messages(body: &Value) -> Value {
-    let mut system = String::new();
-    let mut messages: Vec<Value> = Vec::new();
-    for message in body.get("messages").and_then(Value::as_array).into_iter().flatten() {
-        let role = message.get("role").and_then(Value::as_str).unwrap_or("user");
-        let content = message.get("content").and_then(Value::as_str).unwrap_or_default();
-        if role == "system" {
-            if !system.is_empty() {
-                system.push_str("\n\n");
-            }
-            system.push_str(content);
-            continue;
-        }
-        let role = if role == "assistant" { "assistant" } else { "user" };
-        match messages.last_mut() {
-            Some(last) if last["role"] == role => {
-                let merged =
-                    format!("{}\n\n{content}", last["content"].as_str().unwrap_or_default());
-                last["content"] = Value::String(merged);
-            }
-            _ => messages.push(serde_json::json!({"role": role, "content": content})),
-        }
-    }
-    let max_tokens = body.get("max_tokens").and_then(Value::as_u64).unwrap_or(4096);
-    let mut out = serde_json::json!({"model": body["model"], "max_tokens": max_tokens, "messages": messages, "stream": true});
-    if !system.is_empty() {
-        out["system"] = Value::String(system);
-    }
-    for key in ["temperature", "top_p", "top_k"] {
-        if let Some(value) = body.get(key) {
-            out[key] = value.clone();
-        }
-    }
-    match body.get("stop") {
-        Some(Value::String(stop)) => out["stop_sequences"] = serde_json::json!([stop]),
-        Some(stops @ Value::Array(_)) => out["stop_sequences"] = stops.clone(),
-        _ => {}
-    }
-    out
+/// A URL as logs show it: no user, password or query (which may carry a key).
+fn shown(url: &Url) -> String {
+    let mut url = url.clone();
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    url.set_query(None);
+    url.set_fragment(None);
+    url.to_string()
 }
 
-fn anthropic_finish(reason: &str) -> String {
-    if reason == "max_tokens" { "length".into() } else { "stop".into() }
+/// The start of a body for a log line: at most 200 bytes, on one line.
+pub(crate) fn first_bytes(body: &[u8]) -> String {
+    let end = body.len().min(200);
+    let mut text: String = String::from_utf8_lossy(body.get(..end).unwrap_or_default())
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if body.len() > end {
+        text.push('…');
+    }
+    text
 }
 
-/// Events of one Anthropic stream event.
-fn stream_event(value: &Value, input_tokens: &mut u64) -> Vec<UpstreamEvent> {
-    let mut events = Vec::new();
-    match value.get("type").and_then(Value::as_str) {
-        Some("message_start") => {
-            *input_tokens =
-                value.pointer("/message/usage/input_tokens").and_then(Value::as_u64).unwrap_or(0);
-        }
-        Some("content_block_delta") => {
-            if let Some(text) = value.pointer("/delta/text").and_then(Value::as_str) {
-                if !text.is_empty() {
-                    events.push(UpstreamEvent::Text(text.to_owned()));
-                }
-            }
-        }
-        Some("message_delta") => {
-            if let Some(reason) = value.pointer("/delta/stop_reason").and_then(Value::as_str) {
-                events.push(UpstreamEvent::Finish(anthropic_finish(reason)));
-            }
-            let output = value.pointer("/usage/output_tokens").and_then(Value::as_u64).unwrap_or(0);
-            events.push(UpstreamEvent::Usage(Usage {
-                prompt_tokens: *input_tokens,
-                completion_tokens: output,
-            }));
-        }
-        _ => {}
+/// What went wrong with a request that got no answer: refused, DNS, TLS, timeout, … with
+/// the chain of causes (reqwest's own message names the URL, which may carry credentials,
+/// so it is left out).
+pub(crate) fn cause(err: &reqwest::Error) -> String {
+    let mut chain = Vec::new();
+    let mut source = std::error::Error::source(err);
+    while let Some(next) = source {
+        chain.push(next.to_string());
+        source = next.source();
     }
-    events
+    let text = chain.join(": ");
+    let lower = text.to_ascii_lowercase();
+    let class = if err.is_timeout() {
+        "timeout"
+    } else if lower.contains("dns error") || lower.contains("failed to lookup") {
+        "DNS lookup failed"
+    } else if lower.contains("connection refused") {
+        "connection refused"
+    } else if lower.contains("certificate") || lower.contains("tls") || lower.contains("handshake")
+    {
+        "TLS failed"
+    } else if err.is_connect() {
+        "cannot connect"
+    } else if err.is_body() || err.is_decode() {
+        "reading the reply failed"
+    } else {
+        "request failed"
+    };
+    if text.is_empty() { class.to_owned() } else { format!("{class}: {text}") }
 }
 
-/// Events of a whole (non-streamed) Anthropic message.
-fn message_events(value: &Value) -> Vec<UpstreamEvent> {
-    let mut events = Vec::new();
-    for block in value.get("content").and_then(Value::as_array).into_iter().flatten() {
-        if let Some(text) = block.get("text").and_then(Value::as_str) {
-            events.push(UpstreamEvent::Text(text.to_owned()));
+/// The message of an error body: `error.message`, `message`, `detail` or `error` (a string),
+/// else its first bytes.
+fn message_of(body: &str) -> String {
+    let value = serde_json::from_str::<Value>(body).ok();
+    let found = value.as_ref().and_then(|v| {
+        [v.pointer("/error/message"), v.get("message"), v.get("detail"), v.get("error")]
+            .into_iter()
+            .flatten()
+            .find_map(Value::as_str)
+            .map(str::to_owned)
+    });
+    let mut text = found.unwrap_or_else(|| first_bytes(body.as_bytes()));
+    if text.len() > 1000 {
+        let mut end = 1000;
+        while !text.is_char_boundary(end) {
+            end -= 1;
         }
+        text.truncate(end);
+        text.push('…');
     }
-    if let Some(reason) = value.get("stop_reason").and_then(Value::as_str) {
-        events.push(UpstreamEvent::Finish(anthropic_finish(reason)));
-    }
-    if let Some(usage) = value.get("usage") {
-        events.push(UpstreamEvent::Usage(Usage {
-            prompt_tokens: usage.get("input_tokens").and_then(Value::as_u64).unwrap_or(0),
-            completion_tokens: usage.get("output_tokens").and_then(Value::as_u64).unwrap_or(0),
-        }));
-    }
-    events
+    text
 }
 
 /// Whether an upstream error body says the prompt is longer than the context window.
@@ -360,48 +188,422 @@ fn is_context_overflow(body: &str) -> bool {
         && (body.contains("exceed") || body.contains("maximum") || body.contains("too long"))
 }
 
-/// Whether an SSE payload is an Anthropic keep-alive `ping` (not progress).
-fn is_ping(payload: &str) -> bool {
-    serde_json::from_str::<Value>(payload)
-        .is_ok_and(|value| value.get("type").and_then(Value::as_str) == Some("ping"))
+fn context_overflow(body: &str) -> ApiError {
+    let numbers: Vec<u64> = body
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .filter(|n| *n >= 16)
+        .collect();
+    let limit = numbers.iter().copied().min().unwrap_or(0);
+    let tokens = numbers.iter().copied().max().unwrap_or(0).max(limit + 1);
+    ApiError::ContextOverflow { tokens, limit }
 }
 
-fn broken() -> ApiError {
-    ApiError::Upstream { message: "The connection to the upstream model broke off.".into() }
-}
+impl UpstreamClient {
+    /// Builds the shared client. The key is read from the environment variable the config
+    /// names. Redirects are not followed: a redirected request would carry the key to
+    /// wherever the upstream points.
+    pub(crate) fn new(
+        config: &UpstreamConfig,
+        metrics: Arc<Metrics>,
+    ) -> Result<UpstreamClient, String> {
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "this is the one place the upstream client is built"
+        )]
+        let builder = reqwest::Client::builder();
+        let http = builder
+            .connect_timeout(Config::secs(config.connect_timeout_secs))
+            .pool_idle_timeout(Duration::from_secs(90))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|err| format!("cannot build the HTTP client: {err}"))?;
+        let (endpoint, models) = endpoints(&config.url, config.api)?;
+        let key = std::env::var(&config.api_key_env).ok().filter(|k| !k.is_empty());
+        Ok(UpstreamClient {
+            http,
+            wire: match config.api {
+                UpstreamApi::OpenAi => Wire::OpenAi,
+                UpstreamApi::Anthropic => Wire::Anthropic,
+            },
+            shown: shown(&endpoint),
+            endpoint,
+            models,
+            key,
+            key_env: config.api_key_env.clone(),
+            limits: ReplyLimits {
+                first_byte: Config::secs(config.first_byte_timeout_secs),
+                idle: Config::secs(config.idle_timeout_secs),
+                max_reply: config.max_reply_bytes,
+                max_line: config.max_line_bytes,
+            },
+            metrics,
+        })
+    }
 
-fn usage_of(value: &Value) -> Option<Usage> {
-    let usage = value.get("usage").filter(|u| u.is_object())?;
-    Some(Usage {
-        prompt_tokens: usage.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
-        completion_tokens: usage.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0),
-    })
-}
+    /// Whether the upstream speaks the Anthropic Messages API.
+    pub(crate) fn is_anthropic(&self) -> bool {
+        self.wire == Wire::Anthropic
+    }
 
-/// Events of one streamed chunk (`delta`) or of a whole completion (`message`).
-fn events_of(value: &Value, part: &str) -> Vec<UpstreamEvent> {
-    let mut events = Vec::new();
-    if let Some(choice) = value.get("choices").and_then(Value::as_array).and_then(|c| c.first()) {
-        if let Some(text) = choice.get(part).and_then(|p| p.get("content")).and_then(Value::as_str)
-        {
-            if !text.is_empty() {
-                events.push(UpstreamEvent::Text(text.to_owned()));
+    /// The upstream chat endpoint as logs show it.
+    pub(crate) fn shown(&self) -> &str {
+        &self.shown
+    }
+
+    /// `text` with the upstream key, wherever it appears, replaced.
+    fn redact(&self, text: &str) -> String {
+        match &self.key {
+            Some(key) if key.len() >= 4 => text.replace(key.as_str(), "[redacted]"),
+            _ => text.to_owned(),
+        }
+    }
+
+    fn redact_err(&self, err: ApiError) -> ApiError {
+        match err {
+            ApiError::Upstream { message, detail } => {
+                ApiError::Upstream { message: self.redact(&message), detail: self.redact(&detail) }
+            }
+            ApiError::UpstreamRejected { status, message } => {
+                ApiError::UpstreamRejected { status, message: self.redact(&message) }
+            }
+            ApiError::UpstreamTimeout { detail } => {
+                ApiError::UpstreamTimeout { detail: self.redact(&detail) }
+            }
+            other => other,
+        }
+    }
+
+    fn authorize(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match (self.wire, &self.key) {
+            (Wire::OpenAi, Some(key)) => request.bearer_auth(key),
+            (Wire::OpenAi, None) => request,
+            (Wire::Anthropic, key) => {
+                let request = request.header("anthropic-version", "2023-06-01");
+                match key {
+                    Some(key) => request.header("x-api-key", key),
+                    None => request,
+                }
             }
         }
-        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
-            events.push(UpstreamEvent::Finish(reason.to_owned()));
+    }
+
+    /// A request that got no answer, as an error for the client and a cause for the log.
+    fn unanswered(&self, err: &reqwest::Error, what: &str) -> ApiError {
+        let cause = self.redact(&cause(err));
+        if err.is_timeout() {
+            return ApiError::UpstreamTimeout {
+                detail: format!("{}: {what}: {cause}", self.shown),
+            };
+        }
+        ApiError::UpstreamUnavailable {
+            message: "The upstream model could not be reached.".into(),
+            detail: format!("{}: {what}: {cause}", self.shown),
         }
     }
-    if let Some(usage) = usage_of(value) {
-        events.push(UpstreamEvent::Usage(usage));
+
+    /// Sends a request and waits for the head of the answer (within the first-byte
+    /// timeout); an error status is read (its body capped, within the idle timeout) and
+    /// mapped for the client.
+    async fn send_to(
+        &self,
+        request: reqwest::RequestBuilder,
+        started: Instant,
+        head_within: Duration,
+    ) -> Result<reqwest::Response, ApiError> {
+        let request = self.authorize(request);
+        let response = match tokio::time::timeout_at(started + head_within, request.send()).await {
+            Err(_) => {
+                return Err(ApiError::UpstreamTimeout {
+                    detail: format!(
+                        "{}: no answer within {:.1} s",
+                        self.shown,
+                        head_within.as_secs_f64()
+                    ),
+                });
+            }
+            Ok(Err(err)) => return Err(self.unanswered(&err, "no answer")),
+            Ok(Ok(response)) => response,
+        };
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let retry_after =
+            response.headers().get("retry-after").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        if status.is_redirection() {
+            let location = response
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| self.endpoint.join(v).ok())
+                .map_or_else(|| "elsewhere".to_owned(), |to| shown(&to));
+            return Err(ApiError::Upstream {
+                message: format!(
+                    "The upstream redirected the request (status {}); the gateway does not follow redirects with its credentials. Set upstream.url to where it points.",
+                    status.as_u16()
+                ),
+                detail: format!(
+                    "{}: redirected with status {} to {location}",
+                    self.shown,
+                    status.as_u16()
+                ),
+            });
+        }
+        let body = self.error_body(response).await;
+        let body = self.redact(&body);
+        let code = status.as_u16();
+        let detail = format!("{}: status {code}: {}", self.shown, first_bytes(body.as_bytes()));
+        tracing::debug!(status = code, body = %body, "upstream error body");
+        Err(match code {
+            503 | 529 => ApiError::UpstreamOverloaded { retry_after },
+            429 => ApiError::UpstreamRateLimited {
+                message: "The upstream model is rate limited; try again later.".into(),
+                retry_after,
+            },
+            408 => ApiError::UpstreamTimeout { detail },
+            401 | 403 | 407 => ApiError::Upstream {
+                message: format!(
+                    "The upstream refused the gateway's own credentials (status {code}): set a valid upstream key in the environment variable {} (upstream.api_key_env).",
+                    self.key_env
+                ),
+                detail,
+            },
+            400 | 413 if is_context_overflow(&body) => context_overflow(&body),
+            400..=499 => ApiError::UpstreamRejected { status: code, message: message_of(&body) },
+            _ => ApiError::Upstream {
+                message: format!("The upstream model failed (status {code})."),
+                detail,
+            },
+        })
     }
-    events
+
+    /// The start of an error body: up to `MAX_ERROR_BODY` bytes, within the idle timeout
+    /// (an upstream that never finishes its error body does not hold the client).
+    async fn error_body(&self, response: reqwest::Response) -> String {
+        let mut bytes = response.bytes_stream();
+        let deadline = Instant::now() + self.limits.idle.min(Duration::from_secs(10));
+        let mut body = Vec::new();
+        while body.len() < MAX_ERROR_BODY {
+            match tokio::time::timeout_at(deadline, bytes.next()).await {
+                Ok(Some(Ok(chunk))) => body.extend_from_slice(&chunk),
+                Ok(None) | Ok(Some(Err(_))) | Err(_) => break,
+            }
+        }
+        body.truncate(MAX_ERROR_BODY);
+        String::from_utf8_lossy(&body).into_owned()
+    }
+
+    /// Sends a chat request body as it is (passthrough) and reads the reply with every check.
+    pub(crate) async fn relay(&self, body: &Value) -> Result<PayloadStream, ApiError> {
+        let started = Instant::now();
+        let request = self.http.post(self.endpoint.clone()).json(body);
+        let response = self.send_to(request, started, self.limits.first_byte).await?;
+        Ok(self.payloads(response, started))
+    }
+
+    fn payloads(&self, response: reqwest::Response, started: Instant) -> PayloadStream {
+        if let Some(encoding) = response
+            .headers()
+            .get(reqwest::header::CONTENT_ENCODING)
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| !v.eq_ignore_ascii_case("identity"))
+        {
+            // reqwest decodes gzip and deflate and removes the header; anything left is an
+            // encoding the gateway cannot read.
+            let err = ApiError::Upstream {
+                message: format!(
+                    "The upstream sent its reply with content-encoding `{encoding}`, which the gateway cannot decode."
+                ),
+                detail: format!("{}: unsupported content-encoding {encoding}", self.shown),
+            };
+            return Box::pin(futures::stream::once(async move { Err(err) }));
+        }
+        let metrics = Arc::clone(&self.metrics);
+        let shown = self.shown.clone();
+        let on_repair = move |n: usize| {
+            metrics.upstream_repair("lone_surrogate", n);
+            tracing::warn!(upstream = %shown, replaced = n, "the upstream sent lone UTF-16 surrogate escapes; replaced with U+FFFD");
+        };
+        let this = self.clone();
+        Box::pin(
+            reply::payloads(
+                response,
+                started,
+                self.limits,
+                self.wire,
+                self.shown.clone(),
+                on_repair,
+            )
+            .map(move |item| item.map_err(|err| this.redact_err(err))),
+        )
+    }
+
+    /// Sends a streaming chat request and decodes the reply into events.
+    pub(crate) async fn chat_stream(&self, body: Value) -> Result<UpstreamStream, ApiError> {
+        let anthropic = self.is_anthropic();
+        let body = if anthropic { anthropic::request(&body) } else { body };
+        let mut payloads = self.relay(&body).await?;
+        let max_text = self.limits.max_reply;
+        let shown = self.shown.clone();
+        let stream = async_stream::stream! {
+            let mut input_tokens = 0;
+            let mut text_bytes = 0usize;
+            while let Some(item) = payloads.next().await {
+                let payload = match item {
+                    Ok(payload) => payload,
+                    Err(err) => { yield Err(err); return; }
+                };
+                let events = match (&payload, anthropic) {
+                    (Payload::Event(value), true) => anthropic::stream_event(value, &mut input_tokens),
+                    (Payload::Event(value), false) => openai::chunk_events(value),
+                    (Payload::Body(value), true) => anthropic::message_events(value),
+                    (Payload::Body(value), false) => openai::completion_events(value),
+                };
+                for event in events {
+                    if let UpstreamEvent::Text(text) = &event {
+                        text_bytes += text.len();
+                        if text_bytes > max_text {
+                            yield Err(ApiError::Upstream {
+                                message: format!("The upstream model's reply is larger than the gateway's limit of {max_text} bytes of text (upstream.max_reply_bytes)."),
+                                detail: format!("{shown}: the reply passed {max_text} bytes of text (upstream.max_reply_bytes)"),
+                            });
+                            return;
+                        }
+                    }
+                    yield Ok(event);
+                }
+            }
+        };
+        Ok(Box::pin(stream))
+    }
+
+    /// The upstream's model ids (`GET …/models`); none when it has no such list (404). A
+    /// failure is an error, not an empty list.
+    pub(crate) async fn model_ids(&self) -> Result<Vec<String>, ApiError> {
+        let started = Instant::now();
+        let request = self.http.get(self.models.clone());
+        let response = match self.send_to(request, started, self.limits.first_byte).await {
+            Ok(response) => response,
+            Err(ApiError::UpstreamRejected { status: 404 | 405, .. }) => return Ok(Vec::new()),
+            Err(err) => return Err(err),
+        };
+        let mut bytes = response.bytes_stream();
+        let deadline = Instant::now() + self.limits.idle;
+        let mut body = Vec::new();
+        loop {
+            match tokio::time::timeout_at(deadline, bytes.next()).await {
+                Err(_) => {
+                    return Err(ApiError::UpstreamTimeout {
+                        detail: format!("{}: the model list did not arrive in time", self.shown),
+                    });
+                }
+                Ok(None) => break,
+                Ok(Some(Err(err))) => return Err(self.unanswered(&err, "model list broke off")),
+                Ok(Some(Ok(chunk))) => body.extend_from_slice(&chunk),
+            }
+            if body.len() > MAX_MODELS_BODY {
+                return Err(reply::broken("is a model list over 4 MiB", &self.shown));
+            }
+        }
+        let value: Value = serde_json::from_slice(&body).map_err(|_| ApiError::Upstream {
+            message: "The upstream's model list is not valid JSON.".into(),
+            detail: format!("{}: model list: {}", self.shown, first_bytes(&body)),
+        })?;
+        Ok(value
+            .get("data")
+            .and_then(Value::as_array)
+            .map(|models| {
+                models
+                    .iter()
+                    .filter_map(|m| m.get("id").and_then(Value::as_str))
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    /// Whether the upstream answers at all, with its own credentials accepted: any answer to
+    /// `GET …/models` but a server error, 401 or 403 (an upstream without a model list
+    /// answers 404, and is up). Bounded by the connect timeout and 10 s for the answer.
+    pub(crate) async fn probe(&self) -> Result<(), ApiError> {
+        let started = Instant::now();
+        let request = self.http.get(self.models.clone());
+        let within = self.limits.first_byte.min(Duration::from_secs(10));
+        match self.send_to(request, started, within).await {
+            Ok(_) | Err(ApiError::UpstreamRejected { .. }) => Ok(()),
+            Err(err) => Err(err),
+        }
+    }
 }
 
-fn chunk_events(value: &Value) -> Vec<UpstreamEvent> {
-    events_of(value, "delta")
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-fn completion_events(value: &Value) -> Vec<UpstreamEvent> {
-    events_of(value, "message")
+    #[test]
+    fn issue_14_endpoints_are_not_doubled() {
+        let cases = [
+            (
+                "http://h:1",
+                UpstreamApi::OpenAi,
+                "http://h:1/v1/chat/completions",
+                "http://h:1/v1/models",
+            ),
+            (
+                "http://h:1/v1/",
+                UpstreamApi::OpenAi,
+                "http://h:1/v1/chat/completions",
+                "http://h:1/v1/models",
+            ),
+            (
+                "http://h:1/v1/chat/completions",
+                UpstreamApi::OpenAi,
+                "http://h:1/v1/chat/completions",
+                "http://h:1/v1/models",
+            ),
+            (
+                "https://h/api/chat/completions?v=1",
+                UpstreamApi::OpenAi,
+                "https://h/api/chat/completions?v=1",
+                "https://h/api/models?v=1",
+            ),
+            (
+                "http://h:1/v1/messages",
+                UpstreamApi::Anthropic,
+                "http://h:1/v1/messages",
+                "http://h:1/v1/models",
+            ),
+            (
+                "http://h:1",
+                UpstreamApi::Anthropic,
+                "http://h:1/v1/messages",
+                "http://h:1/v1/models",
+            ),
+        ];
+        for (url, api, endpoint, models) in cases {
+            let (e, m) = endpoints(url, api).unwrap();
+            assert_eq!((e.as_str(), m.as_str()), (endpoint, models), "{url}");
+        }
+        let err = endpoints("http://h:1/v1/messages", UpstreamApi::OpenAi).unwrap_err();
+        assert!(err.contains("upstream.api") && err.contains("http://h:1/v1"), "{err}");
+        assert!(endpoints("ftp://h", UpstreamApi::OpenAi).is_err());
+        assert!(endpoints("not a url", UpstreamApi::OpenAi).is_err());
+    }
+
+    #[test]
+    fn logs_show_no_credentials() {
+        let url = Url::parse("https://user:secret@h/v1/chat/completions?key=abc").unwrap();
+        assert_eq!(shown(&url), "https://h/v1/chat/completions");
+    }
+
+    #[test]
+    fn error_messages_come_from_the_body() {
+        assert_eq!(
+            message_of(r#"{"error":{"message":"model 'x' not found"}}"#),
+            "model 'x' not found"
+        );
+        assert_eq!(message_of(r#"{"detail":"bad"}"#), "bad");
+        assert_eq!(message_of("plain text"), "plain text");
+    }
 }

@@ -4,16 +4,27 @@
 //! until a line is complete, so each payload is decoded whole.
 
 /// Collects bytes and returns complete `data:` payloads.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct SseDecoder {
     buf: Vec<u8>,
     /// `data:` lines of the event being read, joined by `\n`.
     data: Option<String>,
+    /// The longest line, and the most data one event may carry.
+    max_line: usize,
 }
 
+/// A line (or an event's data) longer than the decoder's limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LineTooLong;
+
 impl SseDecoder {
+    /// A decoder whose lines, and events' data, may be at most `max_line` bytes.
+    pub(crate) fn new(max_line: usize) -> SseDecoder {
+        SseDecoder { buf: Vec::new(), data: None, max_line }
+    }
+
     /// Feeds bytes; pushes each finished event's data to `out`.
-    pub(crate) fn feed(&mut self, bytes: &[u8], out: &mut Vec<String>) {
+    pub(crate) fn feed(&mut self, bytes: &[u8], out: &mut Vec<String>) -> Result<(), LineTooLong> {
         // What is buffered is the start of a line, with no newline in it: search only
         // the new bytes, so a long line that arrives in many reads is scanned once.
         let mut from = self.buf.len();
@@ -31,6 +42,11 @@ impl SseDecoder {
             from = start;
         }
         self.buf.drain(..start);
+        let data = self.data.as_ref().map_or(0, String::len);
+        if self.buf.len() > self.max_line || data > self.max_line {
+            return Err(LineTooLong);
+        }
+        Ok(())
     }
 
     /// Ends the body: an event without its blank line still counts.
@@ -78,10 +94,10 @@ mod tests {
     fn events_split_anywhere_decode_whole() {
         let body = "data: {\"a\":\"東京\"}\n\n: keepalive\n\ndata: [DONE]\n\n".as_bytes();
         for split in 1..body.len() {
-            let mut decoder = SseDecoder::default();
+            let mut decoder = SseDecoder::new(1 << 20);
             let mut out = Vec::new();
             for piece in body.chunks(split) {
-                decoder.feed(piece, &mut out);
+                decoder.feed(piece, &mut out).unwrap();
             }
             decoder.finish(&mut out);
             assert_eq!(out, ["{\"a\":\"東京\"}", "[DONE]"], "split {split}");
@@ -96,14 +112,29 @@ mod tests {
         let body = format!("data: {text}\r\n\r\ndata: [DONE]\n\n");
         let body = body.as_bytes();
         for cut in 1..16 {
-            let mut decoder = SseDecoder::default();
+            let mut decoder = SseDecoder::new(1 << 20);
             let mut out = Vec::new();
-            decoder.feed(&body[..cut], &mut out);
+            decoder.feed(&body[..cut], &mut out).unwrap();
             for piece in body[cut..].chunks(13) {
-                decoder.feed(piece, &mut out);
+                decoder.feed(piece, &mut out).unwrap();
             }
             decoder.finish(&mut out);
             assert!(out.len() == 2 && out[0] == text && out[1] == "[DONE]", "cut at {cut}");
         }
+    }
+
+    /// Issue 14: a line that never ends, and an event whose data lines add up past the
+    /// limit, are refused once they pass it, without buffering the rest.
+    #[test]
+    fn issue_14_lines_and_events_past_the_limit_are_refused() {
+        let mut decoder = SseDecoder::new(1024);
+        let mut out = Vec::new();
+        assert_eq!(decoder.feed(b"data: ", &mut out), Ok(()));
+        assert_eq!(decoder.feed(&[b'x'; 1000], &mut out), Ok(()));
+        assert_eq!(decoder.feed(&[b'x'; 100], &mut out), Err(LineTooLong));
+        let mut decoder = SseDecoder::new(1024);
+        let many = "data: xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n".repeat(30);
+        assert_eq!(decoder.feed(many.as_bytes(), &mut out), Err(LineTooLong));
+        assert!(out.is_empty());
     }
 }

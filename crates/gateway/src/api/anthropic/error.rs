@@ -23,6 +23,7 @@ fn kind(status: StatusCode) -> &'static str {
         402 => "billing_error",
         403 => "permission_error",
         404 => "not_found_error",
+        408 => "timeout_error",
         413 => "request_too_large",
         429 => "rate_limit_error",
         504 => "timeout_error",

@@ -2,10 +2,10 @@
 
 use std::time::Instant;
 
+use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -21,16 +21,12 @@ pub(crate) fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), Api
     if state.config.api_keys.is_empty() {
         return Ok(());
     }
-    let known = |key: &str| state.config.api_keys.iter().any(|k| k == key.trim());
-    if let Some(key) = headers.get("x-api-key").and_then(|v| v.to_str().ok()) {
-        return if known(key) { Ok(()) } else { Err(ApiError::Auth(AuthFailure::BadKey)) };
+    if let Some(key) = headers.get("x-api-key") {
+        let known = key.to_str().is_ok_and(|key| crate::api::is_gateway_key(state, key));
+        return if known { Ok(()) } else { Err(ApiError::Auth(AuthFailure::BadKey)) };
     }
-    match headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-    {
-        Some(token) if known(token) => Ok(()),
+    match crate::api::bearer(headers) {
+        Some(token) if crate::api::is_gateway_key(state, token) => Ok(()),
         Some(_) => Err(ApiError::Auth(AuthFailure::BadBearer)),
         None => Err(ApiError::Auth(AuthFailure::Missing)),
     }
@@ -40,19 +36,15 @@ fn request_id(headers: &HeaderMap) -> Option<String> {
     headers.get("x-request-id").and_then(|v| v.to_str().ok()).map(str::to_owned)
 }
 
-fn check(
-    state: &AppState,
-    headers: &HeaderMap,
-    body: &Result<Bytes, axum::extract::rejection::BytesRejection>,
-) -> Result<Value, ApiError> {
+/// The key and the version header first (an unauthenticated body is never read), then the
+/// body as JSON.
+async fn check(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Value, ApiError> {
     authorize(state, headers)?;
     if headers.get("anthropic-version").is_none() {
         return Err(ApiError::invalid("anthropic-version: header is required", None));
     }
-    let body = body
-        .as_ref()
-        .map_err(|_| ApiError::BodyTooLarge { limit: state.config.body_limit_bytes })?;
-    serde_json::from_slice(body).map_err(|err| {
+    let body = crate::api::read_body(state, headers, body).await?;
+    serde_json::from_slice(&body).map_err(|err| {
         ApiError::invalid(format!("The request body is not valid JSON: {err}"), None)
     })
 }
@@ -61,11 +53,11 @@ fn check(
 pub(crate) async fn messages(
     State(state): State<AppState>,
     headers: HeaderMap,
-    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+    body: Body,
 ) -> Response {
     let id = request_id(&headers);
     let result = async {
-        let value = check(&state, &headers, &body)?;
+        let value = check(&state, &headers, body).await?;
         let parsed = wire::from_wire(&value, false)?;
         tracing::info!(model = %parsed.chat.model, stream = parsed.stream, tools = parsed.chat.tools.len(), "messages");
         emulate(state, parsed).await
@@ -96,10 +88,11 @@ async fn emulate(state: AppState, parsed: wire::Parsed) -> Result<Response, ApiE
 pub(crate) async fn count_tokens(
     State(state): State<AppState>,
     headers: HeaderMap,
-    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+    body: Body,
 ) -> Response {
     let id = request_id(&headers);
-    let result = check(&state, &headers, &body)
+    let result = check(&state, &headers, body)
+        .await
         .and_then(|value| wire::from_wire(&value, true))
         .map(|parsed| {
             axum::Json(json!({"input_tokens": estimate_input_tokens(&state, &parsed.chat)}))
@@ -115,7 +108,10 @@ pub(crate) async fn models(state: &AppState, headers: &HeaderMap) -> Response {
     }
     let mut ids: Vec<String> = state.config.models.keys().cloned().collect();
     if ids.is_empty() {
-        ids = state.upstream.model_ids().await;
+        ids = match state.upstream.model_ids().await {
+            Ok(ids) => ids,
+            Err(err) => return error::response(err, request_id(headers).as_deref()),
+        };
     }
     let data: Vec<Value> = ids
         .iter()

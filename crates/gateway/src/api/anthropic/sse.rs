@@ -155,6 +155,8 @@ impl Encoder {
 }
 
 impl crate::api::StreamEncoder for Encoder {
+    type Event = ChatEvent;
+
     fn encode(&mut self, event: &ChatEvent, out: &mut Vec<Bytes>) {
         Encoder::encode(self, event, out);
     }

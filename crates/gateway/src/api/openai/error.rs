@@ -26,7 +26,10 @@ fn body(err: &ApiError) -> serde_json::Value {
         ApiError::UpstreamRateLimited { .. } => {
             ("requests", Some("rate_limit_exceeded".into()), None)
         }
-        ApiError::UpstreamTimeout => ("server_error", Some("upstream_timeout".into()), None),
+        ApiError::UpstreamTimeout { .. } => ("server_error", Some("upstream_timeout".into()), None),
+        ApiError::UpstreamRejected { .. } => ("invalid_request_error", None, None),
+        ApiError::RequestTimeout => ("invalid_request_error", Some("request_timeout".into()), None),
+        ApiError::ShuttingDown => ("server_error", Some("shutting_down".into()), None),
         ApiError::ToolCallMissing { .. } => {
             ("server_error", Some("tool_call_missing".into()), None)
         }

@@ -4,7 +4,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::StreamExt;
@@ -16,19 +16,16 @@ use crate::chat;
 use crate::config::Mode;
 use crate::error::ApiError;
 use crate::state::AppState;
+use crate::upstream::client::PayloadStream;
+use crate::upstream::reply::Payload;
 
 /// Checks the gateway key (`Authorization: Bearer <key>`), when keys are configured.
 pub(crate) fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
     if state.config.api_keys.is_empty() {
         return Ok(());
     }
-    let bearer = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    match bearer {
-        Some(key) if state.config.api_keys.iter().any(|k| k == key) => Ok(()),
+    match crate::api::bearer(headers) {
+        Some(key) if crate::api::is_gateway_key(state, key) => Ok(()),
         Some(_) => Err(ApiError::Auth(crate::error::AuthFailure::BadBearer)),
         None => Err(ApiError::Auth(crate::error::AuthFailure::Missing)),
     }
@@ -48,25 +45,19 @@ fn completion_id() -> String {
 pub(crate) async fn chat_completions(
     State(state): State<AppState>,
     headers: HeaderMap,
-    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+    body: Body,
 ) -> Response {
-    let body = match body {
-        Ok(body) => body,
-        Err(_) => {
-            return error::response(ApiError::BodyTooLarge {
-                limit: state.config.body_limit_bytes,
-            });
-        }
-    };
-    match handle(state, &headers, &body).await {
+    match handle(state, &headers, body).await {
         Ok(response) => response,
         Err(err) => error::response(err),
     }
 }
 
-async fn handle(state: AppState, headers: &HeaderMap, body: &Bytes) -> Result<Response, ApiError> {
+async fn handle(state: AppState, headers: &HeaderMap, body: Body) -> Result<Response, ApiError> {
+    // The key first: an unauthenticated body is never read.
     authorize(&state, headers)?;
-    let value: Value = serde_json::from_slice(body).map_err(|err| {
+    let body = crate::api::read_body(&state, headers, body).await?;
+    let value: Value = serde_json::from_slice(&body).map_err(|err| {
         ApiError::invalid(
             format!("We could not parse the JSON body of your request. ({err}) The OpenAI API expects a JSON payload."),
             None,
@@ -79,15 +70,17 @@ async fn handle(state: AppState, headers: &HeaderMap, body: &Bytes) -> Result<Re
     tracing::info!(model = %parsed.chat.model, upstream_model = %upstream_model, ?mode, stream = parsed.stream,
         tools = parsed.chat.tools.len(), "chat completion");
     match mode {
-        Mode::Native => return passthrough(&state, value, &upstream_model).await,
+        Mode::Native => return passthrough(&state, value, &upstream_model, parsed.stream).await,
         Mode::Auto if !parsed.chat.tools.is_empty() => {
-            if let Some(response) = try_native(&state, &value, &upstream_model).await? {
+            if let Some(response) =
+                try_native(&state, &value, &upstream_model, parsed.stream).await?
+            {
                 return Ok(response);
             }
             tracing::info!("the upstream rejected native tools; emulating");
         }
         Mode::Auto if value.get("tools").is_none() => {
-            return passthrough(&state, value, &upstream_model).await;
+            return passthrough(&state, value, &upstream_model, parsed.stream).await;
         }
         Mode::Auto | Mode::Emulate => {}
     }
@@ -112,47 +105,103 @@ async fn emulate(state: AppState, parsed: wire::Parsed) -> Result<Response, ApiE
     crate::api::stream_response(&state, started, events, encoder).await
 }
 
-/// Native mode: the request goes upstream as it is (with the upstream model name).
+/// Native mode: the request goes upstream as it is (with the upstream model name), and the
+/// reply comes back through the same checks and limits as an emulated one.
 async fn passthrough(
     state: &AppState,
     mut value: Value,
     upstream_model: &str,
+    stream: bool,
 ) -> Result<Response, ApiError> {
     value["model"] = Value::String(upstream_model.to_owned());
-    let response = state.upstream.send(&value).await?;
-    Ok(relay(response))
+    let payloads = state.upstream.relay(&value).await?;
+    relay(state, payloads, stream).await
 }
 
-/// Auto mode: native first; `None` when the upstream rejects the tools (then emulate).
+/// Auto mode: native first; `None` when the upstream rejects the request (then emulate).
 async fn try_native(
     state: &AppState,
     value: &Value,
     upstream_model: &str,
+    stream: bool,
 ) -> Result<Option<Response>, ApiError> {
     let mut value = value.clone();
     value["model"] = Value::String(upstream_model.to_owned());
-    match state.upstream.send(&value).await {
-        Ok(response) => Ok(Some(relay(response))),
-        Err(ApiError::Upstream { .. }) => Ok(None),
+    match state.upstream.relay(&value).await {
+        Ok(payloads) => relay(state, payloads, stream).await.map(Some),
+        Err(ApiError::Upstream { .. } | ApiError::UpstreamRejected { .. }) => Ok(None),
         Err(err) => Err(err),
     }
 }
 
-fn relay(response: reqwest::Response) -> Response {
-    let status =
-        StatusCode::from_u16(response.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
-    let content_type = response
-        .headers()
-        .get(reqwest::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    let stream = response.bytes_stream().map(|chunk| chunk.map_err(std::io::Error::other));
-    let mut out = Response::new(Body::from_stream(stream));
-    *out.status_mut() = status;
-    if let Some(value) = content_type.and_then(|v| HeaderValue::from_str(&v).ok()) {
-        out.headers_mut().insert(header::CONTENT_TYPE, value);
+/// A passthrough reply for the client: a JSON completion, or an SSE stream that ends with
+/// `[DONE]` only when the upstream's did (else with an in-band error).
+async fn relay(
+    state: &AppState,
+    mut payloads: PayloadStream,
+    stream: bool,
+) -> Result<Response, ApiError> {
+    if !stream {
+        return match payloads.next().await {
+            Some(Ok(Payload::Body(value))) => {
+                Ok((StatusCode::OK, axum::Json(value)).into_response())
+            }
+            Some(Ok(Payload::Event(_))) => Err(ApiError::Upstream {
+                message:
+                    "The upstream streamed its reply although the request asked for one JSON body."
+                        .into(),
+                detail: format!("{}: streamed a reply to stream=false", state.upstream.shown()),
+            }),
+            Some(Err(err)) => Err(err),
+            None => Err(ApiError::Internal("the upstream reply ended without a payload".into())),
+        };
     }
-    out
+    let events = payloads.flat_map(|item| {
+        let values = match item {
+            Ok(Payload::Event(value)) => vec![Ok(value)],
+            // The upstream answered a streaming request with one body: stream it as one chunk.
+            Ok(Payload::Body(value)) => vec![Ok(body_as_chunk(value))],
+            Err(err) => vec![Err(err)],
+        };
+        futures::stream::iter(values)
+    });
+    crate::api::stream_response(state, Instant::now(), Box::pin(events), RelayEncoder).await
+}
+
+/// A whole completion as the one chunk of a stream.
+fn body_as_chunk(mut value: Value) -> Value {
+    value["object"] = json!("chat.completion.chunk");
+    if let Some(choices) = value.get_mut("choices").and_then(Value::as_array_mut) {
+        for choice in choices {
+            if let Some(message) = choice.as_object_mut().and_then(|c| c.remove("message")) {
+                choice["delta"] = message;
+            }
+        }
+    }
+    value
+}
+
+/// Writes relayed chunks as they came, and `[DONE]` after a complete reply.
+struct RelayEncoder;
+
+impl crate::api::StreamEncoder for RelayEncoder {
+    type Event = Value;
+
+    fn encode(&mut self, event: &Value, out: &mut Vec<Bytes>) {
+        out.push(Bytes::from(format!("data: {event}\n\n")));
+    }
+
+    fn error(&self, err: &ApiError) -> Bytes {
+        error::chunk(err)
+    }
+
+    fn keepalive(&self) -> Bytes {
+        Bytes::from_static(b": keepalive\n\n")
+    }
+
+    fn end(&mut self, out: &mut Vec<Bytes>) {
+        out.push(Bytes::from_static(b"data: [DONE]\n\n"));
+    }
 }
 
 /// `GET /v1/models`: the configured models, or else the upstream's list.
@@ -163,7 +212,10 @@ pub(crate) async fn models(State(state): State<AppState>, headers: HeaderMap) ->
     let created = now();
     let mut ids: Vec<String> = state.config.models.keys().cloned().collect();
     if ids.is_empty() {
-        ids = state.upstream.model_ids().await;
+        ids = match state.upstream.model_ids().await {
+            Ok(ids) => ids,
+            Err(err) => return error::response(err),
+        };
     }
     let data: Vec<Value> = ids
         .into_iter()

@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use toolshim_gateway::{CallFormat, Config, Mode, ModelConfig, UpstreamConfig};
+use toolshim_gateway::{CallFormat, Config, Mode, ModelConfig, ServeReport, UpstreamConfig};
 
 /// The model name the tests send; the gateway forwards it unchanged.
 pub(crate) const MODEL: &str = "mock-model";
@@ -474,7 +474,7 @@ pub(crate) struct TestGateway {
     pub(crate) addr: SocketAddr,
     pub(crate) token: CancellationToken,
     pub(crate) upstream: MockUpstream,
-    server: Option<JoinHandle<Result<(), String>>>,
+    server: Option<JoinHandle<Result<ServeReport, String>>>,
     http: reqwest::Client,
 }
 
@@ -496,6 +496,7 @@ pub(crate) fn base_config(upstream_url: &str) -> Config {
             connect_timeout_secs: 2.0,
             first_byte_timeout_secs: 5.0,
             idle_timeout_secs: 5.0,
+            ..UpstreamConfig::default()
         },
         drain_timeout_secs: 5.0,
         max_retries: 1,
@@ -583,7 +584,7 @@ impl TestGateway {
     }
 
     /// Waits for `serve` to return after the token was cancelled.
-    pub(crate) async fn stopped(&mut self, within: Duration) -> Result<(), String> {
+    pub(crate) async fn stopped(&mut self, within: Duration) -> Result<ServeReport, String> {
         let server = self.server.take().expect("serve is awaited once");
         tokio::time::timeout(within, server)
             .await

@@ -1,0 +1,200 @@
+//! The request id, and the one place requests are logged and counted.
+//!
+//! A request is counted when its response body ends (or is dropped), not when its head is
+//! sent, so a stream's duration is the real one and an error reported in-band after
+//! streaming began is counted and logged like any other. Everything that runs while the
+//! body is polled (the pipeline of a stream) runs inside the request's span, so every log
+//! line of a request carries its id.
+
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderName, HeaderValue};
+use axum::middleware::Next;
+use axum::response::Response;
+use bytes::Bytes;
+use http_body::{Body as HttpBody, Frame, SizeHint};
+use tracing::Instrument;
+
+use crate::api;
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+use crate::state::AppState;
+
+pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// A client's `x-request-id` is kept only when it is this short and printable ASCII.
+const MAX_CLIENT_ID: usize = 128;
+
+/// A fresh request id: `req_` and 24 letters and digits.
+fn new_request_id() -> String {
+    let mut id = String::from("req_");
+    id.extend(std::iter::repeat_with(fastrand::alphanumeric).take(24));
+    id
+}
+
+/// The client's request id if it is usable in logs and headers, else a fresh one.
+fn request_id(request: &Request) -> String {
+    request
+        .headers()
+        .get(&REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|id| {
+            !id.is_empty() && id.len() <= MAX_CLIENT_ID && id.bytes().all(|b| b.is_ascii_graphic())
+        })
+        .map_or_else(new_request_id, str::to_owned)
+}
+
+/// Where a stream reports the error that ended it after its head was sent.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct InBandError(Arc<Mutex<Option<ApiError>>>);
+
+impl InBandError {
+    pub(crate) fn set(&self, err: &ApiError) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(err.clone());
+    }
+
+    fn take(&self) -> Option<ApiError> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+}
+
+/// Assigns the request id, runs the request in its span (cut off with a 503 when the
+/// shutdown's drain timeout passes first), and counts it when its body ends.
+pub(crate) async fn observe(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let started = Instant::now();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", MatchedPath::as_str)
+        .to_owned();
+    let id = request_id(&request);
+    let id_value = HeaderValue::from_str(&id).ok();
+    if let Some(value) = &id_value {
+        request.headers_mut().insert(REQUEST_ID, value.clone());
+    }
+    let anthropic = route.starts_with("/v1/messages");
+    let span = tracing::info_span!("request", request_id = %id, route = %route);
+    let run = next.run(request).instrument(span.clone());
+    let mut response = tokio::select! {
+        response = run => response,
+        () = state.cut.cancelled() => {
+            let err = ApiError::ShuttingDown;
+            if anthropic {
+                api::anthropic::error::response(err, Some(&id))
+            } else {
+                api::openai::error::response(err)
+            }
+        }
+    };
+    if let Some(value) = id_value {
+        response.headers_mut().insert(REQUEST_ID, value.clone());
+        // Anthropic clients read `request-id`; OpenAI clients read `x-request-id`.
+        response.headers_mut().insert(HeaderName::from_static("request-id"), value);
+    }
+    let status = response.status().as_u16();
+    let head_error = response.extensions().get::<ApiError>().cloned();
+    let in_band = response.extensions().get::<InBandError>().cloned();
+    let done = Done {
+        metrics: Arc::clone(&state.metrics),
+        route,
+        status,
+        started,
+        head_error,
+        in_band,
+        span,
+    };
+    response.map(|inner| Body::new(Observed { inner, done: Some(done) }))
+}
+
+/// What is recorded when a response body ends.
+struct Done {
+    metrics: Arc<Metrics>,
+    route: String,
+    status: u16,
+    started: Instant,
+    head_error: Option<ApiError>,
+    in_band: Option<InBandError>,
+    span: tracing::Span,
+}
+
+impl Done {
+    fn record(self) {
+        let _enter = self.span.enter();
+        let elapsed = self.started.elapsed();
+        if let Some(err) = &self.head_error {
+            self.metrics.error(err.kind());
+            if self.status >= 500 {
+                tracing::warn!(kind = err.kind(), status = self.status, detail = %err.detail(), "request failed");
+            } else {
+                tracing::info!(kind = err.kind(), status = self.status, "request rejected");
+            }
+        }
+        if let Some(err) = self.in_band.as_ref().and_then(InBandError::take) {
+            self.metrics.error(err.kind());
+            tracing::warn!(
+                kind = err.kind(),
+                status = err.status().as_u16(),
+                detail = %err.detail(),
+                seconds = elapsed.as_secs_f64(),
+                "request failed after streaming began"
+            );
+        }
+        self.metrics.request(&self.route, self.status, elapsed);
+    }
+}
+
+/// A response body that records its request when it ends, polled inside the request's span.
+struct Observed {
+    inner: Body,
+    done: Option<Done>,
+}
+
+impl Drop for Observed {
+    fn drop(&mut self) {
+        if let Some(done) = self.done.take() {
+            done.record();
+        }
+    }
+}
+
+impl HttpBody for Observed {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let this = &mut *self;
+        let polled = match &this.done {
+            Some(done) => {
+                let _enter = done.span.enter();
+                Pin::new(&mut this.inner).poll_frame(cx)
+            }
+            None => Pin::new(&mut this.inner).poll_frame(cx),
+        };
+        if matches!(polled, Poll::Ready(None)) {
+            if let Some(done) = this.done.take() {
+                done.record();
+            }
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}

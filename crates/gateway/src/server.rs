@@ -1,0 +1,397 @@
+//! Accepting connections: the open-connection cap, the header-read and keep-alive timeouts,
+//! and shutdown with a drain timeout.
+//!
+//! Each connection is served by hyper's HTTP/1 server in a task of the server's
+//! `TaskTracker`, watched by a small state machine (`Phase`): while no request is in flight
+//! the connection may be idle for `keep_alive_timeout_secs`; once the first byte of a request
+//! head arrives the whole head must come within `header_read_timeout_secs`; while a request
+//! is in flight the connection has no deadline of its own (the body has
+//! `body_read_timeout_secs`, enforced where it is read, and the reply has the upstream's
+//! timeouts). A connection past its deadline is closed.
+
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use bytes::Bytes;
+use http_body::{Body as HttpBody, Frame, SizeHint};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, Semaphore};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tower::ServiceExt;
+
+/// The limits on client connections.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ConnLimits {
+    /// Open connections at most; one more is answered 503 and closed.
+    pub(crate) max_connections: usize,
+    /// From the first byte of a request head to its end.
+    pub(crate) header_read: Duration,
+    /// How long a connection with no request in flight stays open.
+    pub(crate) keep_alive: Duration,
+}
+
+/// How a shutdown ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ServeReport {
+    /// Requests still in flight when the drain timeout passed, which were cut off (streams
+    /// end with an in-band error, other requests get a 503).
+    pub cut_requests: usize,
+}
+
+/// Where a connection is, for its deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// No request in flight and no byte of the next one: the keep-alive timeout runs.
+    Idle { since: Instant },
+    /// Bytes of a request head have come: the header-read timeout runs.
+    Head { since: Instant },
+    /// `n` requests are in flight (a head was read, the response is not yet fully sent).
+    Busy { n: usize },
+}
+
+/// A connection's phase, shared by its reader, its service and its watchdog.
+#[derive(Debug)]
+struct Activity {
+    phase: Mutex<Phase>,
+    changed: Notify,
+}
+
+impl Activity {
+    fn new() -> Activity {
+        Activity {
+            phase: Mutex::new(Phase::Idle { since: Instant::now() }),
+            changed: Notify::new(),
+        }
+    }
+
+    fn update(&self, change: impl FnOnce(Phase) -> Phase) {
+        let mut phase = self.phase.lock().unwrap_or_else(PoisonError::into_inner);
+        let next = change(*phase);
+        if next != *phase {
+            *phase = next;
+            self.changed.notify_one();
+        }
+    }
+
+    fn get(&self) -> Phase {
+        *self.phase.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Bytes arrived from the client.
+    fn read(&self) {
+        self.update(|phase| match phase {
+            Phase::Idle { .. } => Phase::Head { since: Instant::now() },
+            other => other,
+        });
+    }
+
+    /// A request head was read and handed to the router.
+    fn request_started(&self) {
+        self.update(|phase| match phase {
+            Phase::Busy { n } => Phase::Busy { n: n + 1 },
+            Phase::Idle { .. } | Phase::Head { .. } => Phase::Busy { n: 1 },
+        });
+    }
+
+    /// A response was sent whole, or dropped.
+    fn request_ended(&self) {
+        self.update(|phase| match phase {
+            Phase::Busy { n } if n > 1 => Phase::Busy { n: n - 1 },
+            _ => Phase::Idle { since: Instant::now() },
+        });
+    }
+}
+
+/// The client socket, reporting reads to the connection's `Activity`.
+struct Watched {
+    tcp: TcpStream,
+    activity: Arc<Activity>,
+}
+
+impl AsyncRead for Watched {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.tcp).poll_read(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.activity.read();
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for Watched {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.tcp).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.tcp).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.tcp.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_shutdown(cx)
+    }
+}
+
+/// A response body that tells the connection's `Activity` when it is done (sent or dropped).
+struct Tracked {
+    inner: Body,
+    activity: Option<Arc<Activity>>,
+    _in_flight: InFlight,
+}
+
+/// One request counted in the server's `in_flight` until it is dropped.
+struct InFlight(Arc<AtomicUsize>);
+
+impl InFlight {
+    fn new(count: Arc<AtomicUsize>) -> InFlight {
+        count.fetch_add(1, Ordering::SeqCst);
+        InFlight(count)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Tracked {
+    fn end(&mut self) {
+        if let Some(activity) = self.activity.take() {
+            activity.request_ended();
+        }
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+impl HttpBody for Tracked {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None)) {
+            self.end();
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The open-connection cap actually used: the configured one, lowered so that client
+/// connections and their upstream connections fit the process's file-descriptor limit.
+pub(crate) fn connection_cap(configured: usize) -> usize {
+    match fd_limit() {
+        Some(limit) => {
+            // Each client connection may hold an upstream connection too; keep some
+            // descriptors for the listener, logs and the upstream pool.
+            let fit = usize::try_from(limit.saturating_sub(64) / 2).unwrap_or(usize::MAX).max(1);
+            if fit < configured {
+                tracing::warn!(
+                    configured,
+                    used = fit,
+                    fd_limit = limit,
+                    "max_connections is above what the file-descriptor limit allows; using the lower cap (raise `ulimit -n` to lift it)"
+                );
+            }
+            configured.min(fit)
+        }
+        None => configured,
+    }
+}
+
+#[cfg(unix)]
+fn fd_limit() -> Option<u64> {
+    rustix::process::getrlimit(rustix::process::Resource::Nofile).current
+}
+
+#[cfg(not(unix))]
+fn fd_limit() -> Option<u64> {
+    None
+}
+
+/// What a connection is answered when the cap is reached.
+const BUSY_RESPONSE: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nconnection: close\r\nretry-after: 1\r\ncontent-length: 131\r\n\r\n{\"error\":{\"message\":\"The gateway has too many open connections; try again later.\",\"type\":\"server_error\",\"param\":null,\"code\":null}}";
+
+/// Serves `app` on `listener` until `shutdown` is cancelled, then lets requests in flight
+/// finish for `drain`; past that, `cut` is cancelled (streams end with an in-band error,
+/// other requests are answered 503) and the report counts the requests that were cut.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    app: Router,
+    limits: ConnLimits,
+    shutdown: CancellationToken,
+    drain: Duration,
+    cut: CancellationToken,
+) -> ServeReport {
+    let tracker = TaskTracker::new();
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let permits = Arc::new(Semaphore::new(limits.max_connections));
+    loop {
+        let accepted = tokio::select! {
+            () = shutdown.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        let (tcp, peer) = match accepted {
+            Ok(pair) => pair,
+            Err(err) => {
+                // Out of descriptors, or a connection reset before it was accepted: the
+                // listener itself is fine. Back off briefly so a full table can drain.
+                tracing::warn!(error = %err, "cannot accept a connection");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
+            tracing::warn!(peer = %peer, max_connections = limits.max_connections, "connection refused: too many open connections");
+            // Best effort: the reply fits the socket buffer, so this does not wait.
+            let _ = tcp.try_write(BUSY_RESPONSE);
+            drop(tcp);
+            continue;
+        };
+        if let Err(err) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %err, "cannot set TCP_NODELAY on a client connection");
+        }
+        let app = app.clone();
+        let shutdown = shutdown.clone();
+        let in_flight = Arc::clone(&in_flight);
+        tracker.spawn(async move {
+            connection(tcp, peer, app, limits, shutdown, in_flight).await;
+            drop(permit);
+        });
+    }
+    drop(listener);
+    tracker.close();
+    let mut report = ServeReport::default();
+    if tokio::time::timeout(drain, tracker.wait()).await.is_err() {
+        report.cut_requests = in_flight.load(Ordering::SeqCst);
+        tracing::warn!(
+            cut = report.cut_requests,
+            "drain timeout reached; cutting the requests still in flight"
+        );
+        cut.cancel();
+        // They end at once now; the grace only lets their last bytes go out.
+        if tokio::time::timeout(Duration::from_secs(2), tracker.wait()).await.is_err() {
+            tracing::warn!("connections still open after the cut; closing them");
+        }
+    }
+    report
+}
+
+async fn connection(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    app: Router,
+    limits: ConnLimits,
+    shutdown: CancellationToken,
+    in_flight: Arc<AtomicUsize>,
+) {
+    let activity = Arc::new(Activity::new());
+    let io = TokioIo::new(Watched { tcp, activity: Arc::clone(&activity) });
+    let service_activity = Arc::clone(&activity);
+    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+        let activity = Arc::clone(&service_activity);
+        activity.request_started();
+        let guard = InFlight::new(Arc::clone(&in_flight));
+        let app = app.clone();
+        async move {
+            let response = app.oneshot(request.map(Body::new)).await;
+            response.map(|response| {
+                response.map(|inner| Tracked { inner, activity: Some(activity), _in_flight: guard })
+            })
+        }
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .header_read_timeout(None)
+        .serve_connection(io, service);
+    tokio::pin!(conn);
+    let mut closing = false;
+    loop {
+        let phase = activity.get();
+        let deadline = match phase {
+            Phase::Busy { .. } => None,
+            Phase::Head { since } => Some((since + limits.header_read, "header_read_timeout")),
+            Phase::Idle { since } => Some((since + limits.keep_alive, "keep_alive_timeout")),
+        };
+        if closing && deadline.is_some() {
+            // Shutting down and nothing in flight (an idle connection, or half a head).
+            return;
+        }
+        let sleep = async {
+            match deadline {
+                Some((at, _)) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            result = conn.as_mut() => {
+                if let Err(err) = result {
+                    tracing::debug!(peer = %peer, error = %err, "client connection ended with an error");
+                }
+                return;
+            }
+            () = activity.changed.notified() => {}
+            () = sleep => {
+                if activity.get() != phase {
+                    continue;
+                }
+                if let Some((_, which)) = deadline {
+                    tracing::debug!(peer = %peer, timeout = which, "closing a client connection");
+                }
+                return;
+            }
+            () = shutdown.cancelled(), if !closing => {
+                closing = true;
+                conn.as_mut().graceful_shutdown();
+            }
+        }
+    }
+}
