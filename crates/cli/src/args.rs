@@ -28,7 +28,8 @@ pub(crate) enum Command {
 /// in any dialect, `tool_choice` is enforced, bad replies are retried, and the client gets real
 /// `tool_calls`. `native` passes requests through; `auto` (the default) tries native and falls
 /// back to emulation when the upstream rejects tools. Also serves `GET /v1/models`,
-/// `GET /healthz` and `GET /metrics`. The first line on standard error is
+/// `GET /healthz` (liveness), `GET /readyz` (the upstream answers) and `GET /metrics`. The first
+/// line on standard error is
 /// `toolshim: listening on http://ADDR`. SIGINT or SIGTERM stops it after in-flight requests
 /// finish (up to `drain_timeout_secs`).
 #[derive(Debug, Args)]
@@ -42,7 +43,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "API")]
     pub(crate) upstream_api: Option<String>,
 
-    /// Address to listen on [default: 127.0.0.1:8080]; port 0 picks a free port
+    /// Address to listen on, `HOST:PORT` with an IP or a name (`localhost:8080`) [default: 127.0.0.1:8080]; port 0 picks a free port
     #[arg(long, value_name = "ADDR")]
     pub(crate) listen: Option<String>,
 
@@ -202,11 +203,19 @@ Environment (overridden by flags):
   TOOLSHIM_MAX_RETRIES       like --max-retries
   RUST_LOG                   log filter, e.g. info or toolshim_gateway=debug
 
-Config file keys: listen, api_keys, mode, call_format (tool_call, json or xml: how the prompt
-asks for calls; replies are parsed in every dialect), max_retries, body_limit_bytes,
-drain_timeout_secs; [upstream] url, api (openai or anthropic), api_key_env,
-connect_timeout_secs, first_byte_timeout_secs, idle_timeout_secs; [models.NAME] upstream,
-mode, call_format. Every problem in the configuration is reported at once.
+Config file keys (every problem in a file is reported at once, with its line; a problem with
+a value names where it came from: the file and line, the variable or the flag):
+  listen, api_keys, mode, call_format (tool_call, json or xml: how the prompt asks for calls;
+  replies are parsed in every dialect), max_retries, body_limit_bytes [16 MiB],
+  drain_timeout_secs [30]
+  connection limits: max_connections [4096, lowered to fit `ulimit -n`],
+  header_read_timeout_secs [10], body_read_timeout_secs [60], keep_alive_timeout_secs [60],
+  stream_keepalive_secs [10]
+  [upstream] url, api (openai or anthropic), api_key_env, connect_timeout_secs [10],
+  first_byte_timeout_secs [300], idle_timeout_secs [120], max_reply_bytes [16 MiB],
+  max_line_bytes [4 MiB]
+  [models.NAME] upstream, mode, call_format
+See docs/security.md for what each limit protects against.
 
 Example:
   toolshim serve --upstream http://127.0.0.1:8081 --mode emulate

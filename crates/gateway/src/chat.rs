@@ -145,7 +145,14 @@ pub(crate) fn run(
 ) -> impl Stream<Item = Result<ChatEvent, ApiError>> + Send {
     async_stream::stream! {
         let engaged = !req.tools.is_empty();
-        let tools = tool_set(&req.tools);
+        // A tool list the parser cannot hold is refused, never read as "any name goes".
+        let tools = match DeclaredTools::new(&req.tools) {
+            Ok(tools) => tools,
+            Err(err) => {
+                yield Err(err);
+                return;
+            }
+        };
         let max_retries = state.config.max_retries;
         let mut feedback: Option<(String, RetryReason)> = None;
         let mut attempt: u32 = 0;
@@ -163,7 +170,7 @@ pub(crate) fn run(
                     return;
                 }
             };
-            let mut shaper = Shaper::new(current, tools.clone(), engaged);
+            let mut shaper = Shaper::new(current, &tools, engaged);
             let mut held: Vec<ChatEvent> = Vec::new();
             let mut committed = false;
             let mut finish_reason: Option<String> = None;
@@ -282,13 +289,59 @@ pub(crate) fn run(
     }
 }
 
-fn tool_set(specs: &[ToolSpec]) -> Option<Arc<ToolSet>> {
-    if specs.is_empty() {
-        return None;
+/// Why a tool list cannot be used: a call could not be matched to one tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ToolListProblem {
+    /// Two tools have this name.
+    Duplicate(String),
+    /// A tool has no name.
+    Empty,
+}
+
+/// The first reason `tools` cannot be used, if any.
+pub(crate) fn check_tools(tools: &[ToolSpec]) -> Result<(), ToolListProblem> {
+    let mut seen = std::collections::HashSet::new();
+    for tool in tools {
+        if tool.name.is_empty() {
+            return Err(ToolListProblem::Empty);
+        }
+        if !seen.insert(tool.name.as_str()) {
+            return Err(ToolListProblem::Duplicate(tool.name.clone()));
+        }
     }
-    let tools =
-        specs.iter().map(|spec| Tool::new(spec.name.clone(), spec.parameters.clone())).collect();
-    ToolSet::new(tools).ok().map(Arc::new)
+    Ok(())
+}
+
+/// The tools a request declared: the parser's tool set and, apart from it, the names a
+/// call must have to reach the client. With no tools, the parser is not run at all.
+#[derive(Debug, Clone, Default)]
+struct DeclaredTools {
+    set: Option<Arc<ToolSet>>,
+    names: std::collections::HashSet<String>,
+}
+
+impl DeclaredTools {
+    fn new(specs: &[ToolSpec]) -> Result<DeclaredTools, ApiError> {
+        if specs.is_empty() {
+            return Ok(DeclaredTools::default());
+        }
+        let tools = specs
+            .iter()
+            .map(|spec| Tool::new(spec.name.clone(), spec.parameters.clone()))
+            .collect();
+        let set = ToolSet::new(tools).map_err(|err| {
+            ApiError::invalid(format!("The tool list cannot be used: {err}."), Some("tools"))
+        })?;
+        Ok(DeclaredTools {
+            set: Some(Arc::new(set)),
+            names: specs.iter().map(|spec| spec.name.clone()).collect(),
+        })
+    }
+
+    /// Whether a call to `name` may reach the client.
+    fn declares(&self, name: &str) -> bool {
+        self.names.contains(name)
+    }
 }
 
 /// Turns the parser's events into chat events under the request's tool policy.
@@ -297,6 +350,9 @@ struct Shaper {
     engaged: bool,
     /// `None` when no tools are engaged (text passes through unparsed), or after `finish`.
     parser: Option<StreamParser>,
+    /// The declared tools: a call to any other name is dropped here, whatever the parser
+    /// accepted.
+    declared: DeclaredTools,
     choice: ToolChoice,
     parallel: bool,
     /// Parser call index → forwarded call index (`None`: dropped by policy).
@@ -313,15 +369,19 @@ struct Shaper {
 }
 
 impl Shaper {
-    fn new(req: &ChatRequest, tools: Option<Arc<ToolSet>>, engaged: bool) -> Shaper {
-        let parser = engaged.then(|| {
-            let config =
-                ParseConfig { tools, rejected_text: RejectedText::Hide, ..ParseConfig::default() };
+    fn new(req: &ChatRequest, declared: &DeclaredTools, engaged: bool) -> Shaper {
+        let parser = declared.set.as_ref().filter(|_| engaged).map(|tools| {
+            let config = ParseConfig {
+                tools: Some(Arc::clone(tools)),
+                rejected_text: RejectedText::Hide,
+                ..ParseConfig::default()
+            };
             StreamParser::new(&config)
         });
         Shaper {
             engaged,
             parser,
+            declared: declared.clone(),
             choice: req.tool_choice.clone(),
             parallel: req.parallel_tool_calls,
             map: Vec::new(),
@@ -383,6 +443,16 @@ impl Shaper {
                 Event::Text(text) => self.text_event(text, out),
                 Event::Reasoning(_) => {}
                 Event::CallStart { call_idx, name, .. } => {
+                    if !self.declared.declares(&name) {
+                        // Cannot happen while the parser holds the declared tool set; if it
+                        // ever does, the call is an unknown tool, not a call.
+                        tracing::warn!(name = %name, "dropped a call to a tool the request did not declare");
+                        self.rejected += 1;
+                        if self.map.len() <= call_idx {
+                            self.map.resize(call_idx + 1, None);
+                        }
+                        continue;
+                    }
                     let allowed = match &self.choice {
                         ToolChoice::None => false,
                         ToolChoice::Named(wanted) => *wanted == name && self.n_calls == 0,

@@ -47,8 +47,7 @@ pub enum CallFormat {
 }
 
 /// Everything the gateway needs to run.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[derive(Debug, Clone)]
 pub struct Config {
     /// Address to listen on, `host:port`.
     pub listen: String,
@@ -79,6 +78,9 @@ pub struct Config {
     pub body_read_timeout_secs: f64,
     /// Seconds a connection with no request in flight stays open.
     pub keep_alive_timeout_secs: f64,
+    /// Seconds of silence after which a stream gets a keep-alive (an SSE comment, or an
+    /// Anthropic `ping`), also before its first event while the reply is held for retries.
+    pub stream_keepalive_secs: f64,
 }
 
 /// Which API the upstream speaks.
@@ -104,8 +106,7 @@ impl UpstreamApi {
 }
 
 /// The upstream chat endpoint.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+#[derive(Debug, Clone)]
 pub struct UpstreamConfig {
     /// Base URL, for example `http://127.0.0.1:8081` or `https://api.example.com/v1`.
     pub url: String,
@@ -129,8 +130,7 @@ pub struct UpstreamConfig {
 }
 
 /// One client-visible model.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Default)]
 pub struct ModelConfig {
     /// The model name sent upstream (default: the client's name).
     pub upstream: Option<String>,
@@ -156,6 +156,7 @@ impl Default for Config {
             header_read_timeout_secs: 10.0,
             body_read_timeout_secs: 60.0,
             keep_alive_timeout_secs: 60.0,
+            stream_keepalive_secs: 10.0,
         }
     }
 }
@@ -175,71 +176,219 @@ impl Default for UpstreamConfig {
     }
 }
 
-/// Values that override the file, from the environment or from flags.
+/// Where a configuration value came from, for the messages that report a problem with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// A line of a config file.
+    File { path: String, line: usize },
+    /// An environment variable.
+    Env(&'static str),
+    /// A command-line flag.
+    Flag(&'static str),
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Origin::File { path, line } => write!(f, "{path} line {line}"),
+            Origin::Env(name) => write!(f, "environment variable {name}"),
+            Origin::Flag(name) => write!(f, "flag {name}"),
+        }
+    }
+}
+
+/// The origin of every value that is not a default, by key (`upstream.url`).
+#[derive(Debug, Clone, Default)]
+pub struct Origins(BTreeMap<String, Origin>);
+
+impl Origins {
+    fn set(&mut self, key: &str, origin: Origin) {
+        self.0.insert(key.to_owned(), origin);
+    }
+
+    /// Where `key` came from, if it was set.
+    pub fn of(&self, key: &str) -> Option<&Origin> {
+        self.0.get(key)
+    }
+
+    /// ` (from …)` for a message about `key`, or nothing for a default.
+    fn note(&self, key: &str) -> String {
+        self.of(key).map_or_else(String::new, |origin| format!(" (from {origin})"))
+    }
+}
+
+/// Which layer a set of [`Overrides`] comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Layer {
+    /// The `TOOLSHIM_*` environment variables.
+    #[default]
+    Env,
+    /// Command-line flags.
+    Flags,
+}
+
+/// The keys that the environment and flags can set: key, variable, flag.
+const OVERRIDABLE: &[(&str, &str, &str)] = &[
+    ("listen", "TOOLSHIM_LISTEN", "--listen"),
+    ("upstream.url", "TOOLSHIM_UPSTREAM_URL", "--upstream"),
+    ("upstream.api", "TOOLSHIM_UPSTREAM_API", "--upstream-api"),
+    ("mode", "TOOLSHIM_MODE", "--mode"),
+    ("api_keys", "TOOLSHIM_API_KEYS", "--api-key"),
+    ("max_retries", "TOOLSHIM_MAX_RETRIES", "--max-retries"),
+];
+
+/// Values that override the file, from the environment or from flags. A value that is
+/// present is applied as it is, blank or not: a blank one is a problem `validate` reports
+/// with its origin, never a silent default.
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
+    pub layer: Layer,
     pub listen: Option<String>,
     pub upstream_url: Option<String>,
     pub upstream_api: Option<String>,
     pub mode: Option<String>,
-    pub api_keys: Vec<String>,
-    pub max_retries: Option<u32>,
+    /// `None`: not given (the file's keys stay); `Some`: these keys, as given.
+    pub api_keys: Option<Vec<String>>,
+    pub max_retries: Option<String>,
+}
+
+impl Overrides {
+    /// The overrides in the environment, read through `var` (unset variables are `None`).
+    /// `TOOLSHIM_API_KEYS` is split at commas, each key kept as written.
+    pub fn from_env(var: impl Fn(&str) -> Option<String>) -> Overrides {
+        Overrides {
+            layer: Layer::Env,
+            listen: var("TOOLSHIM_LISTEN"),
+            upstream_url: var("TOOLSHIM_UPSTREAM_URL"),
+            upstream_api: var("TOOLSHIM_UPSTREAM_API"),
+            mode: var("TOOLSHIM_MODE"),
+            api_keys: var("TOOLSHIM_API_KEYS")
+                .map(|keys| keys.split(',').map(str::to_owned).collect()),
+            max_retries: var("TOOLSHIM_MAX_RETRIES"),
+        }
+    }
+
+    fn origin(&self, key: &str) -> Origin {
+        let (env, flag) = OVERRIDABLE
+            .iter()
+            .find(|(k, _, _)| *k == key)
+            .map_or(("TOOLSHIM_*", "--*"), |(_, env, flag)| (*env, *flag));
+        match self.layer {
+            Layer::Env => Origin::Env(env),
+            Layer::Flags => Origin::Flag(flag),
+        }
+    }
 }
 
 impl Config {
-    /// Reads a TOML file. Unknown keys are errors that name the key.
-    pub fn from_toml(text: &str) -> Result<Config, String> {
-        toml::from_str(text).map_err(|err| err.to_string())
+    /// Reads a TOML config file (`path` names it in messages). Every problem is reported at
+    /// once, each with its line: syntax errors, unknown keys, values of the wrong type.
+    pub fn from_toml(text: &str, path: &str) -> Result<(Config, Origins), Vec<String>> {
+        let (document, errors) = toml::de::DeTable::parse_recoverable(text);
+        let line_of = |at: usize| text.get(..at).map_or(1, |head| head.matches('\n').count() + 1);
+        let mut problems: Vec<String> = errors
+            .iter()
+            .map(|err| {
+                let line = err.span().map_or(1, |span| line_of(span.start));
+                format!("{path} line {line}: {}", err.message().trim())
+            })
+            .collect();
+        let mut config = Config::default();
+        let mut origins = Origins::default();
+        let mut walk = Walk {
+            path,
+            line_of: &line_of,
+            config: &mut config,
+            origins: &mut origins,
+            problems: &mut problems,
+        };
+        walk.table(document.get_ref(), &mut Vec::new());
+        // In the order of the file (a table's keys are walked in name order).
+        problems.sort_by_key(|problem| {
+            problem
+                .split(" line ")
+                .nth(1)
+                .and_then(|rest| rest.split(':').next())
+                .and_then(|n| n.parse::<usize>().ok())
+                .unwrap_or(0)
+        });
+        if problems.is_empty() { Ok((config, origins)) } else { Err(problems) }
     }
 
-    /// Applies overrides (environment first, then flags, so flags win).
-    pub fn apply(&mut self, overrides: &Overrides) -> Result<(), Vec<String>> {
+    /// Applies overrides (the environment first, then flags, so flags win), recording where
+    /// each value came from.
+    pub fn apply(
+        &mut self,
+        overrides: &Overrides,
+        origins: &mut Origins,
+    ) -> Result<(), Vec<String>> {
         let mut problems = Vec::new();
         if let Some(listen) = &overrides.listen {
             self.listen.clone_from(listen);
+            origins.set("listen", overrides.origin("listen"));
         }
         if let Some(url) = &overrides.upstream_url {
             self.upstream.url.clone_from(url);
+            origins.set("upstream.url", overrides.origin("upstream.url"));
         }
         if let Some(api) = &overrides.upstream_api {
+            let origin = overrides.origin("upstream.api");
             match UpstreamApi::parse(api) {
                 Some(api) => self.upstream.api = api,
-                None => {
-                    problems.push(format!("upstream.api: `{api}` is not one of openai, anthropic"))
-                }
+                None => problems.push(format!(
+                    "upstream.api: `{api}` is not one of openai, anthropic (from {origin})"
+                )),
             }
+            origins.set("upstream.api", origin);
         }
         if let Some(mode) = &overrides.mode {
+            let origin = overrides.origin("mode");
             match Mode::parse(mode) {
                 Some(mode) => self.mode = mode,
-                None => {
-                    problems.push(format!("mode: `{mode}` is not one of emulate, native, auto"))
-                }
+                None => problems.push(format!(
+                    "mode: `{mode}` is not one of emulate, native, auto (from {origin})"
+                )),
             }
+            origins.set("mode", origin);
         }
-        if !overrides.api_keys.is_empty() {
-            self.api_keys.clone_from(&overrides.api_keys);
+        if let Some(keys) = &overrides.api_keys {
+            self.api_keys.clone_from(keys);
+            origins.set("api_keys", overrides.origin("api_keys"));
         }
-        if let Some(n) = overrides.max_retries {
-            self.max_retries = n;
+        if let Some(text) = &overrides.max_retries {
+            let origin = overrides.origin("max_retries");
+            match text.trim().parse() {
+                Ok(n) => self.max_retries = n,
+                Err(_) => problems
+                    .push(format!("max_retries: `{text}` is not a whole number (from {origin})")),
+            }
+            origins.set("max_retries", origin);
         }
         if problems.is_empty() { Ok(()) } else { Err(problems) }
     }
 
     /// Every problem at once, each naming its key.
     pub fn validate(&self) -> Result<(), Vec<String>> {
+        self.validate_from(&Origins::default())
+    }
+
+    /// Every problem at once, each naming its key and where the value came from.
+    pub fn validate_from(&self, origins: &Origins) -> Result<(), Vec<String>> {
         let mut problems = Vec::new();
-        if self.listen.parse::<std::net::SocketAddr>().is_err() {
-            problems
-                .push(format!("listen: `{}` is not an address like 127.0.0.1:8080", self.listen));
+        let mut problem = |key: &str, text: String| {
+            problems.push(format!("{key}: {text}{}", origins.note(key)));
+        };
+        if let Err(text) = listen_address(&self.listen) {
+            problem("listen", text);
         }
         let url = self.upstream.url.trim();
         if url.is_empty() {
-            problems.push(
-                "upstream.url: missing; pass --upstream URL or set it in the config file".into(),
+            problem(
+                "upstream.url",
+                "missing; pass --upstream URL or set it in the config file".into(),
             );
-        } else if !(url.starts_with("http://") || url.starts_with("https://")) {
-            problems.push(format!("upstream.url: `{url}` must start with http:// or https://"));
+        } else if let Err(text) = crate::upstream::client::endpoints(url, self.upstream.api) {
+            problem("upstream.url", text.trim_start_matches("upstream.url: ").to_owned());
         }
         for (key, value) in [
             ("upstream.connect_timeout_secs", self.upstream.connect_timeout_secs),
@@ -249,29 +398,46 @@ impl Config {
             ("header_read_timeout_secs", self.header_read_timeout_secs),
             ("body_read_timeout_secs", self.body_read_timeout_secs),
             ("keep_alive_timeout_secs", self.keep_alive_timeout_secs),
+            ("stream_keepalive_secs", self.stream_keepalive_secs),
         ] {
             if !(value.is_finite() && value > 0.0) {
-                problems.push(format!("{key}: must be a positive number of seconds, not {value}"));
+                problem(key, format!("must be a positive number of seconds, not {value}"));
             }
         }
         if self.max_retries > 10 {
-            problems.push(format!("max_retries: {} is more than the allowed 10", self.max_retries));
+            problem("max_retries", format!("{} is more than the allowed 10", self.max_retries));
         }
-        if self.upstream.max_reply_bytes < 1024 {
-            problems.push("upstream.max_reply_bytes: must be at least 1024".into());
-        }
-        if self.upstream.max_line_bytes < 1024 {
-            problems.push("upstream.max_line_bytes: must be at least 1024".into());
+        for (key, value) in [
+            ("upstream.max_reply_bytes", self.upstream.max_reply_bytes),
+            ("upstream.max_line_bytes", self.upstream.max_line_bytes),
+            ("body_limit_bytes", self.body_limit_bytes),
+        ] {
+            if value < 1024 {
+                problem(key, format!("must be at least 1024, not {value}"));
+            }
         }
         if self.max_connections == 0 {
-            problems.push("max_connections: must be at least 1".into());
+            problem("max_connections", "must be at least 1".into());
         }
-        if self.body_limit_bytes < 1024 {
-            problems.push("body_limit_bytes: must be at least 1024".into());
-        }
-        for key in &self.api_keys {
+        let n_keys = self.api_keys.len();
+        for (i, key) in self.api_keys.iter().enumerate() {
+            let which = if n_keys == 1 {
+                "the key".to_owned()
+            } else {
+                format!("key {} of {n_keys}", i + 1)
+            };
             if key.trim().is_empty() {
-                problems.push("api_keys: a key is empty".into());
+                problem(
+                    "api_keys",
+                    format!("{which} is blank; a blank key would turn authentication off"),
+                );
+            } else if key.trim() != key {
+                problem(
+                    "api_keys",
+                    format!(
+                        "{which} has white space around it, so no client could send it; remove the spaces"
+                    ),
+                );
             }
         }
         if problems.is_empty() { Ok(()) } else { Err(problems) }
@@ -298,15 +464,157 @@ impl Config {
     }
 }
 
+/// Checks a listen address: `host:port`, where the host is an IP address or a name
+/// (`localhost`) and the port a number from 0 to 65535.
+fn listen_address(listen: &str) -> Result<(), String> {
+    if listen.parse::<std::net::SocketAddr>().is_ok() {
+        return Ok(());
+    }
+    let Some((host, port)) = listen.rsplit_once(':') else {
+        return Err(format!("`{listen}` is not an address like 127.0.0.1:8080 or localhost:8080"));
+    };
+    if port.parse::<u16>().is_err() {
+        return Err(format!(
+            "`{listen}` has no valid port: `{port}` is not a number from 0 to 65535"
+        ));
+    }
+    let name_ok = !host.is_empty()
+        && host.len() <= 253
+        && host.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+    if !name_ok {
+        return Err(format!("`{listen}` is not an address like 127.0.0.1:8080 or localhost:8080"));
+    }
+    Ok(())
+}
+
+/// Walks a TOML document, setting each known key and reporting every problem with its line.
+struct Walk<'a, 'p> {
+    path: &'a str,
+    line_of: &'a dyn Fn(usize) -> usize,
+    config: &'a mut Config,
+    origins: &'a mut Origins,
+    problems: &'p mut Vec<String>,
+}
+
+/// The keys a config file may have at each level.
+const TOP_KEYS: &str = "listen, api_keys, mode, call_format, max_retries, body_limit_bytes, drain_timeout_secs, max_connections, header_read_timeout_secs, body_read_timeout_secs, keep_alive_timeout_secs, stream_keepalive_secs, [upstream], [models.NAME]";
+const UPSTREAM_KEYS: &str = "url, api, api_key_env, connect_timeout_secs, first_byte_timeout_secs, idle_timeout_secs, max_reply_bytes, max_line_bytes";
+const MODEL_KEYS: &str = "upstream, mode, call_format";
+
+fn value<T: serde::de::DeserializeOwned>(
+    value: &toml::Spanned<toml::de::DeValue<'_>>,
+) -> Result<T, String> {
+    T::deserialize(toml::de::ValueDeserializer::from(value.clone()))
+        .map_err(|err| err.message().trim().to_owned())
+}
+
+impl Walk<'_, '_> {
+    fn table(&mut self, table: &toml::de::DeTable<'_>, at: &mut Vec<String>) {
+        for (key, item) in table {
+            at.push(key.get_ref().to_string());
+            let line = (self.line_of)(key.span().start);
+            let dotted = at.join(".");
+            let parts: Vec<&str> = at.iter().map(String::as_str).collect();
+            match (parts.as_slice(), item.get_ref()) {
+                (["upstream"] | ["models"] | ["models", _], toml::de::DeValue::Table(inner)) => {
+                    self.table(inner, at);
+                }
+                (["upstream"] | ["models"] | ["models", _], _) => self
+                    .problems
+                    .push(format!("{} line {line}: {dotted}: must be a table", self.path)),
+                _ => match self.leaf(&parts, item) {
+                    Ok(true) => {
+                        let origin = Origin::File { path: self.path.to_owned(), line };
+                        self.origins.set(&dotted, origin);
+                    }
+                    Ok(false) => {
+                        let keys = match parts.first() {
+                            Some(&"upstream") => UPSTREAM_KEYS,
+                            Some(&"models") => MODEL_KEYS,
+                            _ => TOP_KEYS,
+                        };
+                        self.unknown(&dotted, line, keys);
+                    }
+                    Err(message) => self
+                        .problems
+                        .push(format!("{} line {line}: {dotted}: {message}", self.path)),
+                },
+            }
+            at.pop();
+        }
+    }
+
+    fn unknown(&mut self, key: &str, line: usize, keys: &str) {
+        self.problems.push(format!(
+            "{} line {line}: unknown key `{key}`; the keys here are: {keys}",
+            self.path
+        ));
+    }
+
+    /// Sets one value; `Ok(false)` for a key that does not exist.
+    fn leaf(
+        &mut self,
+        key: &[&str],
+        item: &toml::Spanned<toml::de::DeValue<'_>>,
+    ) -> Result<bool, String> {
+        let config = &mut *self.config;
+        match key {
+            ["listen"] => config.listen = value(item)?,
+            ["api_keys"] => config.api_keys = value(item)?,
+            ["mode"] => config.mode = value(item)?,
+            ["call_format"] => config.call_format = value(item)?,
+            ["max_retries"] => config.max_retries = value(item)?,
+            ["body_limit_bytes"] => config.body_limit_bytes = value(item)?,
+            ["drain_timeout_secs"] => config.drain_timeout_secs = value(item)?,
+            ["max_connections"] => config.max_connections = value(item)?,
+            ["header_read_timeout_secs"] => config.header_read_timeout_secs = value(item)?,
+            ["body_read_timeout_secs"] => config.body_read_timeout_secs = value(item)?,
+            ["keep_alive_timeout_secs"] => config.keep_alive_timeout_secs = value(item)?,
+            ["stream_keepalive_secs"] => config.stream_keepalive_secs = value(item)?,
+            ["upstream", field] => {
+                let upstream = &mut config.upstream;
+                match *field {
+                    "url" => upstream.url = value(item)?,
+                    "api" => upstream.api = value(item)?,
+                    "api_key_env" => upstream.api_key_env = value(item)?,
+                    "connect_timeout_secs" => upstream.connect_timeout_secs = value(item)?,
+                    "first_byte_timeout_secs" => upstream.first_byte_timeout_secs = value(item)?,
+                    "idle_timeout_secs" => upstream.idle_timeout_secs = value(item)?,
+                    "max_reply_bytes" => upstream.max_reply_bytes = value(item)?,
+                    "max_line_bytes" => upstream.max_line_bytes = value(item)?,
+                    _ => return Ok(false),
+                }
+            }
+            ["models", name, field] => {
+                let model = config.models.entry((*name).to_owned()).or_default();
+                match *field {
+                    "upstream" => model.upstream = Some(value(item)?),
+                    "mode" => model.mode = Some(value(item)?),
+                    "call_format" => model.call_format = Some(value(item)?),
+                    _ => return Ok(false),
+                }
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn every_problem_is_reported_with_its_key() {
-        let mut config = Config::from_toml("listen = \"nope\"\nmax_retries = 99\n[upstream]\nurl = \"ftp://x\"\nidle_timeout_secs = 0").unwrap();
+        let (mut config, origins) = Config::from_toml("listen = \"nope\"\nmax_retries = 99\n[upstream]\nurl = \"ftp://x\"\nidle_timeout_secs = 0", "t.toml").unwrap();
         config.drain_timeout_secs = -1.0;
-        let problems = config.validate().unwrap_err();
+        let problems = config.validate_from(&origins).unwrap_err();
+        assert!(problems.contains(&"listen: `nope` is not an address like 127.0.0.1:8080 or localhost:8080 (from t.toml line 1)".to_owned()), "{problems:?}");
+        assert!(
+            problems.iter().any(|p| p.starts_with("upstream.idle_timeout_secs:")
+                && p.ends_with("(from t.toml line 5)")),
+            "{problems:?}"
+        );
         for key in [
             "listen:",
             "upstream.url:",
@@ -320,17 +628,89 @@ mod tests {
 
     #[test]
     fn unknown_keys_are_named() {
-        let err = Config::from_toml("lisen = \"x\"").unwrap_err();
-        assert!(err.contains("lisen"), "{err}");
+        let err = Config::from_toml("lisen = \"x\"", "t.toml").unwrap_err();
+        assert!(err[0].starts_with("t.toml line 1: unknown key `lisen`"), "{err:?}");
     }
 
     #[test]
     fn models_route_to_upstream_names_and_modes() {
-        let config = Config::from_toml(
+        let (config, _) = Config::from_toml(
             "mode = \"emulate\"\n[models.small]\nupstream = \"qwen2.5\"\nmode = \"native\"",
+            "t.toml",
         )
         .unwrap();
         assert_eq!(config.route("small"), ("qwen2.5".into(), Mode::Native));
         assert_eq!(config.route("other"), ("other".into(), Mode::Emulate));
+    }
+
+    /// Issue 14: every problem of a file at once, each with its line: unknown keys at every
+    /// level, wrong types, a bad enum value, and a syntax error.
+    #[test]
+    fn issue_14_every_problem_in_a_file_is_reported_with_its_line() {
+        let text = "listen = 8080\nmode = \"fast\"\nextra = 1\n[upstream]\nurl = \"http://h\"\ntimeout = 3\nidle_timeout_secs = \"x\"\n[models.a]\nmode = \"native\"\nformat = \"json\"\n[server]\nport = 1\n";
+        let problems = Config::from_toml(text, "t.toml").unwrap_err();
+        let lines: Vec<&str> = problems.iter().map(|p| p.split(':').next().unwrap()).collect();
+        assert_eq!(
+            lines,
+            [
+                "t.toml line 1",
+                "t.toml line 2",
+                "t.toml line 3",
+                "t.toml line 6",
+                "t.toml line 7",
+                "t.toml line 10",
+                "t.toml line 11"
+            ],
+            "{problems:#?}"
+        );
+        assert!(problems[0].contains("listen:") && problems[0].contains("string"), "{problems:?}");
+        assert!(problems[1].contains("fast"), "{problems:?}");
+        assert!(problems[5].contains("unknown key `models.a.format`"), "{problems:?}");
+        let syntax = Config::from_toml("listen = \"a\"\nmode = \n", "t.toml").unwrap_err();
+        assert!(syntax[0].starts_with("t.toml line 2:"), "{syntax:?}");
+    }
+
+    /// Issue 14: blank and padded keys from any source are refused, naming the source.
+    #[test]
+    fn issue_14_blank_or_padded_keys_are_refused_with_their_origin() {
+        let env = Overrides::from_env(|name| (name == "TOOLSHIM_API_KEYS").then(|| " ".to_owned()));
+        let mut config = Config {
+            upstream: UpstreamConfig { url: "http://h".into(), ..UpstreamConfig::default() },
+            ..Config::default()
+        };
+        let mut origins = Origins::default();
+        config.apply(&env, &mut origins).unwrap();
+        let problems = config.validate_from(&origins).unwrap_err();
+        assert_eq!(
+            problems,
+            [
+                "api_keys: the key is blank; a blank key would turn authentication off (from environment variable TOOLSHIM_API_KEYS)"
+            ]
+        );
+        let env =
+            Overrides::from_env(|name| (name == "TOOLSHIM_API_KEYS").then(|| "a, b".to_owned()));
+        config.apply(&env, &mut origins).unwrap();
+        let problems = config.validate_from(&origins).unwrap_err();
+        assert!(problems[0].contains("key 2 of 2 has white space"), "{problems:?}");
+        let flags = Overrides {
+            layer: Layer::Flags,
+            api_keys: Some(vec![String::new()]),
+            ..Overrides::default()
+        };
+        config.apply(&flags, &mut origins).unwrap();
+        assert!(config.validate_from(&origins).unwrap_err()[0].ends_with("(from flag --api-key)"));
+        let (config, origins) =
+            Config::from_toml("api_keys = [\"k\", \"\"]\n[upstream]\nurl = \"http://h\"", "t.toml")
+                .unwrap();
+        assert!(config.validate_from(&origins).unwrap_err()[0].ends_with("(from t.toml line 1)"));
+    }
+
+    #[test]
+    fn issue_14_listen_takes_names_and_checks_ports() {
+        assert!(listen_address("localhost:8080").is_ok());
+        assert!(listen_address("[::1]:0").is_ok());
+        assert!(listen_address("127.0.0.1:99999").unwrap_err().contains("no valid port"));
+        assert!(listen_address("localhost").is_err());
+        assert!(listen_address("bad host:1").is_err());
     }
 }

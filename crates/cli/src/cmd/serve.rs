@@ -4,7 +4,7 @@ use std::io::{IsTerminal, Write};
 
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
-use toolshim_gateway::{Config, Overrides};
+use toolshim_gateway::{Config, Layer, Origins, Overrides};
 
 use crate::args::ServeArgs;
 use crate::cmd::{UsageError, WorkCut};
@@ -46,56 +46,45 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Defaults, then the file, then the environment, then flags.
+/// Defaults, then the file, then the environment, then flags. Every problem is reported at
+/// once, each with where its value came from.
 fn load(args: &ServeArgs) -> anyhow::Result<Config> {
-    let mut config = match &args.config {
+    let mut problems = Vec::new();
+    let (mut config, mut origins) = match &args.config {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .map_err(|err| UsageError::new(format!("--config {}: {err}", path.display())))?;
-            Config::from_toml(&text)
-                .map_err(|err| UsageError::new(format!("--config {}: {err}", path.display())))?
-        }
-        None => Config::default(),
-    };
-    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-    let mut problems = Vec::new();
-    let env_retries = match var("TOOLSHIM_MAX_RETRIES") {
-        Some(text) => match text.parse() {
-            Ok(n) => Some(n),
-            Err(_) => {
-                problems.push(format!("TOOLSHIM_MAX_RETRIES: `{text}` is not a whole number"));
-                None
+            match Config::from_toml(&text, &path.display().to_string()) {
+                Ok(loaded) => loaded,
+                Err(more) => {
+                    problems.extend(more);
+                    (Config::default(), Origins::default())
+                }
             }
-        },
-        None => None,
+        }
+        None => (Config::default(), Origins::default()),
     };
-    let env = Overrides {
-        listen: var("TOOLSHIM_LISTEN"),
-        upstream_url: var("TOOLSHIM_UPSTREAM_URL"),
-        upstream_api: var("TOOLSHIM_UPSTREAM_API"),
-        mode: var("TOOLSHIM_MODE"),
-        api_keys: var("TOOLSHIM_API_KEYS")
-            .map(|keys| {
-                keys.split(',').map(|k| k.trim().to_owned()).filter(|k| !k.is_empty()).collect()
-            })
-            .unwrap_or_default(),
-        max_retries: env_retries,
-    };
+    let env = Overrides::from_env(|name| std::env::var(name).ok());
     let flags = Overrides {
+        layer: Layer::Flags,
         listen: args.listen.clone(),
         upstream_url: args.upstream.clone(),
         upstream_api: args.upstream_api.clone(),
         mode: args.mode.clone(),
-        api_keys: args.api_keys.clone(),
-        max_retries: args.max_retries,
+        api_keys: (!args.api_keys.is_empty()).then(|| args.api_keys.clone()),
+        max_retries: args.max_retries.map(|n| n.to_string()),
     };
+    // A file that could not be read leaves defaults, whose problems would only be noise.
+    let file_read = problems.is_empty();
     for overrides in [&env, &flags] {
-        if let Err(more) = config.apply(overrides) {
+        if let Err(more) = config.apply(overrides, &mut origins) {
             problems.extend(more);
         }
     }
-    if let Err(more) = config.validate() {
-        problems.extend(more);
+    if file_read {
+        if let Err(more) = config.validate_from(&origins) {
+            problems.extend(more);
+        }
     }
     if !problems.is_empty() {
         return Err(UsageError::new(format!(

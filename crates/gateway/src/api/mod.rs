@@ -2,7 +2,7 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::State;
@@ -93,12 +93,9 @@ pub(crate) trait StreamEncoder: Send + 'static {
     fn end(&mut self, _out: &mut Vec<Bytes>) {}
 }
 
-/// Silence after which a keep-alive frame goes out.
-const KEEPALIVE_EVERY: Duration = Duration::from_secs(10);
-
 /// Turns a stream of events into an SSE response. The status waits for the first event, so
 /// an error before any output is an ordinary HTTP error; after that, errors are in-band. A
-/// first event that takes longer than `KEEPALIVE_EVERY` (the pipeline holds its output
+/// first event that takes longer than `stream_keepalive_secs` (the pipeline holds its output
 /// while it retries) does not leave the client without a byte: the head goes out with a
 /// keep-alive, and later errors are in-band. When the shutdown's drain timeout passes, the
 /// stream ends with an in-band error.
@@ -113,8 +110,9 @@ where
     E: StreamEncoder,
 {
     let cut = state.cut.clone();
+    let keepalive_every = crate::config::Config::secs(state.config.stream_keepalive_secs);
     let first = tokio::select! {
-        next = tokio::time::timeout(KEEPALIVE_EVERY, events.next()) => match next {
+        next = tokio::time::timeout(keepalive_every, events.next()) => match next {
             Ok(Some(Ok(event))) => Some(event),
             Ok(Some(Err(err))) => return Err(err),
             Ok(None) => return Err(ApiError::Internal("the pipeline ended without an outcome".into())),
@@ -143,7 +141,7 @@ where
                 }
             }
             let polled = tokio::select! {
-                polled = tokio::time::timeout(KEEPALIVE_EVERY, events.next()) => polled,
+                polled = tokio::time::timeout(keepalive_every, events.next()) => polled,
                 () = cut.cancelled() => Ok(Some(Err(ApiError::ShuttingDown))),
             };
             match polled {

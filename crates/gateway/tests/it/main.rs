@@ -21,6 +21,9 @@
 //!   stalls, breaks mid-text and mid-call, malformed SSE, invalid or empty bodies, replies that
 //!   never end) and client faults (disconnects, slow readers, oversize or malformed bodies,
 //!   wrong types, unknown tool names, stray tool results) on both API surfaces.
+//! - `exposure` (issue 14): raw-socket checks of what an exposed gateway withstands without a
+//!   key: half-sent heads, idle and slow connections, the connection cap, unauthenticated
+//!   bodies, request ids, a shutdown past its drain timeout, errors counted after streaming.
 //! - `shutdown`: cancelling the token refuses new connections and lets in-flight streams
 //!   finish.
 
@@ -35,6 +38,7 @@
 mod anthropic;
 mod common;
 mod errors;
+mod exposure;
 mod faults;
 mod modes;
 mod openai;

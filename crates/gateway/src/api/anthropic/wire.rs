@@ -60,6 +60,17 @@ pub(crate) fn from_wire(body: &Value, counting: bool) -> Result<Parsed, ApiError
         // Tool history without `tools`: keep tool calling on for the tools seen before.
         tools = crate::chat::tools_from_history(&messages);
     }
+    match crate::chat::check_tools(&tools) {
+        Ok(()) => {}
+        Err(crate::chat::ToolListProblem::Duplicate(_)) => {
+            return Err(invalid("tools: Tool names must be unique."));
+        }
+        Err(crate::chat::ToolListProblem::Empty) => {
+            return Err(invalid(
+                "messages: a `tool_use` block in the conversation has an empty name: String should have at least 1 character",
+            ));
+        }
+    }
     let (tool_choice, parallel_tool_calls) = read_tool_choice(object.get("tool_choice"), &tools)?;
     let mut sampling = serde_json::Map::new();
     for key in ["temperature", "top_p", "top_k", "max_tokens"] {

@@ -5,7 +5,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::api::{Fields, JsonType, items, mistyped};
-use crate::chat::{ChatRequest, Message, PriorCall, ToolChoice, ToolSpec, Usage};
+use crate::chat::{ChatRequest, Message, PriorCall, ToolChoice, ToolListProblem, ToolSpec, Usage};
 use crate::error::ApiError;
 
 /// A parsed request: the neutral part and what only the encoder needs.
@@ -91,6 +91,24 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
     if tools.is_empty() {
         // Tool history without `tools`: keep tool calling on for the tools seen before.
         tools = crate::chat::tools_from_history(&messages);
+    }
+    let param = if legacy { "functions" } else { "tools" };
+    match crate::chat::check_tools(&tools) {
+        Ok(()) => {}
+        Err(ToolListProblem::Duplicate(name)) => {
+            return Err(ApiError::invalid(
+                format!(
+                    "Invalid '{param}': function names must be unique, but '{name}' is declared more than once."
+                ),
+                Some(param),
+            ));
+        }
+        Err(ToolListProblem::Empty) => {
+            return Err(ApiError::invalid(
+                "Invalid 'messages': a tool call in the conversation has an empty function name.",
+                Some("messages"),
+            ));
+        }
     }
     let choice_value = if legacy { object.get("function_call") } else { object.get("tool_choice") };
     let tool_choice = tool_choice(choice_value, legacy, &tools)?;

@@ -24,6 +24,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use toolshim_gateway::{CallFormat, Config, Mode, ModelConfig, ServeReport, UpstreamConfig};
 
+pub(crate) mod api;
+
 /// The model name the tests send; the gateway forwards it unchanged.
 pub(crate) const MODEL: &str = "mock-model";
 
@@ -83,11 +85,16 @@ enum ReplyKind {
     Stall,
     /// Status 200 and these bytes as they are, for byte-level faults.
     Bytes(BytesReply),
+    /// Streams back, as the model's text, what the last user message of the request says
+    /// (a model quoting its prompt).
+    Echo,
 }
 
 #[derive(Debug, Clone)]
 struct BytesReply {
+    status: u16,
     content_type: &'static str,
+    headers: Vec<(&'static str, String)>,
     parts: Vec<Bytes>,
     then: Then,
 }
@@ -101,6 +108,8 @@ enum Then {
     Break,
     /// Sends `part` every `every`, forever.
     Repeat { part: Bytes, every: Duration },
+    /// Sends nothing more and never ends.
+    Stall,
 }
 
 #[derive(Debug, Clone)]
@@ -146,7 +155,38 @@ impl Reply {
         parts: impl IntoIterator<Item = P>,
     ) -> Reply {
         let parts = parts.into_iter().map(Into::into).collect();
-        Reply { kind: ReplyKind::Bytes(BytesReply { content_type, parts, then: Then::End }) }
+        Reply {
+            kind: ReplyKind::Bytes(BytesReply {
+                status: 200,
+                content_type,
+                headers: Vec::new(),
+                parts,
+                then: Then::End,
+            }),
+        }
+    }
+
+    /// A reply that streams the request's last user message back as the model's text.
+    pub(crate) fn echo() -> Reply {
+        Reply { kind: ReplyKind::Echo }
+    }
+
+    /// The byte-level reply's status.
+    pub(crate) fn status(mut self, status: u16) -> Reply {
+        self.bytes_mut().status = status;
+        self
+    }
+
+    /// A header on the byte-level reply.
+    pub(crate) fn header(mut self, name: &'static str, value: impl Into<String>) -> Reply {
+        self.bytes_mut().headers.push((name, value.into()));
+        self
+    }
+
+    /// After its parts, the byte-level reply sends nothing more and never ends.
+    pub(crate) fn then_stall(mut self) -> Reply {
+        self.bytes_mut().then = Then::Stall;
+        self
     }
 
     fn bytes_mut(&mut self) -> &mut BytesReply {
@@ -272,6 +312,8 @@ pub(crate) fn finish_frames(reason: &str) -> String {
 struct Inner {
     script: Mutex<VecDeque<Reply>>,
     requests: Mutex<Vec<Value>>,
+    /// The headers of every request, in order.
+    headers: Mutex<Vec<axum::http::HeaderMap>>,
     /// How many requests arrived.
     received: watch::Sender<usize>,
     /// How many replies were abandoned by the client (the gateway) before they were complete.
@@ -306,6 +348,7 @@ impl MockUpstream {
         let inner = Arc::new(Inner {
             script: Mutex::new(VecDeque::new()),
             requests: Mutex::new(Vec::new()),
+            headers: Mutex::new(Vec::new()),
             received: watch::channel(0).0,
             dropped: watch::channel(0).0,
             sent: watch::channel(0).0,
@@ -343,6 +386,11 @@ impl MockUpstream {
         self.inner.requests.lock().unwrap().clone()
     }
 
+    /// The headers of every request received so far.
+    pub(crate) fn request_headers(&self) -> Vec<axum::http::HeaderMap> {
+        self.inner.headers.lock().unwrap().clone()
+    }
+
     /// Replies not yet used.
     pub(crate) fn pending(&self) -> usize {
         self.inner.script.lock().unwrap().len()
@@ -372,9 +420,20 @@ impl MockUpstream {
     }
 }
 
-async fn mock_chat(State(inner): State<Arc<Inner>>, body: Bytes) -> Response {
-    let value = serde_json::from_slice(&body)
+async fn mock_chat(
+    State(inner): State<Arc<Inner>>,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> Response {
+    let value: Value = serde_json::from_slice(&body)
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()));
+    inner.headers.lock().unwrap().push(headers);
+    let last_user = value["messages"]
+        .as_array()
+        .and_then(|messages| messages.iter().rev().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_owned();
     inner.requests.lock().unwrap().push(value);
     inner.received.send_modify(|n| *n += 1);
     let reply = inner.script.lock().unwrap().pop_front();
@@ -423,12 +482,33 @@ async fn mock_chat(State(inner): State<Arc<Inner>>, body: Bytes) -> Response {
                         guard.inner.sent.send_modify(|n| *n += part.len());
                         yield Ok(part.clone());
                     },
+                    Then::Stall => std::future::pending::<()>().await,
                 }
             };
             let mut response = Response::new(Body::from_stream(body));
+            *response.status_mut() = StatusCode::from_u16(reply.status).unwrap();
             response
                 .headers_mut()
                 .insert(header::CONTENT_TYPE, HeaderValue::from_static(reply.content_type));
+            for (name, value) in reply.headers {
+                response.headers_mut().insert(name, HeaderValue::from_str(&value).unwrap());
+            }
+            response
+        }
+        ReplyKind::Echo => {
+            guard.complete = true;
+            let frames = stream_frames(&StreamReply {
+                text: last_user,
+                chunk_chars: 16,
+                finish_reason: "stop".into(),
+                delay: Duration::ZERO,
+                disconnect_after: None,
+                stall_after: None,
+            });
+            let mut response = Response::new(Body::from(frames.concat()));
+            response
+                .headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
             response
         }
         ReplyKind::Stream(stream) => {
