@@ -656,7 +656,7 @@ mod tests {
                 let header = text.lines().next().unwrap_or_default();
                 let Some(names) = header.split("calls=").nth(1) else { continue };
                 let names: Vec<String> = names
-                    .split(|c: char| c == ';' || c == ' ')
+                    .split([';', ' '])
                     .next()
                     .unwrap_or_default()
                     .split(',')

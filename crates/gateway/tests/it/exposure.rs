@@ -262,7 +262,7 @@ async fn a_shutdown_past_its_drain_cuts_streams_in_band_and_answers_the_rest_503
             let http = gw.http().clone();
             let url = gw.url(api.path());
             let body = api.request("Wait.", false, false);
-            tokio::spawn(async move {
+            crate::common::spawn(async move {
                 let builder = match api {
                     Api::OpenAi => http.post(url),
                     Api::Anthropic => http.post(url).header("anthropic-version", "2023-06-01"),

@@ -24,6 +24,12 @@
 //! - `exposure` (issue 14): raw-socket checks of what an exposed gateway withstands without a
 //!   key: half-sent heads, idle and slow connections, the connection cap, unauthenticated
 //!   bodies, request ids, a shutdown past its drain timeout, errors counted after streaming.
+//! - `fail_closed` (issue 14): tool lists the parser cannot hold are refused; call syntax in
+//!   tool results (every corpus dialect and format), quoted back by the model, is no call.
+//! - `integrity` (issue 14): nothing the upstream sent is skipped or faked: unreadable
+//!   events, lone surrogates, error objects, unfinished replies (passthrough too), caps,
+//!   error bodies and model lists that never end, upstream 4xx kept, redirects not followed,
+//!   `/readyz`, keep-alives while a stream is held.
 //! - `shutdown`: cancelling the token refuses new connections and lets in-flight streams
 //!   finish.
 
@@ -39,7 +45,9 @@ mod anthropic;
 mod common;
 mod errors;
 mod exposure;
+mod fail_closed;
 mod faults;
+mod integrity;
 mod modes;
 mod openai;
 mod shutdown;

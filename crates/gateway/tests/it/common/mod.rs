@@ -788,6 +788,8 @@ pub(crate) fn sse_data(body: &str) -> Vec<String> {
     assert!(body.ends_with("\n\n"), "the body does not end with a blank line: {body:?}");
     let events = body.strip_suffix("\n\n").unwrap_or(body).split("\n\n");
     events
+        // Keep-alive comments, which SSE readers skip.
+        .filter(|event| *event != ": keepalive")
         .map(|event| {
             assert!(!event.contains('\n'), "an event with more than one line: {event:?}");
             assert!(!event.contains('\r'), "a carriage return in {event:?}");
