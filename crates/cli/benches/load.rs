@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 
+mod dos;
 mod loadgen;
 
 use loadgen::{Check, Gateway, Outcome, RssSampler, Script, Target, Upstream, percentile};
@@ -28,6 +29,9 @@ enum Scenario {
     Throughput,
     /// One tool call with a large argument streamed through the gateway.
     Large,
+    /// Attempts to take the gateway down without a key (issue 14): half-sent heads, idle
+    /// connections, large unauthenticated bodies, half heads past the fd limit.
+    Dos,
 }
 
 /// Load scenarios for the toolshim gateway (issue 8; docs/reliability.md).
@@ -97,6 +101,9 @@ fn main() -> Result<(), Error> {
     }
     if all || args.scenario == Scenario::Large {
         large(&runtime, &bin, &args, &mut out)?;
+    }
+    if all || args.scenario == Scenario::Dos {
+        attacks(&runtime, &bin, args.quick, &mut out)?;
     }
     Ok(())
 }
@@ -324,5 +331,124 @@ fn large(
         mib(idle),
         mib(peak),
     )?;
+    Ok(())
+}
+
+/// The percentile of a list of durations, in seconds, with one decimal.
+fn secs_at(durations: &[Duration], p: f64) -> String {
+    let mut sorted = durations.to_vec();
+    sorted.sort();
+    format!("{:.1}", percentile(&sorted, p).as_secs_f64())
+}
+
+/// Issue 14: what it costs to try to take the gateway down without a key, with its default
+/// limits (`--quick`: header-read and keep-alive timeouts of 1 s, fewer connections).
+fn attacks(
+    runtime: &tokio::runtime::Runtime,
+    bin: &std::path::Path,
+    quick: bool,
+    out: &mut impl Write,
+) -> Result<(), Error> {
+    let script = Script::call(20, Duration::ZERO);
+    let upstream = Upstream::start(&script, 1)?;
+    let dir = std::env::temp_dir().join(format!("toolshim-dos-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let config = dir.join("toolshim.toml");
+    let (header_secs, keep_alive_secs) = if quick { (1.0, 1.0) } else { (10.0, 60.0) };
+    std::fs::write(
+        &config,
+        format!(
+            "header_read_timeout_secs = {header_secs}\nkeep_alive_timeout_secs = {keep_alive_secs}\n"
+        ),
+    )?;
+    let config = config.display().to_string();
+    let extra = ["--api-key", "sk-bench", "--config", &config];
+    let (n_half, n_idle, n_bodies) = if quick { (100, 200, 10) } else { (300, 2000, 30) };
+    writeln!(
+        out,
+        "\n## Without a key (header-read timeout {header_secs} s, keep-alive timeout {keep_alive_secs} s)\n"
+    )?;
+    writeln!(out, "| attempt | gateway RSS before → peak MiB | what happened |")?;
+    writeln!(out, "|---|---|---|")?;
+
+    let gateway = Gateway::start_with(bin, &upstream.url(), &extra, None)?;
+    let addr = gateway.addr;
+    let before = loadgen::rss_kib(gateway.pid()).unwrap_or(0);
+    let sampler = RssSampler::start(gateway.pid());
+    let (closed, health) = runtime.block_on(async {
+        let streams = dos::open(addr, n_half, dos::HALF_HEAD).await;
+        let health = dos::health(addr).await;
+        (dos::closed_after(streams, Duration::from_secs_f64(header_secs * 3.0 + 5.0)).await, health)
+    });
+    let peak = sampler.stop();
+    let times: Vec<Duration> = closed.iter().flatten().copied().collect();
+    writeln!(
+        out,
+        "| {n_half} half-sent request heads | {} → {} | closed after {} s (p50) / {} s (max), {} left open; /healthz meanwhile {} in {} ms |",
+        mib(before),
+        mib(peak),
+        secs_at(&times, 0.5),
+        secs_at(&times, 1.0),
+        closed.len() - times.len(),
+        health.0,
+        ms(health.1)
+    )?;
+
+    let before = loadgen::rss_kib(gateway.pid()).unwrap_or(0);
+    let sampler = RssSampler::start(gateway.pid());
+    let closed = runtime.block_on(async {
+        let streams = dos::open(addr, n_idle, b"").await;
+        dos::closed_after(streams, Duration::from_secs_f64(keep_alive_secs * 2.0 + 5.0)).await
+    });
+    let peak = sampler.stop();
+    let after = loadgen::rss_kib(gateway.pid()).unwrap_or(0);
+    let times: Vec<Duration> = closed.iter().flatten().copied().collect();
+    writeln!(
+        out,
+        "| {n_idle} idle connections | {} → {} (after: {}) | closed after {} s (max), {} left open |",
+        mib(before),
+        mib(peak),
+        mib(after),
+        secs_at(&times, 1.0),
+        closed.len() - times.len()
+    )?;
+
+    let before = loadgen::rss_kib(gateway.pid()).unwrap_or(0);
+    let sampler = RssSampler::start(gateway.pid());
+    let answers = runtime.block_on(dos::unauthenticated_bodies(addr, n_bodies, 16 << 20));
+    let peak = sampler.stop();
+    let refused = answers.iter().filter(|(status, _)| *status == 401).count();
+    let slowest = answers.iter().map(|(_, at)| *at).max().unwrap_or_default();
+    writeln!(
+        out,
+        "| {n_bodies} unauthenticated 16 MiB bodies at once | {} → {} | {refused} × 401, the last after {} ms |",
+        mib(before),
+        mib(peak),
+        ms(slowest)
+    )?;
+    drop(gateway);
+
+    let limited = Gateway::start_with(bin, &upstream.url(), &extra, Some(256))?;
+    let addr = limited.addr;
+    let (burst, later, after) = runtime.block_on(async {
+        let streams = dos::open(addr, 300, dos::HALF_HEAD).await;
+        let burst = dos::health(addr).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let later = dos::health(addr).await;
+        let closed =
+            dos::closed_after(streams, Duration::from_secs_f64(header_secs * 3.0 + 5.0)).await;
+        drop(closed);
+        (burst, later, dos::health(addr).await)
+    });
+    writeln!(
+        out,
+        "| 300 half-sent heads, gateway at `ulimit -n 256` (cap 96) | | /healthz right after the burst: {} in {} ms; 0.5 s later: {} in {} ms; once they were closed: {} |",
+        burst.0,
+        ms(burst.1),
+        later.0,
+        ms(later.1),
+        after.0
+    )?;
+    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }

@@ -172,8 +172,30 @@ impl Gateway {
     /// Starts `bin serve` on `127.0.0.1:0` and waits for its "listening" line. Its log
     /// (the default `info` unless `RUST_LOG` says otherwise) is read and dropped.
     pub(crate) fn start(bin: &Path, upstream: &str) -> std::io::Result<Gateway> {
-        let mut child = Command::new(bin)
-            .args(["serve", "--mode", "emulate", "--listen", "127.0.0.1:0", "--upstream", upstream])
+        Gateway::start_with(bin, upstream, &[], None)
+    }
+
+    /// Like `start`, with more arguments, and under a file-descriptor limit (`ulimit -n`,
+    /// through `sh`) when one is given.
+    pub(crate) fn start_with(
+        bin: &Path,
+        upstream: &str,
+        extra: &[&str],
+        fd_limit: Option<u32>,
+    ) -> std::io::Result<Gateway> {
+        let mut args =
+            vec!["serve", "--mode", "emulate", "--listen", "127.0.0.1:0", "--upstream", upstream];
+        args.extend_from_slice(extra);
+        let mut command = match fd_limit {
+            Some(limit) => {
+                let mut command = Command::new("sh");
+                command.arg("-c").arg(format!("ulimit -n {limit} && exec \"$0\" \"$@\"")).arg(bin);
+                command
+            }
+            None => Command::new(bin),
+        };
+        let mut child = command
+            .args(&args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

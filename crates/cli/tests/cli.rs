@@ -32,6 +32,8 @@ use std::{
 
 use serde_json::{Value, value::RawValue};
 
+#[path = "../benches/dos.rs"]
+mod dos;
 #[path = "../benches/loadgen.rs"]
 mod loadgen;
 
@@ -715,6 +717,8 @@ struct Server {
     /// `None` once waited for.
     child: Option<std::process::Child>,
     addr: SocketAddr,
+    /// Every line the server wrote to standard error so far.
+    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Drop for Server {
@@ -729,35 +733,64 @@ impl Drop for Server {
 impl Server {
     /// Starts `toolshim serve` against `upstream` with this drain timeout; waits for its address.
     fn start(test: &str, upstream: SocketAddr, drain_secs: f64) -> Server {
-        let dir = scratch_dir(test);
         let config = format!("drain_timeout_secs = {drain_secs}\n");
-        let config = write_file(&dir, "toolshim.toml", config.as_bytes());
-        let url = format!("http://{upstream}");
-        let args = [
-            "--config",
+        Server::start_with(
+            test,
             &config,
-            "--upstream",
-            &url,
-            "--listen",
-            "127.0.0.1:0",
-            "--mode",
-            "emulate",
-        ];
-        let mut command = serve(&args).cmd;
+            &["--upstream", &format!("http://{upstream}")],
+            &[("RUST_LOG", "warn")],
+        )
+    }
+
+    /// Starts `toolshim serve --mode emulate` with this config file, more arguments (with
+    /// `--listen 127.0.0.1:0` unless they have a `--listen`) and environment; waits for its
+    /// address.
+    fn start_with(test: &str, config: &str, args: &[&str], env: &[(&str, &str)]) -> Server {
+        let dir = scratch_dir(test);
+        let config = write_file(&dir, "toolshim.toml", config.as_bytes());
+        let mut all = vec!["--config", &config, "--mode", "emulate"];
+        if !args.contains(&"--listen") {
+            all.extend_from_slice(&["--listen", "127.0.0.1:0"]);
+        }
+        all.extend_from_slice(args);
+        let mut command = serve(&all).cmd;
         command.env("RUST_LOG", "warn").stdin(Stdio::null()).stdout(Stdio::null());
+        for (name, value) in env {
+            command.env(name, value);
+        }
         let mut child = command.stderr(Stdio::piped()).spawn().expect("toolshim starts");
         let stderr = child.stderr.take().unwrap();
         let (tx, rx) = mpsc::channel();
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let lines = std::sync::Arc::clone(&log);
         // Reads stderr to its end, so the pipe never fills; reports the address once.
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if let Some(addr) = line.strip_prefix("toolshim: listening on http://") {
                     let _ = tx.send(addr.parse::<SocketAddr>().unwrap());
                 }
+                lines.lock().unwrap().push(line);
             }
         });
         let addr = rx.recv_timeout(SERVE_DEADLINE).expect("toolshim serve reports its address");
-        Server { child: Some(child), addr }
+        Server { child: Some(child), addr, log }
+    }
+
+    /// The server's standard error so far, one string.
+    fn log(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+
+    /// Waits (up to `within`) until the log has a line containing `text`.
+    fn wait_log(&self, text: &str, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if self.log().contains(text) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
     }
 
     /// Sends SIGTERM.
@@ -881,6 +914,186 @@ fn serve_exits_after_its_drain_timeout_on_sigterm() {
         last.starts_with("data: {\"error\"") && last.contains("shutting_down"),
         "the cut stream ends with an in-band error: {body}"
     );
+}
+
+// ---- issue 14: safe to expose ----
+
+/// An upstream that answers every request 401 with a body that echoes the key it was sent
+/// (as some servers do); GETs get the same.
+fn key_echoing_upstream() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let head = read_request(&mut stream);
+            let key = head
+                .lines()
+                .find_map(|line| line.strip_prefix("authorization: bearer "))
+                .unwrap_or("none")
+                .trim()
+                .to_owned();
+            let body =
+                format!(r#"{{"error": {{"message": "Incorrect API key provided: {key}"}}}}"#);
+            let response = format!(
+                "HTTP/1.1 401 Unauthorized\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(response.as_bytes());
+        }
+    });
+    addr
+}
+
+/// Sends one non-streaming chat request with this request id; the raw response.
+fn chat_once(addr: SocketAddr, request_id: &str) -> String {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(SERVE_DEADLINE)).unwrap();
+    let body = r#"{"model": "m", "messages": [{"role": "user", "content": "Hi"}]}"#;
+    let request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nx-request-id: {request_id}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
+}
+
+/// The upstream key never reaches the log, even at debug level and when the upstream's
+/// error body echoes it; the failure is logged with the request's id, the upstream URL and
+/// the cause, and the client is told that the gateway's own key was refused.
+#[test]
+fn serve_never_logs_the_upstream_key_and_names_the_cause() {
+    let upstream = key_echoing_upstream();
+    let key = "sk-test-secret-4c1d9e";
+    let server = Server::start_with(
+        "serve_never_logs_the_upstream_key_and_names_the_cause",
+        "",
+        &["--upstream", &format!("http://{upstream}")],
+        &[("RUST_LOG", "debug"), ("TOOLSHIM_UPSTREAM_API_KEY", key)],
+    );
+    let response = chat_once(server.addr, "it-req-7");
+    assert!(response.starts_with("HTTP/1.1 502"), "{response}");
+    assert!(response.contains("gateway's own credentials"), "{response}");
+    assert!(!response.contains(key), "{response}");
+    assert!(server.wait_log("request failed", SERVE_DEADLINE), "{}", server.log());
+    let log = server.log();
+    assert!(!log.contains(key), "the key is in the log:\n{log}");
+    let failed = log.lines().find(|line| line.contains("request failed")).unwrap();
+    let url = format!("http://{upstream}/v1/chat/completions");
+    for part in ["it-req-7", "status 401", &url] {
+        assert!(failed.contains(part), "{part} missing from: {failed}");
+    }
+}
+
+/// At startup the gateway checks the upstream and says, with its URL and the cause, that it
+/// cannot be reached; and it warns when it listens beyond loopback without keys.
+#[test]
+fn serve_warns_at_startup_about_an_unreachable_upstream_and_open_access() {
+    let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let server = Server::start_with(
+        "serve_warns_at_startup_about_an_unreachable_upstream_and_open_access",
+        "",
+        &["--upstream", &format!("http://{closed}"), "--listen", "0.0.0.0:0"],
+        &[],
+    );
+    assert!(server.wait_log("cannot be reached", SERVE_DEADLINE), "{}", server.log());
+    let log = server.log();
+    let line = log.lines().find(|line| line.contains("cannot be reached")).unwrap();
+    assert!(line.contains(&format!("http://{closed}/v1/chat/completions")), "{line}");
+    assert!(line.contains("connection refused"), "{line}");
+    assert!(log.contains("no gateway API keys are set"), "{log}");
+}
+
+/// Blank or padded gateway keys refuse to start, naming where they came from; so do bad
+/// ports; host names are fine; every problem of a config file comes with its line.
+#[test]
+fn serve_refuses_bad_keys_and_addresses_naming_their_source() {
+    let mut blank = serve(&["--upstream", "http://127.0.0.1:1"]);
+    blank.cmd.env("TOOLSHIM_API_KEYS", " ");
+    let stderr = blank.usage_error();
+    assert!(
+        stderr.contains("api_keys: the key is blank") && stderr.contains("TOOLSHIM_API_KEYS"),
+        "{stderr}"
+    );
+    let stderr = serve(&["--upstream", "http://127.0.0.1:1", "--api-key", " sk-a"]).usage_error();
+    assert!(stderr.contains("white space") && stderr.contains("flag --api-key"), "{stderr}");
+    let stderr = serve(&["--upstream", "http://127.0.0.1:1", "--api-key", ""]).usage_error();
+    assert!(stderr.contains("blank"), "{stderr}");
+    let stderr =
+        serve(&["--upstream", "http://127.0.0.1:1", "--listen", "127.0.0.1:70000"]).usage_error();
+    assert!(stderr.contains("no valid port") && stderr.contains("flag --listen"), "{stderr}");
+    let dir = scratch_dir("serve_refuses_bad_keys_and_addresses_naming_their_source");
+    let path = write_file(
+        &dir,
+        "toolshim.toml",
+        b"api_keys = [\"\"]\nmode = \"fast\"\n[upstream]\nurll = \"x\"\n",
+    );
+    let stderr = serve(&["--config", &path]).usage_error();
+    for expected in ["line 2: mode:", "line 4: unknown key `upstream.urll`"] {
+        assert!(stderr.contains(expected), "{expected} missing from: {stderr}");
+    }
+    let server = Server::start_with(
+        "serve_listens_on_a_host_name",
+        "",
+        &["--upstream", "http://127.0.0.1:1", "--listen", "localhost:0"],
+        &[],
+    );
+    assert!(server.addr.ip().is_loopback(), "{}", server.addr);
+}
+
+/// Attempts to take the gateway down without a key, briefly (the full run is the load
+/// bench's `dos` scenario): half-sent heads are closed after the header-read timeout while
+/// /healthz answers, idle connections after the keep-alive timeout, unauthenticated 16 MiB
+/// bodies get their 401 without being read (RSS stays flat), and a gateway at
+/// `ulimit -n 256` with 300 half heads answers /healthz and recovers.
+#[test]
+fn serve_withstands_attempts_without_a_key() {
+    let bin = Path::new(env!("CARGO_BIN_EXE_toolshim"));
+    let script = loadgen::Script::call(2, Duration::ZERO);
+    let upstream = loadgen::Upstream::start(&script, 1).unwrap();
+    let dir = scratch_dir("serve_withstands_attempts_without_a_key");
+    let config = write_file(
+        &dir,
+        "toolshim.toml",
+        b"header_read_timeout_secs = 1\nkeep_alive_timeout_secs = 1\n",
+    );
+    let extra = ["--api-key", "sk-test", "--config", &config];
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+
+    let gateway = loadgen::Gateway::start_with(bin, &upstream.url(), &extra, None).unwrap();
+    let addr = gateway.addr;
+    let before = loadgen::rss_kib(gateway.pid()).unwrap();
+    let (closed, health) = runtime.block_on(async {
+        let streams = dos::open(addr, 100, dos::HALF_HEAD).await;
+        let health = dos::health(addr).await;
+        (dos::closed_after(streams, Duration::from_secs(5)).await, health)
+    });
+    assert_eq!(health.0, 200, "/healthz beside 100 half heads");
+    assert!(closed.iter().all(|c| c.is_some_and(|t| t < Duration::from_secs(4))), "{closed:?}");
+    let closed = runtime.block_on(async {
+        let streams = dos::open(addr, 300, b"").await;
+        dos::closed_after(streams, Duration::from_secs(5)).await
+    });
+    assert!(closed.iter().all(Option::is_some), "idle connections stay open");
+    let sampler = loadgen::RssSampler::start(gateway.pid());
+    let answers = runtime.block_on(dos::unauthenticated_bodies(addr, 10, 16 << 20));
+    let peak = sampler.stop();
+    assert!(answers.iter().all(|(status, _)| *status == 401), "{answers:?}");
+    assert!(peak < before + 16 * 1024, "RSS went from {before} KiB to {peak} KiB");
+    drop(gateway);
+
+    let limited = loadgen::Gateway::start_with(bin, &upstream.url(), &extra, Some(256)).unwrap();
+    let addr = limited.addr;
+    let (burst, after) = runtime.block_on(async {
+        let streams = dos::open(addr, 300, dos::HALF_HEAD).await;
+        let burst = dos::health(addr).await;
+        drop(dos::closed_after(streams, Duration::from_secs(5)).await);
+        (burst, dos::health(addr).await)
+    });
+    assert!(matches!(burst.0, 200 | 503) && burst.1 < Duration::from_secs(1), "{burst:?}");
+    assert_eq!(after.0, 200);
 }
 
 // ---- dialect and policy flags ----

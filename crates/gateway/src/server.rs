@@ -261,6 +261,113 @@ fn fd_limit() -> Option<u64> {
 /// What a connection is answered when the cap is reached.
 const BUSY_RESPONSE: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nconnection: close\r\nretry-after: 1\r\ncontent-length: 131\r\n\r\n{\"error\":{\"message\":\"The gateway has too many open connections; try again later.\",\"type\":\"server_error\",\"param\":null,\"code\":null}}";
 
+/// Connections past the cap that are waiting for a place or being answered 503, at once.
+const MAX_REFUSALS: usize = 64;
+
+/// How long a connection past the cap waits for the place an eviction frees.
+const EVICTION_WAIT: Duration = Duration::from_millis(100);
+
+/// The open connections, for eviction at the cap.
+#[derive(Debug, Default)]
+struct Registry {
+    next_id: AtomicUsize,
+    open: Mutex<Vec<Registered>>,
+}
+
+#[derive(Debug)]
+struct Registered {
+    id: usize,
+    activity: Arc<Activity>,
+    evict: CancellationToken,
+}
+
+impl Registry {
+    fn add(&self, activity: Arc<Activity>, evict: CancellationToken) -> usize {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.open.lock().unwrap_or_else(PoisonError::into_inner).push(Registered {
+            id,
+            activity,
+            evict,
+        });
+        id
+    }
+
+    fn remove(&self, id: usize) {
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(at) = open.iter().position(|entry| entry.id == id) {
+            open.swap_remove(at);
+        }
+    }
+
+    /// Closes the connection that has waited longest with no request in flight, if any.
+    fn evict_oldest_waiting(&self) {
+        let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        let oldest = open
+            .iter()
+            .filter(|entry| !entry.evict.is_cancelled())
+            .filter_map(|entry| match entry.activity.get() {
+                Phase::Idle { since } | Phase::Head { since } => Some((since, entry)),
+                Phase::Busy { .. } => None,
+            })
+            .min_by_key(|(since, _)| *since);
+        if let Some((_, entry)) = oldest {
+            entry.evict.cancel();
+        }
+    }
+}
+
+/// What a connection task needs.
+struct Serve {
+    app: Router,
+    limits: ConnLimits,
+    shutdown: CancellationToken,
+    in_flight: Arc<AtomicUsize>,
+    registry: Arc<Registry>,
+}
+
+impl Serve {
+    async fn run(
+        self,
+        tcp: TcpStream,
+        peer: SocketAddr,
+        permit: tokio::sync::OwnedSemaphorePermit,
+    ) {
+        if let Err(err) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %err, "cannot set TCP_NODELAY on a client connection");
+        }
+        let activity = Arc::new(Activity::new());
+        let evict = CancellationToken::new();
+        let id = self.registry.add(Arc::clone(&activity), evict.clone());
+        connection(
+            tcp,
+            peer,
+            self.app,
+            self.limits,
+            self.shutdown,
+            self.in_flight,
+            activity,
+            evict,
+        )
+        .await;
+        self.registry.remove(id);
+        drop(permit);
+    }
+}
+
+/// Answers a connection past the cap with a 503, then reads what the client sent for a
+/// moment (50 ms), so the answer is not lost to a reset.
+async fn refuse(mut tcp: TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let answer = async {
+        tcp.write_all(BUSY_RESPONSE).await?;
+        tcp.shutdown().await?;
+        let mut sink = [0; 1024];
+        while tcp.read(&mut sink).await? > 0 {}
+        Ok::<(), io::Error>(())
+    };
+    let _ = tokio::time::timeout(Duration::from_millis(50), answer).await;
+}
+
 /// Serves `app` on `listener` until `shutdown` is cancelled, then lets requests in flight
 /// finish for `drain`; past that, `cut` is cancelled (streams end with an in-band error,
 /// other requests are answered 503) and the report counts the requests that were cut.
@@ -275,6 +382,8 @@ pub(crate) async fn serve(
     let tracker = TaskTracker::new();
     let in_flight = Arc::new(AtomicUsize::new(0));
     let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let refusals = Arc::new(Semaphore::new(MAX_REFUSALS));
+    let registry = Arc::new(Registry::default());
     loop {
         let accepted = tokio::select! {
             () = shutdown.cancelled() => break,
@@ -290,22 +399,38 @@ pub(crate) async fn serve(
                 continue;
             }
         };
-        let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
-            tracing::warn!(peer = %peer, max_connections = limits.max_connections, "connection refused: too many open connections");
-            // Best effort: the reply fits the socket buffer, so this does not wait.
-            let _ = tcp.try_write(BUSY_RESPONSE);
+        let serve = Serve {
+            app: app.clone(),
+            limits,
+            shutdown: shutdown.clone(),
+            in_flight: Arc::clone(&in_flight),
+            registry: Arc::clone(&registry),
+        };
+        if let Ok(permit) = Arc::clone(&permits).try_acquire_owned() {
+            tracker.spawn(serve.run(tcp, peer, permit));
+            continue;
+        }
+        // At the cap. The connection that has waited longest without a request in flight
+        // (an idle one, or one sending its head slowly) makes room; the new one waits a
+        // moment for its place, and is answered 503 if none comes. A few at a time; past
+        // that, it is closed at once.
+        let Ok(slot) = Arc::clone(&refusals).try_acquire_owned() else {
+            tracing::warn!(peer = %peer, max_connections = limits.max_connections, "connection closed: too many open connections");
             drop(tcp);
             continue;
         };
-        if let Err(err) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %err, "cannot set TCP_NODELAY on a client connection");
-        }
-        let app = app.clone();
-        let shutdown = shutdown.clone();
-        let in_flight = Arc::clone(&in_flight);
+        registry.evict_oldest_waiting();
+        let permits = Arc::clone(&permits);
         tracker.spawn(async move {
-            connection(tcp, peer, app, limits, shutdown, in_flight).await;
-            drop(permit);
+            let place = tokio::time::timeout(EVICTION_WAIT, permits.acquire_owned()).await;
+            drop(slot);
+            match place {
+                Ok(Ok(permit)) => serve.run(tcp, peer, permit).await,
+                _ => {
+                    tracing::warn!(peer = %peer, max_connections = limits.max_connections, "connection refused: too many open connections");
+                    refuse(tcp).await;
+                }
+            }
         });
     }
     drop(listener);
@@ -333,8 +458,9 @@ async fn connection(
     limits: ConnLimits,
     shutdown: CancellationToken,
     in_flight: Arc<AtomicUsize>,
+    activity: Arc<Activity>,
+    evict: CancellationToken,
 ) {
-    let activity = Arc::new(Activity::new());
     let io = TokioIo::new(Watched { tcp, activity: Arc::clone(&activity) });
     let service_activity = Arc::clone(&activity);
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
@@ -379,6 +505,15 @@ async fn connection(
                 return;
             }
             () = activity.changed.notified() => {}
+            () = evict.cancelled(), if !closing => {
+                tracing::debug!(peer = %peer, "closing a waiting connection to make room");
+                if !matches!(activity.get(), Phase::Busy { .. }) {
+                    return;
+                }
+                // A request came in the meantime: it finishes, then the connection closes.
+                closing = true;
+                conn.as_mut().graceful_shutdown();
+            }
             () = sleep => {
                 if activity.get() != phase {
                     continue;

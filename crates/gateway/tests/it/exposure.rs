@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::common::api::{APIS, Api, within};
-use crate::common::{DEADLINE, Reply, spawn_gateway};
+use crate::common::{DEADLINE, Reply, plain_request, spawn_gateway};
 
 /// Reads until the server closes the connection (or `within` passes); what was read and
 /// when it closed (`None`: still open at the deadline).
@@ -126,27 +126,53 @@ async fn a_slow_body_gets_a_408() {
     }
 }
 
-/// Past `max_connections`, a new connection gets a 503 and is closed at once; when one
-/// closes, a new one is served again.
+/// At `max_connections`, a new connection takes the place of the one that has waited
+/// longest without a request in flight (idle, or sending its head slowly); when every
+/// connection has a request in flight, the new one gets a 503 at once. A place freed by a
+/// finished connection is used again.
 #[tokio::test]
-async fn connections_past_the_cap_get_a_503() {
-    let gw = spawn_gateway(|config| config.max_connections = 4).await;
-    let mut held = Vec::new();
+async fn connections_past_the_cap_take_a_waiting_place_or_get_a_503() {
+    let gw = spawn_gateway(|config| {
+        config.max_connections = 4;
+        config.header_read_timeout_secs = 30.0;
+    })
+    .await;
+    // Four slow heads: each waits, so each new connection takes the oldest one's place.
+    let mut slow = Vec::new();
     for _ in 0..4 {
         let mut stream = TcpStream::connect(gw.addr).await.unwrap();
-        // A first request on each, so each is surely accepted before the next connects.
-        stream.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n").await.unwrap();
-        let mut buf = [0; 1024];
-        let n = within(stream.read(&mut buf)).await.unwrap();
-        assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
-        held.push(stream);
+        stream.write_all(HALF_HEAD).await.unwrap();
+        slow.push(stream);
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    let (status, took) = health(gw.addr).await;
+    assert_eq!(status, 200, "a waiting connection made room");
+    assert!(took < Duration::from_millis(500), "{took:?}");
+    let (_, closed) = until_closed(&mut slow[0], DEADLINE).await;
+    assert!(closed.is_some(), "the oldest slow head was closed to make room");
+
+    // Four requests in flight (the upstream never answers): nothing can make room.
+    for _ in 0..4 {
+        gw.upstream.push(Reply::stall());
+    }
+    let body = serde_json::to_string(&plain_request("Hi")).unwrap();
+    let mut busy = Vec::new();
+    for _ in 0..4 {
+        let mut stream = TcpStream::connect(gw.addr).await.unwrap();
+        let request = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        busy.push(stream);
+    }
+    assert!(gw.upstream.wait_requests(4, DEADLINE).await);
     let started = Instant::now();
     let response = exchange(gw.addr, b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n").await;
     assert_eq!(status_of(&response), 503, "{response}");
     assert!(response.contains("too many open connections"), "{response}");
     assert!(started.elapsed() < Duration::from_secs(1), "{:?}", started.elapsed());
-    drop(held.pop());
+    drop(busy.pop());
     let deadline = Instant::now() + DEADLINE;
     loop {
         let (status, _) = health(gw.addr).await;
