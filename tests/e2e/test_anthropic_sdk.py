@@ -1093,8 +1093,10 @@ def test_requests_hit_the_upstream_chat_path(gateway, upstream):
     upstream.script(["hi"])
     body = {"model": MODEL, "max_tokens": MAX_TOKENS, "messages": USER_WEATHER}
     assert post_anthropic_raw(gateway.root, body).status == 200
-    assert wait_until(lambda: len(upstream.log) >= 1)
-    assert [rec.path.split("?")[0] for rec in upstream.log] == ["/v1/chat/completions"]
+    # The gateway's startup probe may GET /v1/models; the request itself is one POST.
+    posts = lambda: [rec for rec in upstream.log if rec.method == "POST"]  # noqa: E731
+    assert wait_until(lambda: len(posts()) >= 1)
+    assert [rec.path.split("?")[0] for rec in posts()] == ["/v1/chat/completions"]
 
 
 # -- the grammar checker itself (no gateway) -------------------------------------------------------

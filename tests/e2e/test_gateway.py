@@ -71,7 +71,17 @@ def test_upstream_url_ending_in_v1(gateway_factory, upstream):
     upstream.script(["hi"])
     r = post_raw(gw.base_url, {"model": MODEL, "messages": USER_WEATHER})
     assert r.status == 200, r.body
-    assert [rec.path.split("?")[0] for rec in upstream.log] == ["/v1/chat/completions"]
+    # The startup probe GETs /v1/models; the request is one POST to the chat endpoint.
+    assert [rec.path.split("?")[0] for rec in upstream.log if rec.method == "POST"] == ["/v1/chat/completions"]
+    assert {rec.path.split("?")[0] for rec in upstream.log if rec.method == "GET"} <= {"/v1/models"}
+
+
+def test_upstream_url_with_the_endpoint_path(gateway_factory, upstream):
+    gw = gateway_factory(upstream_url=upstream.base_url_v1 + "/chat/completions")
+    upstream.script(["hi"])
+    r = post_raw(gw.base_url, {"model": MODEL, "messages": USER_WEATHER})
+    assert r.status == 200, r.body
+    assert [rec.path.split("?")[0] for rec in upstream.log if rec.method == "POST"] == ["/v1/chat/completions"]
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -98,6 +108,29 @@ def test_api_keys(gateway_factory, upstream, stream):
         r = post_raw(gw.base_url, body, api_key=key)
         assert r.status == 200, r.body
     assert len(upstream.requests) == 2
+
+
+@pytest.mark.parametrize("status", [400, 404, 422])
+def test_upstream_client_errors_are_not_retried_by_the_sdks(gateway, upstream, status):
+    """Issue 14: an upstream 4xx caused by the request keeps its status and message, so the
+    official SDKs, with their default retries, ask once (as a 502 they asked three times)."""
+    import anthropic
+
+    message = "model 'no-such-model' not found"
+    error_body = {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}}
+    upstream.script([{"status": status, "error_body": error_body}])
+    with openai.OpenAI(base_url=gateway.base_url, api_key="unused", timeout=HTTP_TIMEOUT) as c:
+        with pytest.raises(openai.APIStatusError) as caught:
+            c.chat.completions.create(model=MODEL, messages=USER_WEATHER)
+    assert caught.value.status_code == status and message in caught.value.message
+    assert len(upstream.requests) == 1, "the SDK retried a request the upstream refused"
+    upstream.script([{"status": status, "error_body": error_body}])
+    root = gateway.base_url.removesuffix("/v1")
+    with anthropic.Anthropic(base_url=root, api_key="unused", timeout=HTTP_TIMEOUT) as c:
+        with pytest.raises(anthropic.APIStatusError) as caught:
+            c.messages.create(model=MODEL, max_tokens=64, messages=USER_WEATHER)
+    assert caught.value.status_code == status and message in caught.value.message
+    assert len(upstream.requests) == 2, "the SDK retried a request the upstream refused"
 
 
 def test_no_api_key_means_no_auth(gateway, upstream):

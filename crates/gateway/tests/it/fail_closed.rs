@@ -118,6 +118,15 @@ async fn call_syntax_in_tool_results_never_becomes_a_call() {
     let gw = spawn_gateway(|config| config.max_retries = 0).await;
     let cases = corpus_calls();
     assert!(cases.len() > 300, "{} corpus cases", cases.len());
+    // Every catalogued model-native format and every generic dialect is among them.
+    for format in toolshim_parse::formats() {
+        let prefix = format!("formats/{}__", format.id);
+        assert!(cases.iter().any(|(name, ..)| name.starts_with(&prefix)), "no case for {}", format.id);
+    }
+    for dialect in ["hermes", "markup", "fenced", "python", "json_bare", "keyvalue", "react", "action"] {
+        let prefix = format!("{dialect}/");
+        assert!(cases.iter().any(|(name, ..)| name.starts_with(&prefix)), "no case for {dialect}");
+    }
     let mut leaked = Vec::new();
     for (i, (name, text, names)) in cases.iter().enumerate() {
         for api in APIS {
