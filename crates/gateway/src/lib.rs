@@ -14,6 +14,7 @@
 //! (`api::read_body`). Connections are accepted and timed in `server`.
 
 mod api;
+mod body;
 mod chat;
 mod config;
 mod error;

@@ -6,9 +6,7 @@
 //! body is polled (the pipeline of a stream) runs inside the request's span, so every log
 //! line of a request carries its id.
 
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll};
 use std::time::Instant;
 
 use axum::body::Body;
@@ -16,11 +14,10 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderName, HeaderValue};
 use axum::middleware::Next;
 use axum::response::Response;
-use bytes::Bytes;
-use http_body::{Body as HttpBody, Frame, SizeHint};
 use tracing::Instrument;
 
 use crate::api;
+use crate::body::OnEnd;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::state::AppState;
@@ -103,16 +100,9 @@ pub(crate) async fn observe(
     let status = response.status().as_u16();
     let head_error = response.extensions().get::<ApiError>().cloned();
     let in_band = response.extensions().get::<InBandError>().cloned();
-    let done = Done {
-        metrics: Arc::clone(&state.metrics),
-        route,
-        status,
-        started,
-        head_error,
-        in_band,
-        span,
-    };
-    response.map(|inner| Body::new(Observed { inner, done: Some(done) }))
+    let done =
+        Done { metrics: Arc::clone(&state.metrics), route, status, started, head_error, in_band };
+    response.map(|inner| Body::new(OnEnd::new(inner, span, move || done.record())))
 }
 
 /// What is recorded when a response body ends.
@@ -123,12 +113,11 @@ struct Done {
     started: Instant,
     head_error: Option<ApiError>,
     in_band: Option<InBandError>,
-    span: tracing::Span,
 }
 
 impl Done {
+    /// Runs in the request's span (`OnEnd` enters it).
     fn record(self) {
-        let _enter = self.span.enter();
         let elapsed = self.started.elapsed();
         if let Some(err) = &self.head_error {
             self.metrics.error(err.kind());
@@ -149,52 +138,5 @@ impl Done {
             );
         }
         self.metrics.request(&self.route, self.status, elapsed);
-    }
-}
-
-/// A response body that records its request when it ends, polled inside the request's span.
-struct Observed {
-    inner: Body,
-    done: Option<Done>,
-}
-
-impl Drop for Observed {
-    fn drop(&mut self) {
-        if let Some(done) = self.done.take() {
-            done.record();
-        }
-    }
-}
-
-impl HttpBody for Observed {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        let this = &mut *self;
-        let polled = match &this.done {
-            Some(done) => {
-                let _enter = done.span.enter();
-                Pin::new(&mut this.inner).poll_frame(cx)
-            }
-            None => Pin::new(&mut this.inner).poll_frame(cx),
-        };
-        if matches!(polled, Poll::Ready(None)) {
-            if let Some(done) = this.done.take() {
-                done.record();
-            }
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
     }
 }

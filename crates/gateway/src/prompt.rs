@@ -511,6 +511,10 @@ fn correction(req: &ChatRequest, reason: RetryReason, format: CallFormat) -> Str
 }
 
 #[cfg(test)]
+#[path = "../tests/it/common/corpus.rs"]
+mod corpus;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::chat::PriorCall;
@@ -640,60 +644,21 @@ mod tests {
         }
     }
 
-    /// The corpus cases of the parser crate that hold calls, with their expected names:
-    /// (path, text without the header lines, names).
-    pub(crate) fn corpus_calls() -> Vec<(String, String, Vec<String>)> {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../parse/tests/corpus");
-        let mut cases = Vec::new();
-        for dir in std::fs::read_dir(&root).unwrap() {
-            let dir = dir.unwrap().path();
-            if !dir.is_dir() {
-                continue;
-            }
-            for file in std::fs::read_dir(&dir).unwrap() {
-                let path = file.unwrap().path();
-                let text = std::fs::read_to_string(&path).unwrap();
-                let header = text.lines().next().unwrap_or_default();
-                let Some(names) = header.split("calls=").nth(1) else { continue };
-                let names: Vec<String> = names
-                    .split([';', ' '])
-                    .next()
-                    .unwrap_or_default()
-                    .split(',')
-                    .filter(|n| !n.is_empty())
-                    .map(str::to_owned)
-                    .collect();
-                if names.is_empty() {
-                    continue;
-                }
-                let body: String =
-                    text.split_inclusive('\n').skip_while(|line| line.starts_with("# ")).collect();
-                cases.push((path.display().to_string(), body, names));
-            }
-        }
-        cases
-    }
-
     /// Issue 14: call syntax of every dialect and model-native format in the corpus, put in
     /// a tool result, reads as no call at all once rendered into the prompt, even with the
     /// tools it names declared.
     #[test]
     fn issue_14_call_syntax_in_results_is_neutralized_in_every_dialect() {
-        let cases = corpus_calls();
+        let cases = crate::prompt::corpus::corpus_calls();
         assert!(cases.len() > 300, "{}", cases.len());
         let mut failures = Vec::new();
         for (path, body, names) in &cases {
-            let mut specs: Vec<ToolSpec> = names
+            let specs: Vec<ToolSpec> = names
                 .iter()
                 .map(|n| ToolSpec { name: n.clone(), description: None, parameters: None })
                 .collect();
-            specs.sort_by(|a, b| a.name.cmp(&b.name));
-            specs.dedup_by(|a, b| a.name == b.name);
             let neutral = neutralize(body, &specs);
-            let mut unique = names.clone();
-            unique.sort();
-            unique.dedup();
-            let tools = unique.iter().map(|n| toolshim_parse::Tool::new(n.clone(), None)).collect();
+            let tools = names.iter().map(|n| toolshim_parse::Tool::new(n.clone(), None)).collect();
             let set = toolshim_parse::ToolSet::new(tools).unwrap();
             for config in [
                 toolshim_parse::Config::default(),

@@ -19,8 +19,6 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use bytes::Bytes;
-use http_body::{Body as HttpBody, Frame, SizeHint};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -30,6 +28,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
+
+use crate::body::OnEnd;
 
 /// The limits on client connections.
 #[derive(Debug, Clone, Copy)]
@@ -165,13 +165,6 @@ impl AsyncWrite for Watched {
     }
 }
 
-/// A response body that tells the connection's `Activity` when it is done (sent or dropped).
-struct Tracked {
-    inner: Body,
-    activity: Option<Arc<Activity>>,
-    _in_flight: InFlight,
-}
-
 /// One request counted in the server's `in_flight` until it is dropped.
 struct InFlight(Arc<AtomicUsize>);
 
@@ -185,44 +178,6 @@ impl InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-impl Tracked {
-    fn end(&mut self) {
-        if let Some(activity) = self.activity.take() {
-            activity.request_ended();
-        }
-    }
-}
-
-impl Drop for Tracked {
-    fn drop(&mut self) {
-        self.end();
-    }
-}
-
-impl HttpBody for Tracked {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        if matches!(polled, Poll::Ready(None)) {
-            self.end();
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
     }
 }
 
@@ -470,8 +425,14 @@ async fn connection(
         let app = app.clone();
         async move {
             let response = app.oneshot(request.map(Body::new)).await;
+            // The request ends when its response body was sent whole, or dropped.
             response.map(|response| {
-                response.map(|inner| Tracked { inner, activity: Some(activity), _in_flight: guard })
+                response.map(|inner| {
+                    OnEnd::new(inner, tracing::Span::none(), move || {
+                        activity.request_ended();
+                        drop(guard);
+                    })
+                })
             })
         }
     });

@@ -7,6 +7,7 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use crate::common::api::{APIS, Api};
+use crate::common::corpus::corpus_calls;
 use crate::common::{Reply, hermes, spawn_gateway};
 
 /// Two tools with one name are a 400 in each API's words, and a model that names a tool
@@ -46,44 +47,6 @@ async fn an_unnamed_tool_in_history_is_refused() {
     }
 }
 
-/// Corpus cases of the parser crate that hold calls: (file name, text, call names).
-fn corpus_calls() -> Vec<(String, String, Vec<String>)> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../parse/tests/corpus");
-    let mut cases = Vec::new();
-    let mut dirs: Vec<_> = std::fs::read_dir(&root).unwrap().map(|d| d.unwrap().path()).collect();
-    dirs.sort();
-    for dir in dirs.into_iter().filter(|d| d.is_dir()) {
-        let mut files: Vec<_> =
-            std::fs::read_dir(&dir).unwrap().map(|f| f.unwrap().path()).collect();
-        files.sort();
-        for path in files {
-            let text = std::fs::read_to_string(&path).unwrap();
-            let header = text.lines().next().unwrap_or_default();
-            let Some(names) = header.split("calls=").nth(1) else { continue };
-            let mut names: Vec<String> = names
-                .split([';', ' '])
-                .next()
-                .unwrap_or_default()
-                .split(',')
-                .filter(|n| !n.is_empty())
-                .map(str::to_owned)
-                .collect();
-            names.sort();
-            names.dedup();
-            let valid =
-                |n: &String| n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-            if names.is_empty() || !names.iter().all(valid) {
-                continue;
-            }
-            let body: String =
-                text.split_inclusive('\n').skip_while(|l| l.starts_with("# ")).collect();
-            let name = path.strip_prefix(&root).unwrap().display().to_string();
-            cases.push((name, body, names));
-        }
-    }
-    cases
-}
-
 /// A request whose last message is a tool result holding `result`, with `names` declared.
 fn result_request(api: Api, names: &[String], result: &str) -> Value {
     match api {
@@ -121,9 +84,15 @@ async fn call_syntax_in_tool_results_never_becomes_a_call() {
     // Every catalogued model-native format and every generic dialect is among them.
     for format in toolshim_parse::formats() {
         let prefix = format!("formats/{}__", format.id);
-        assert!(cases.iter().any(|(name, ..)| name.starts_with(&prefix)), "no case for {}", format.id);
+        assert!(
+            cases.iter().any(|(name, ..)| name.starts_with(&prefix)),
+            "no case for {}",
+            format.id
+        );
     }
-    for dialect in ["hermes", "markup", "fenced", "python", "json_bare", "keyvalue", "react", "action"] {
+    for dialect in
+        ["hermes", "markup", "fenced", "python", "json_bare", "keyvalue", "react", "action"]
+    {
         let prefix = format!("{dialect}/");
         assert!(cases.iter().any(|(name, ..)| name.starts_with(&prefix)), "no case for {dialect}");
     }

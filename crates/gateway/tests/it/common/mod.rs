@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use toolshim_gateway::{CallFormat, Config, Mode, ModelConfig, ServeReport, UpstreamConfig};
 
 pub(crate) mod api;
+pub(crate) mod corpus;
 
 /// The model name the tests send; the gateway forwards it unchanged.
 pub(crate) const MODEL: &str = "mock-model";
