@@ -293,17 +293,7 @@ impl Serve {
         let activity = Arc::new(Activity::new());
         let evict = CancellationToken::new();
         let id = self.registry.add(Arc::clone(&activity), evict.clone());
-        connection(
-            tcp,
-            peer,
-            self.app,
-            self.limits,
-            self.shutdown,
-            self.in_flight,
-            activity,
-            evict,
-        )
-        .await;
+        self.connection(tcp, peer, activity, evict).await;
         self.registry.remove(id);
         drop(permit);
     }
@@ -406,87 +396,90 @@ pub(crate) async fn serve(
     report
 }
 
-async fn connection(
-    tcp: TcpStream,
-    peer: SocketAddr,
-    app: Router,
-    limits: ConnLimits,
-    shutdown: CancellationToken,
-    in_flight: Arc<AtomicUsize>,
-    activity: Arc<Activity>,
-    evict: CancellationToken,
-) {
-    let io = TokioIo::new(Watched { tcp, activity: Arc::clone(&activity) });
-    let service_activity = Arc::clone(&activity);
-    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-        let activity = Arc::clone(&service_activity);
-        activity.request_started();
-        let guard = InFlight::new(Arc::clone(&in_flight));
-        let app = app.clone();
-        async move {
-            let response = app.oneshot(request.map(Body::new)).await;
-            // The request ends when its response body was sent whole, or dropped.
-            response.map(|response| {
-                response.map(|inner| {
-                    OnEnd::new(inner, tracing::Span::none(), move || {
-                        activity.request_ended();
-                        drop(guard);
+impl Serve {
+    /// Serves one connection until it ends, its deadline passes, it is evicted, or the
+    /// server shuts down.
+    async fn connection(
+        &self,
+        tcp: TcpStream,
+        peer: SocketAddr,
+        activity: Arc<Activity>,
+        evict: CancellationToken,
+    ) {
+        let (app, limits, shutdown, in_flight) =
+            (self.app.clone(), self.limits, self.shutdown.clone(), Arc::clone(&self.in_flight));
+        let io = TokioIo::new(Watched { tcp, activity: Arc::clone(&activity) });
+        let service_activity = Arc::clone(&activity);
+        let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+            let activity = Arc::clone(&service_activity);
+            activity.request_started();
+            let guard = InFlight::new(Arc::clone(&in_flight));
+            let app = app.clone();
+            async move {
+                let response = app.oneshot(request.map(Body::new)).await;
+                // The request ends when its response body was sent whole, or dropped.
+                response.map(|response| {
+                    response.map(|inner| {
+                        OnEnd::new(inner, tracing::Span::none(), move || {
+                            activity.request_ended();
+                            drop(guard);
+                        })
                     })
                 })
-            })
-        }
-    });
-    let conn = hyper::server::conn::http1::Builder::new()
-        .header_read_timeout(None)
-        .serve_connection(io, service);
-    tokio::pin!(conn);
-    let mut closing = false;
-    loop {
-        let phase = activity.get();
-        let deadline = match phase {
-            Phase::Busy { .. } => None,
-            Phase::Head { since } => Some((since + limits.header_read, "header_read_timeout")),
-            Phase::Idle { since } => Some((since + limits.keep_alive, "keep_alive_timeout")),
-        };
-        if closing && deadline.is_some() {
-            // Shutting down and nothing in flight (an idle connection, or half a head).
-            return;
-        }
-        let sleep = async {
-            match deadline {
-                Some((at, _)) => tokio::time::sleep_until(at).await,
-                None => std::future::pending().await,
             }
-        };
-        tokio::select! {
-            result = conn.as_mut() => {
-                if let Err(err) = result {
-                    tracing::debug!(peer = %peer, error = %err, "client connection ended with an error");
-                }
+        });
+        let conn = hyper::server::conn::http1::Builder::new()
+            .header_read_timeout(None)
+            .serve_connection(io, service);
+        tokio::pin!(conn);
+        let mut closing = false;
+        loop {
+            let phase = activity.get();
+            let deadline = match phase {
+                Phase::Busy { .. } => None,
+                Phase::Head { since } => Some((since + limits.header_read, "header_read_timeout")),
+                Phase::Idle { since } => Some((since + limits.keep_alive, "keep_alive_timeout")),
+            };
+            if closing && deadline.is_some() {
+                // Shutting down and nothing in flight (an idle connection, or half a head).
                 return;
             }
-            () = activity.changed.notified() => {}
-            () = evict.cancelled(), if !closing => {
-                tracing::debug!(peer = %peer, "closing a waiting connection to make room");
-                if !matches!(activity.get(), Phase::Busy { .. }) {
+            let sleep = async {
+                match deadline {
+                    Some((at, _)) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                result = conn.as_mut() => {
+                    if let Err(err) = result {
+                        tracing::debug!(peer = %peer, error = %err, "client connection ended with an error");
+                    }
                     return;
                 }
-                // A request came in the meantime: it finishes, then the connection closes.
-                closing = true;
-                conn.as_mut().graceful_shutdown();
-            }
-            () = sleep => {
-                if activity.get() != phase {
-                    continue;
+                () = activity.changed.notified() => {}
+                () = evict.cancelled(), if !closing => {
+                    tracing::debug!(peer = %peer, "closing a waiting connection to make room");
+                    if !matches!(activity.get(), Phase::Busy { .. }) {
+                        return;
+                    }
+                    // A request came in the meantime: it finishes, then the connection closes.
+                    closing = true;
+                    conn.as_mut().graceful_shutdown();
                 }
-                if let Some((_, which)) = deadline {
-                    tracing::debug!(peer = %peer, timeout = which, "closing a client connection");
+                () = sleep => {
+                    if activity.get() != phase {
+                        continue;
+                    }
+                    if let Some((_, which)) = deadline {
+                        tracing::debug!(peer = %peer, timeout = which, "closing a client connection");
+                    }
+                    return;
                 }
-                return;
-            }
-            () = shutdown.cancelled(), if !closing => {
-                closing = true;
-                conn.as_mut().graceful_shutdown();
+                () = shutdown.cancelled(), if !closing => {
+                    closing = true;
+                    conn.as_mut().graceful_shutdown();
+                }
             }
         }
     }
