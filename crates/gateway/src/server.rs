@@ -76,11 +76,19 @@ impl Activity {
         }
     }
 
+    /// Changes the phase. The watchdog is woken only when a deadline starts (the first byte
+    /// of a head, or the end of the last request in flight); a phase that removes or extends
+    /// the deadline waits until the watchdog next looks (at its old deadline), which saves a
+    /// wake-up per request.
     fn update(&self, change: impl FnOnce(Phase) -> Phase) {
         let mut phase = self.phase.lock().unwrap_or_else(PoisonError::into_inner);
         let next = change(*phase);
-        if next != *phase {
-            *phase = next;
+        let starts_deadline = matches!(
+            (*phase, next),
+            (Phase::Idle { .. }, Phase::Head { .. }) | (Phase::Busy { .. }, Phase::Idle { .. })
+        );
+        *phase = next;
+        if starts_deadline {
             self.changed.notify_one();
         }
     }
@@ -433,6 +441,9 @@ impl Serve {
             .serve_connection(io, service);
         tokio::pin!(conn);
         let mut closing = false;
+        // One timer, reset when the deadline moves.
+        let sleep = tokio::time::sleep(limits.keep_alive);
+        tokio::pin!(sleep);
         loop {
             let phase = activity.get();
             let deadline = match phase {
@@ -444,12 +455,11 @@ impl Serve {
                 // Shutting down and nothing in flight (an idle connection, or half a head).
                 return;
             }
-            let sleep = async {
-                match deadline {
-                    Some((at, _)) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
+            if let Some((at, _)) = deadline {
+                if sleep.deadline() != at {
+                    sleep.as_mut().reset(at);
                 }
-            };
+            }
             tokio::select! {
                 result = conn.as_mut() => {
                     if let Err(err) = result {
@@ -467,7 +477,7 @@ impl Serve {
                     closing = true;
                     conn.as_mut().graceful_shutdown();
                 }
-                () = sleep => {
+                () = &mut sleep, if deadline.is_some() => {
                     if activity.get() != phase {
                         continue;
                     }
