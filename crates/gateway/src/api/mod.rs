@@ -89,6 +89,10 @@ pub(crate) trait StreamEncoder: Send + 'static {
     fn error(&self, err: &ApiError) -> Bytes;
     /// A frame that keeps a silent connection alive.
     fn keepalive(&self) -> Bytes;
+    /// The first frames of a stream whose head goes out before its first event.
+    fn open(&mut self, out: &mut Vec<Bytes>) {
+        out.push(self.keepalive());
+    }
     /// The frames after the last event of a stream that ended well.
     fn end(&mut self, _out: &mut Vec<Bytes>) {}
 }
@@ -130,7 +134,10 @@ where
         let mut frames = Vec::new();
         let mut next = first;
         if next.is_none() {
-            yield Ok::<Bytes, Infallible>(encoder.keepalive());
+            encoder.open(&mut frames);
+            for frame in frames.drain(..) {
+                yield Ok::<Bytes, Infallible>(frame);
+            }
         }
         let mut seen = next.is_some();
         loop {

@@ -168,6 +168,14 @@ impl crate::api::StreamEncoder for Encoder {
     fn keepalive(&self) -> Bytes {
         ping()
     }
+
+    /// A stream whose head goes out before its first event starts as Anthropic's do: with
+    /// `message_start` (a `ping` before it would break the event grammar clients check).
+    fn open(&mut self, out: &mut Vec<Bytes>) {
+        self.start(out);
+        self.pinged = true;
+        out.push(ping());
+    }
 }
 
 /// Folds events into one message.
