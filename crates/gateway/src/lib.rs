@@ -20,7 +20,6 @@ mod config;
 mod error;
 mod metrics;
 mod observe;
-mod prompt;
 mod server;
 mod state;
 mod upstream;

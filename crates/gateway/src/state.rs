@@ -2,7 +2,11 @@
 
 use std::sync::Arc;
 
+use futures::Stream;
 use tokio_util::sync::CancellationToken;
+
+use crate::chat::{self, ChatEvent, ChatRequest, Settings};
+use crate::error::ApiError;
 
 use crate::config::Config;
 use crate::metrics::Metrics;
@@ -20,6 +24,21 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// Runs the emulation pipeline for `req` against this gateway's upstream.
+    pub(crate) fn emulate(
+        &self,
+        req: ChatRequest,
+        stream: bool,
+    ) -> impl Stream<Item = Result<ChatEvent, ApiError>> + Send + use<> {
+        let settings = Settings::for_model(&self.config, &req.model);
+        chat::run(self.upstream.clone(), settings, Arc::clone(&self.metrics), req, stream)
+    }
+
+    /// An estimate of the prompt's tokens as the upstream will see it.
+    pub(crate) fn estimate_input_tokens(&self, req: &ChatRequest) -> u64 {
+        chat::prompt::estimate_input_tokens(req, self.config.call_format(&req.model))
+    }
+
     /// Builds the state for a validated config.
     pub fn new(config: Config) -> Result<AppState, String> {
         let metrics = Arc::new(Metrics::new());

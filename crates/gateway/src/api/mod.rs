@@ -10,13 +10,13 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::Response;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
-use serde_json::Value;
 
 use crate::error::ApiError;
 use crate::observe::InBandError;
 use crate::state::AppState;
 
 pub(crate) mod anthropic;
+pub(crate) mod fields;
 pub(crate) mod openai;
 
 /// `GET /v1/models`: Anthropic's list shape when the request carries `anthropic-version`,
@@ -182,67 +182,6 @@ where
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     response.extensions_mut().insert(in_band);
     Ok(response)
-}
-
-/// A JSON type a request field may have.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum JsonType {
-    String,
-    Integer,
-    Number,
-    Boolean,
-    Array,
-    Object,
-}
-
-impl JsonType {
-    fn matches(self, value: &Value) -> bool {
-        match self {
-            JsonType::String => value.is_string(),
-            JsonType::Integer => value.is_i64() || value.is_u64(),
-            JsonType::Number => value.is_number(),
-            JsonType::Boolean => value.is_boolean(),
-            JsonType::Array => value.is_array(),
-            JsonType::Object => value.is_object(),
-        }
-    }
-
-    /// The type of a value; `None` for `null`.
-    pub(crate) fn of(value: &Value) -> Option<JsonType> {
-        match value {
-            Value::Null => None,
-            Value::Bool(_) => Some(JsonType::Boolean),
-            Value::Number(n) if n.is_i64() || n.is_u64() => Some(JsonType::Integer),
-            Value::Number(_) => Some(JsonType::Number),
-            Value::String(_) => Some(JsonType::String),
-            Value::Array(_) => Some(JsonType::Array),
-            Value::Object(_) => Some(JsonType::Object),
-        }
-    }
-}
-
-/// The fields an API defines on one object, each with the types it may have.
-pub(crate) type Fields = &'static [(&'static str, &'static [JsonType])];
-
-/// The first field of `object` listed in `fields` whose value has none of its types, with
-/// those types and the value. `null` counts as absent: required fields are checked where
-/// they are read.
-pub(crate) fn mistyped(
-    object: &serde_json::Map<String, Value>,
-    fields: Fields,
-) -> Option<(&'static str, &'static [JsonType], &Value)> {
-    fields.iter().find_map(|&(key, types)| {
-        let value = object.get(key).filter(|v| !v.is_null())?;
-        (!types.iter().any(|t| t.matches(value))).then_some((key, types, value))
-    })
-}
-
-/// The items of an array field, with their indices (none when it is absent or not an array).
-pub(crate) fn items<'a>(
-    object: &'a serde_json::Map<String, Value>,
-    key: &str,
-) -> impl Iterator<Item = (usize, &'a Value)> {
-    object.get(key).and_then(Value::as_array).into_iter().flatten().enumerate()
 }
 
 /// Joins the text pieces of a content array, one per line, skipping empty ones.

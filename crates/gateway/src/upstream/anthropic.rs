@@ -1,55 +1,43 @@
-//! The Anthropic Messages wire of an upstream: the rendered chat as a Messages request, and
+//! The Anthropic Messages wire of an upstream: the neutral request as a Messages body, and
 //! reply events into `UpstreamEvent`s.
 
 use serde_json::Value;
 
 use crate::chat::Usage;
-use crate::upstream::client::UpstreamEvent;
+use crate::upstream::{FinishReason, Role, UpstreamEvent, UpstreamRequest};
 
-/// The rendered chat as an Anthropic Messages request: system text apart, roles alternating.
-pub(crate) fn request(body: &Value) -> Value {
-    let mut system = String::new();
+/// The request as a streaming Anthropic Messages body: the system text apart, roles
+/// alternating (consecutive turns of one role are joined).
+pub(crate) fn body(request: &UpstreamRequest) -> Value {
     let mut messages: Vec<Value> = Vec::new();
-    for message in body.get("messages").and_then(Value::as_array).into_iter().flatten() {
-        let role = message.get("role").and_then(Value::as_str).unwrap_or("user");
-        let content = message.get("content").and_then(Value::as_str).unwrap_or_default();
-        if role == "system" {
-            if !system.is_empty() {
-                system.push_str("\n\n");
-            }
-            system.push_str(content);
-            continue;
-        }
-        let role = if role == "assistant" { "assistant" } else { "user" };
+    for turn in &request.turns {
+        let role = match turn.role {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        };
         match messages.last_mut() {
             Some(last) if last["role"] == role => {
                 let merged =
-                    format!("{}\n\n{content}", last["content"].as_str().unwrap_or_default());
+                    format!("{}\n\n{}", last["content"].as_str().unwrap_or_default(), turn.text);
                 last["content"] = Value::String(merged);
             }
-            _ => messages.push(serde_json::json!({"role": role, "content": content})),
+            _ => messages.push(serde_json::json!({"role": role, "content": turn.text})),
         }
     }
-    let max_tokens = body.get("max_tokens").and_then(Value::as_u64).unwrap_or(4096);
-    let mut out = serde_json::json!({"model": body["model"], "max_tokens": max_tokens, "messages": messages, "stream": true});
-    if !system.is_empty() {
-        out["system"] = Value::String(system);
+    let max_tokens = request.sampling.get("max_tokens").and_then(Value::as_u64).unwrap_or(4096);
+    let mut out = serde_json::json!({"model": request.model, "max_tokens": max_tokens, "messages": messages, "stream": true});
+    if !request.system.is_empty() {
+        out["system"] = Value::String(request.system.clone());
     }
     for key in ["temperature", "top_p", "top_k"] {
-        if let Some(value) = body.get(key) {
+        if let Some(value) = request.sampling.get(key) {
             out[key] = value.clone();
         }
     }
-    match body.get("stop") {
-        Some(Value::String(stop)) => out["stop_sequences"] = serde_json::json!([stop]),
-        Some(stops @ Value::Array(_)) => out["stop_sequences"] = stops.clone(),
-        _ => {}
+    if !request.stop.is_empty() {
+        out["stop_sequences"] = serde_json::json!(request.stop);
     }
     out
-}
-
-fn finish(reason: &str) -> String {
-    if reason == "max_tokens" { "length".into() } else { "stop".into() }
 }
 
 /// Events of one Anthropic stream event.
@@ -69,7 +57,7 @@ pub(crate) fn stream_event(value: &Value, input_tokens: &mut u64) -> Vec<Upstrea
         }
         Some("message_delta") => {
             if let Some(reason) = value.pointer("/delta/stop_reason").and_then(Value::as_str) {
-                events.push(UpstreamEvent::Finish(finish(reason)));
+                events.push(UpstreamEvent::Finish(FinishReason::from_wire(reason)));
             }
             let output = value.pointer("/usage/output_tokens").and_then(Value::as_u64).unwrap_or(0);
             events.push(UpstreamEvent::Usage(Usage {
@@ -91,7 +79,7 @@ pub(crate) fn message_events(value: &Value) -> Vec<UpstreamEvent> {
         }
     }
     if let Some(reason) = value.get("stop_reason").and_then(Value::as_str) {
-        events.push(UpstreamEvent::Finish(finish(reason)));
+        events.push(UpstreamEvent::Finish(FinishReason::from_wire(reason)));
     }
     if let Some(usage) = value.get("usage") {
         events.push(UpstreamEvent::Usage(Usage {

@@ -10,23 +10,13 @@ use reqwest::Url;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::chat::Usage;
 use crate::config::{Config, UpstreamApi, UpstreamConfig};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::upstream::reply::{self, Payload, ReplyLimits};
-use crate::upstream::{anthropic, openai};
-
-/// What the upstream's reply is made of.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum UpstreamEvent {
-    Text(String),
-    Finish(String),
-    Usage(Usage),
-}
-
-pub(crate) type UpstreamStream =
-    Pin<Box<dyn Stream<Item = Result<UpstreamEvent, ApiError>> + Send>>;
+use crate::upstream::{
+    Upstream, UpstreamEvent, UpstreamRequest, UpstreamStream, anthropic, openai,
+};
 
 /// A stream of checked reply payloads (see `reply::payloads`).
 pub(crate) type PayloadStream = Pin<Box<dyn Stream<Item = Result<Payload, ApiError>> + Send>>;
@@ -439,45 +429,6 @@ impl UpstreamClient {
         )
     }
 
-    /// Sends a streaming chat request and decodes the reply into events.
-    pub(crate) async fn chat_stream(&self, body: Value) -> Result<UpstreamStream, ApiError> {
-        let anthropic = self.is_anthropic();
-        let body = if anthropic { anthropic::request(&body) } else { body };
-        let mut payloads = self.relay(&body).await?;
-        let max_text = self.limits.max_reply;
-        let shown = self.shown.clone();
-        let stream = async_stream::stream! {
-            let mut input_tokens = 0;
-            let mut text_bytes = 0usize;
-            while let Some(item) = payloads.next().await {
-                let payload = match item {
-                    Ok(payload) => payload,
-                    Err(err) => { yield Err(err); return; }
-                };
-                let events = match (&payload, anthropic) {
-                    (Payload::Event(value), true) => anthropic::stream_event(value, &mut input_tokens),
-                    (Payload::Event(value), false) => openai::chunk_events(value),
-                    (Payload::Body(value), true) => anthropic::message_events(value),
-                    (Payload::Body(value), false) => openai::completion_events(value),
-                };
-                for event in events {
-                    if let UpstreamEvent::Text(text) = &event {
-                        text_bytes += text.len();
-                        if text_bytes > max_text {
-                            yield Err(ApiError::Upstream {
-                                message: format!("The upstream model's reply is larger than the gateway's limit of {max_text} bytes of text (upstream.max_reply_bytes)."),
-                                detail: format!("{shown}: the reply passed {max_text} bytes of text (upstream.max_reply_bytes)"),
-                            });
-                            return;
-                        }
-                    }
-                    yield Ok(event);
-                }
-            }
-        };
-        Ok(Box::pin(stream))
-    }
-
     /// The upstream's model ids (`GET …/models`); none when it has no such list (404). A
     /// failure is an error, not an empty list.
     pub(crate) async fn model_ids(&self) -> Result<Vec<String>, ApiError> {
@@ -534,6 +485,47 @@ impl UpstreamClient {
             Ok(_) | Err(ApiError::UpstreamRejected { .. }) => Ok(()),
             Err(err) => Err(err),
         }
+    }
+}
+
+impl Upstream for UpstreamClient {
+    /// Sends the rendered chat in the upstream's wire and decodes the reply into events.
+    async fn chat(&self, request: UpstreamRequest) -> Result<UpstreamStream, ApiError> {
+        let anthropic = self.is_anthropic();
+        let body = if anthropic { anthropic::body(&request) } else { openai::body(&request) };
+        let mut payloads = self.relay(&body).await?;
+        let max_text = self.limits.max_reply;
+        let shown = self.shown.clone();
+        let stream = async_stream::stream! {
+            let mut input_tokens = 0;
+            let mut text_bytes = 0usize;
+            while let Some(item) = payloads.next().await {
+                let payload = match item {
+                    Ok(payload) => payload,
+                    Err(err) => { yield Err(err); return; }
+                };
+                let events = match (&payload, anthropic) {
+                    (Payload::Event(value), true) => anthropic::stream_event(value, &mut input_tokens),
+                    (Payload::Event(value), false) => openai::chunk_events(value),
+                    (Payload::Body(value), true) => anthropic::message_events(value),
+                    (Payload::Body(value), false) => openai::completion_events(value),
+                };
+                for event in events {
+                    if let UpstreamEvent::Text(text) = &event {
+                        text_bytes += text.len();
+                        if text_bytes > max_text {
+                            yield Err(ApiError::Upstream {
+                                message: format!("The upstream model's reply is larger than the gateway's limit of {max_text} bytes of text (upstream.max_reply_bytes)."),
+                                detail: format!("{shown}: the reply passed {max_text} bytes of text (upstream.max_reply_bytes)"),
+                            });
+                            return;
+                        }
+                    }
+                    yield Ok(event);
+                }
+            }
+        };
+        Ok(Box::pin(stream))
     }
 }
 

@@ -1,8 +1,91 @@
-//! The upstream chat endpoint: one shared HTTP client (`client`), the reply read with every
-//! limit and check (`reply`, over `sse_decode`), and one module per upstream wire.
+//! The upstream: what the pipeline asks of it (`Upstream`), the neutral request it sends,
+//! and the events it reads back. `client` is the HTTP implementation; `openai` and
+//! `anthropic` write and read the two wires; `reply` reads a reply with every check.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use futures::Stream;
+use serde_json::Value;
+
+use crate::chat::Usage;
+use crate::error::ApiError;
 
 pub(crate) mod anthropic;
 pub(crate) mod client;
 pub(crate) mod openai;
 pub(crate) mod reply;
 pub(crate) mod sse_decode;
+
+/// Who says a turn of the rendered conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    User,
+    Assistant,
+}
+
+/// One turn of the rendered conversation: plain text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Turn {
+    pub(crate) role: Role,
+    pub(crate) text: String,
+}
+
+/// A chat request as an emulating upstream gets it: a system text and plain text turns,
+/// no tools. Each wire writes it in its own JSON.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct UpstreamRequest {
+    /// The upstream's model name.
+    pub(crate) model: String,
+    /// The system prompt (empty: none).
+    pub(crate) system: String,
+    pub(crate) turns: Vec<Turn>,
+    /// The client's sampling and length options, under OpenAI's names (`temperature`,
+    /// `top_p`, `max_tokens`, …), forwarded as they are.
+    pub(crate) sampling: serde_json::Map<String, Value>,
+    /// Stop sequences: the client's, and the gateway's own.
+    pub(crate) stop: Vec<String>,
+}
+
+/// Why the upstream says its reply ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FinishReason {
+    /// A natural end or a stop sequence.
+    Stop,
+    /// The token limit.
+    Length,
+    /// Anything else (a content filter, native tool calls).
+    Other,
+}
+
+impl FinishReason {
+    /// From OpenAI's `finish_reason` or Anthropic's `stop_reason`.
+    pub(crate) fn from_wire(reason: &str) -> FinishReason {
+        match reason {
+            "stop" | "end_turn" | "stop_sequence" => FinishReason::Stop,
+            "length" | "max_tokens" => FinishReason::Length,
+            _ => FinishReason::Other,
+        }
+    }
+}
+
+/// What the upstream's reply is made of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum UpstreamEvent {
+    Text(String),
+    Finish(FinishReason),
+    Usage(Usage),
+}
+
+pub(crate) type UpstreamStream =
+    Pin<Box<dyn Stream<Item = Result<UpstreamEvent, ApiError>> + Send>>;
+
+/// An upstream the pipeline can ask for a reply. `client::UpstreamClient` is the real one;
+/// tests script one in memory.
+pub(crate) trait Upstream: Send + Sync + 'static {
+    /// Sends the request; the reply as it streams, or the error that kept it from starting.
+    fn chat(
+        &self,
+        request: UpstreamRequest,
+    ) -> impl Future<Output = Result<UpstreamStream, ApiError>> + Send;
+}

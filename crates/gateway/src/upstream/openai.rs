@@ -1,9 +1,37 @@
-//! The OpenAI Chat Completions wire of an upstream: reply events into `UpstreamEvent`s.
+//! The OpenAI Chat Completions wire of an upstream: the neutral request as a streaming Chat
+//! Completions body, and reply events into `UpstreamEvent`s.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::chat::Usage;
-use crate::upstream::client::UpstreamEvent;
+use crate::upstream::{FinishReason, Role, UpstreamEvent, UpstreamRequest};
+
+/// The request as a streaming Chat Completions body (no `tools`).
+pub(crate) fn body(request: &UpstreamRequest) -> Value {
+    let mut messages = Vec::with_capacity(request.turns.len() + 1);
+    if !request.system.is_empty() {
+        messages.push(json!({"role": "system", "content": request.system}));
+    }
+    for turn in &request.turns {
+        let role = match turn.role {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        };
+        messages.push(json!({"role": role, "content": turn.text}));
+    }
+    let mut body = serde_json::Map::new();
+    body.insert("model".into(), Value::String(request.model.clone()));
+    body.insert("messages".into(), Value::Array(messages));
+    for (key, value) in &request.sampling {
+        body.insert(key.clone(), value.clone());
+    }
+    if !request.stop.is_empty() {
+        body.insert("stop".into(), json!(request.stop));
+    }
+    body.insert("stream".into(), Value::Bool(true));
+    body.insert("stream_options".into(), json!({"include_usage": true}));
+    Value::Object(body)
+}
 
 fn usage_of(value: &Value) -> Option<Usage> {
     let usage = value.get("usage").filter(|u| u.is_object())?;
@@ -24,7 +52,7 @@ fn events_of(value: &Value, part: &str) -> Vec<UpstreamEvent> {
             }
         }
         if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
-            events.push(UpstreamEvent::Finish(reason.to_owned()));
+            events.push(UpstreamEvent::Finish(FinishReason::from_wire(reason)));
         }
     }
     if let Some(usage) = usage_of(value) {

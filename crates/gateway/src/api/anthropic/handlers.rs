@@ -11,9 +11,8 @@ use serde_json::{Value, json};
 
 use crate::api::anthropic::sse::{Collector, Encoder};
 use crate::api::anthropic::{error, wire};
-use crate::chat::{self, ToolChoice};
+use crate::chat::ToolChoice;
 use crate::error::{ApiError, AuthFailure};
-use crate::prompt::estimate_input_tokens;
 use crate::state::AppState;
 
 /// `x-api-key` or `Authorization: Bearer`, when gateway keys are configured.
@@ -69,9 +68,9 @@ pub(crate) async fn messages(
 async fn emulate(state: AppState, parsed: wire::Parsed) -> Result<Response, ApiError> {
     let started = Instant::now();
     let model = parsed.chat.model.clone();
-    let input_tokens = estimate_input_tokens(&state, &parsed.chat);
+    let input_tokens = state.estimate_input_tokens(&parsed.chat);
     let drop_text = matches!(parsed.chat.tool_choice, ToolChoice::Required | ToolChoice::Named(_));
-    let mut events = Box::pin(chat::run(state.clone(), parsed.chat, parsed.stream));
+    let mut events = Box::pin(state.emulate(parsed.chat, parsed.stream));
     if !parsed.stream {
         let mut collector = Collector::default();
         while let Some(event) = events.next().await {
@@ -95,7 +94,7 @@ pub(crate) async fn count_tokens(
         .await
         .and_then(|value| wire::from_wire(&value, true))
         .map(|parsed| {
-            axum::Json(json!({"input_tokens": estimate_input_tokens(&state, &parsed.chat)}))
+            axum::Json(json!({"input_tokens": state.estimate_input_tokens(&parsed.chat)}))
                 .into_response()
         });
     result.unwrap_or_else(|err| error::response(err, id.as_deref()))

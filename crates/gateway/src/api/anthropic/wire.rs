@@ -4,7 +4,7 @@ use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::api::{Fields, JsonType, items, mistyped};
+use crate::api::fields::{Fields, JsonType, Walker, items};
 use crate::chat::{ChatRequest, Message, PriorCall, ToolChoice, ToolSpec};
 use crate::error::ApiError;
 
@@ -148,31 +148,33 @@ fn block_fields(kind: &str) -> Fields {
 
 /// The types of every field the API defines, worded like the API:
 /// `messages.0.content.1.tool_use.input: Input should be a valid dictionary`.
+const WALK: Walker = Walker { error: type_error };
+
 fn check_types(body: &serde_json::Map<String, Value>) -> Result<(), ApiError> {
-    fields("", body, REQUEST)?;
+    WALK.fields("", body, REQUEST)?;
     if let Some(Value::Object(metadata)) = body.get("metadata") {
-        fields("metadata", metadata, METADATA)?;
+        WALK.fields("metadata", metadata, METADATA)?;
     }
     for (i, block) in items(body, "system") {
-        object(&format!("system.{i}"), block, SYSTEM_BLOCK)?;
+        WALK.object(&format!("system.{i}"), block, SYSTEM_BLOCK)?;
     }
     for (i, sequence) in items(body, "stop_sequences") {
         if !sequence.is_string() {
-            return Err(type_error(&format!("stop_sequences.{i}"), &[Str]));
+            return Err(type_error(&format!("stop_sequences.{i}"), &[Str], sequence));
         }
     }
     for (i, message) in items(body, "messages") {
         let path = format!("messages.{i}");
-        let message = object(&path, message, MESSAGE)?;
+        let message = WALK.object(&path, message, MESSAGE)?;
         if let Some(Value::Array(content)) = message.get("content") {
             blocks(&format!("{path}.content"), content)?;
         }
     }
     for (i, tool) in items(body, "tools") {
-        object(&format!("tools.{i}"), tool, TOOL)?;
+        WALK.object(&format!("tools.{i}"), tool, TOOL)?;
     }
     if let Some(Value::Object(choice)) = body.get("tool_choice") {
-        fields("tool_choice", choice, TOOL_CHOICE)?;
+        WALK.fields("tool_choice", choice, TOOL_CHOICE)?;
     }
     Ok(())
 }
@@ -182,10 +184,10 @@ fn check_types(body: &serde_json::Map<String, Value>) -> Result<(), ApiError> {
 fn blocks(path: &str, blocks: &[Value]) -> Result<(), ApiError> {
     for (j, block) in blocks.iter().enumerate() {
         let path = format!("{path}.{j}");
-        let block = object(&path, block, BLOCK)?;
+        let block = WALK.object(&path, block, BLOCK)?;
         let kind = block.get("type").and_then(Value::as_str).unwrap_or_default();
         let typed = format!("{path}.{kind}");
-        fields(&typed, block, block_fields(kind))?;
+        WALK.fields(&typed, block, block_fields(kind))?;
         if let Some(Value::Array(content)) = block.get("content").filter(|_| kind == "tool_result")
         {
             self::blocks(&format!("{typed}.content"), content)?;
@@ -194,33 +196,8 @@ fn blocks(path: &str, blocks: &[Value]) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// `value` must be an object; then its fields are checked.
-fn object<'a>(
-    path: &str,
-    value: &'a Value,
-    defined: Fields,
-) -> Result<&'a serde_json::Map<String, Value>, ApiError> {
-    let Value::Object(object) = value else {
-        return Err(type_error(path, &[Obj]));
-    };
-    fields(path, object, defined)?;
-    Ok(object)
-}
-
-fn fields(
-    path: &str,
-    object: &serde_json::Map<String, Value>,
-    defined: Fields,
-) -> Result<(), ApiError> {
-    match mistyped(object, defined) {
-        None => Ok(()),
-        Some((key, types, _)) if path.is_empty() => Err(type_error(key, types)),
-        Some((key, types, _)) => Err(type_error(&format!("{path}.{key}"), types)),
-    }
-}
-
 /// `Input should be a valid …`, naming the last (the structured) of the allowed types.
-fn type_error(path: &str, types: &[JsonType]) -> ApiError {
+fn type_error(path: &str, types: &[JsonType], _value: &Value) -> ApiError {
     let name = match types.last() {
         Some(Str) => "string",
         Some(Int) => "integer",

@@ -12,7 +12,6 @@ use serde_json::{Value, json};
 
 use crate::api::openai::sse::{Collector, Encoder};
 use crate::api::openai::{error, wire};
-use crate::chat;
 use crate::config::Mode;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -92,7 +91,7 @@ async fn emulate(state: AppState, parsed: wire::Parsed) -> Result<Response, ApiE
     let id = completion_id();
     let created = now();
     let model = parsed.chat.model.clone();
-    let mut events = Box::pin(chat::run(state.clone(), parsed.chat, parsed.stream));
+    let mut events = Box::pin(state.emulate(parsed.chat, parsed.stream));
     if !parsed.stream {
         let mut collector = Collector::default();
         while let Some(event) = events.next().await {

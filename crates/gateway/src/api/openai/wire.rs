@@ -4,7 +4,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::api::{Fields, JsonType, items, mistyped};
+use crate::api::fields::{Fields, JsonType, Walker, items};
 use crate::chat::{ChatRequest, Message, PriorCall, ToolChoice, ToolListProblem, ToolSpec, Usage};
 use crate::error::ApiError;
 
@@ -221,77 +221,56 @@ const NAMED: Fields = &[("name", &[Str])];
 
 /// The types of every field OpenAI defines, as OpenAI words a mistake:
 /// `Invalid type for 'messages[0].content': expected …, but got … instead.`
+const WALK: Walker = Walker { error: type_error };
+
 fn check_types(body: &serde_json::Map<String, Value>) -> Result<(), ApiError> {
-    fields("", body, REQUEST)?;
+    WALK.fields("", body, REQUEST)?;
     if let Some(Value::Object(options)) = body.get("stream_options") {
-        fields("stream_options", options, STREAM_OPTIONS)?;
+        WALK.fields("stream_options", options, STREAM_OPTIONS)?;
     }
     for (i, message) in items(body, "messages") {
         let path = format!("messages[{i}]");
-        let message = object(&path, message, MESSAGE)?;
+        let message = WALK.object(&path, message, MESSAGE)?;
         for (j, part) in items(message, "content").filter(|(_, part)| !part.is_string()) {
-            object(&format!("{path}.content[{j}]"), part, CONTENT_PART)?;
+            WALK.object(&format!("{path}.content[{j}]"), part, CONTENT_PART)?;
         }
         for (j, call) in items(message, "tool_calls") {
             let path = format!("{path}.tool_calls[{j}]");
-            if let Some(Value::Object(function)) = object(&path, call, TOOL_CALL)?.get("function") {
-                fields(&format!("{path}.function"), function, CALLED_FUNCTION)?;
+            if let Some(Value::Object(function)) =
+                WALK.object(&path, call, TOOL_CALL)?.get("function")
+            {
+                WALK.fields(&format!("{path}.function"), function, CALLED_FUNCTION)?;
             }
         }
         if let Some(Value::Object(call)) = message.get("function_call") {
-            fields(&format!("{path}.function_call"), call, CALLED_FUNCTION)?;
+            WALK.fields(&format!("{path}.function_call"), call, CALLED_FUNCTION)?;
         }
     }
     for (i, tool) in items(body, "tools") {
         let path = format!("tools[{i}]");
-        if let Some(Value::Object(function)) = object(&path, tool, TOOL)?.get("function") {
-            fields(&format!("{path}.function"), function, FUNCTION)?;
+        if let Some(Value::Object(function)) = WALK.object(&path, tool, TOOL)?.get("function") {
+            WALK.fields(&format!("{path}.function"), function, FUNCTION)?;
         }
     }
     for (i, function) in items(body, "functions") {
-        object(&format!("functions[{i}]"), function, FUNCTION)?;
+        WALK.object(&format!("functions[{i}]"), function, FUNCTION)?;
     }
     if let Some(Value::Object(choice)) = body.get("tool_choice") {
-        fields("tool_choice", choice, TOOL_CHOICE)?;
+        WALK.fields("tool_choice", choice, TOOL_CHOICE)?;
         if let Some(Value::Object(function)) = choice.get("function") {
-            fields("tool_choice.function", function, NAMED)?;
+            WALK.fields("tool_choice.function", function, NAMED)?;
         }
         if let Some(Value::Object(allowed)) = choice.get("allowed_tools") {
-            fields("tool_choice.allowed_tools", allowed, ALLOWED_TOOLS)?;
+            WALK.fields("tool_choice.allowed_tools", allowed, ALLOWED_TOOLS)?;
         }
     }
     if let Some(Value::Object(call)) = body.get("function_call") {
-        fields("function_call", call, NAMED)?;
+        WALK.fields("function_call", call, NAMED)?;
     }
     Ok(())
 }
 
-/// `value` must be an object; then its fields are checked.
-fn object<'a>(
-    path: &str,
-    value: &'a Value,
-    defined: Fields,
-) -> Result<&'a serde_json::Map<String, Value>, ApiError> {
-    let Value::Object(object) = value else {
-        return Err(type_error(path, &[Obj], value));
-    };
-    fields(path, object, defined)?;
-    Ok(object)
-}
-
-fn fields(
-    path: &str,
-    object: &serde_json::Map<String, Value>,
-    defined: Fields,
-) -> Result<(), ApiError> {
-    match mistyped(object, defined) {
-        None => Ok(()),
-        Some((key, types, value)) if path.is_empty() => Err(type_error(key, types, value)),
-        Some((key, types, value)) => Err(type_error(&format!("{path}.{key}"), types, value)),
-    }
-}
-
-fn type_error(path: &str, types: &[JsonType], value: &Value) -> ApiError {
+pub(crate) fn type_error(path: &str, types: &[JsonType], value: &Value) -> ApiError {
     let name = |t: JsonType| match t {
         Str => "a string",
         Int => "an integer",

@@ -14,37 +14,38 @@ use toolshim_parse::{
     Config as ParseConfig, ExampleGuard, ReasoningCalls, Tool, ToolSet, WarningCode,
 };
 
-use crate::chat::{ChatRequest, Message, RetryReason, ToolChoice, ToolSpec};
+use crate::chat::pipeline::Settings;
+use crate::chat::types::{ChatRequest, Message, RetryReason, ToolChoice, ToolSpec};
 use crate::config::CallFormat;
-use crate::state::AppState;
+use crate::upstream::{Role, Turn, UpstreamRequest};
 
-/// The body of the upstream request (OpenAI Chat Completions, streaming, no `tools`).
-pub(crate) fn upstream_body(
-    state: &AppState,
+/// The request for the upstream: the system prompt with the tool contract, the
+/// conversation as text turns, and, for a retry, the rejected reply and the correction.
+pub(crate) fn render(
     req: &ChatRequest,
+    settings: &Settings,
     retry: Option<(&str, RetryReason)>,
-) -> Value {
-    let (model, _) = state.config.route(&req.model);
-    let format = state.config.call_format(&req.model);
-    let mut messages = render_messages(req, format);
+) -> UpstreamRequest {
+    let format = settings.call_format;
+    let (system, mut turns) = render_messages(req, format);
     if let Some((reply, reason)) = retry {
         if !reply.trim().is_empty() {
-            messages.push(json!({"role": "assistant", "content": reply}));
+            turns.push(Turn { role: Role::Assistant, text: reply.to_owned() });
         }
-        messages.push(json!({"role": "user", "content": correction(req, reason, format)}));
+        turns.push(Turn { role: Role::User, text: correction(req, reason, format) });
     }
-    let mut body = serde_json::Map::new();
-    body.insert("model".into(), Value::String(model));
-    body.insert("messages".into(), Value::Array(messages));
-    for (key, value) in &req.sampling {
-        body.insert(key.clone(), value.clone());
+    let mut sampling = req.sampling.clone();
+    let mut stop = match sampling.remove("stop") {
+        Some(Value::String(one)) => vec![one],
+        Some(Value::Array(list)) => {
+            list.into_iter().filter_map(|s| s.as_str().map(str::to_owned)).collect()
+        }
+        _ => Vec::new(),
+    };
+    if shows_contract(req) && stop.len() < MAX_STOPS && !stop.iter().any(|s| s == RESULT_MARKER) {
+        stop.push(RESULT_MARKER.to_owned());
     }
-    if shows_contract(req) {
-        add_stop(&mut body, RESULT_MARKER);
-    }
-    body.insert("stream".into(), Value::Bool(true));
-    body.insert("stream_options".into(), json!({"include_usage": true}));
-    Value::Object(body)
+    UpstreamRequest { model: settings.upstream_model.clone(), system, turns, sampling, stop }
 }
 
 /// How a tool result begins in the prompt. It is a stop sequence too: small models go on after
@@ -59,31 +60,19 @@ fn shows_contract(req: &ChatRequest) -> bool {
     !req.tools.is_empty() && req.tool_choice != ToolChoice::None
 }
 
-/// Adds a stop sequence to the client's own (a string or a list), if there is room.
-fn add_stop(body: &mut serde_json::Map<String, Value>, stop: &str) {
-    let mut stops = match body.remove("stop") {
-        Some(Value::String(one)) => vec![Value::String(one)],
-        Some(Value::Array(list)) => list,
-        _ => Vec::new(),
-    };
-    if stops.len() < MAX_STOPS && !stops.iter().any(|s| s.as_str() == Some(stop)) {
-        stops.push(Value::String(stop.to_owned()));
-    }
-    body.insert("stop".into(), Value::Array(stops));
-}
-
 /// An estimate of the prompt's tokens as the upstream will see it (about four characters a
 /// token, plus a few per message), for usage reports before the upstream's own count arrives
 /// and for `count_tokens`.
-pub(crate) fn estimate_input_tokens(state: &AppState, req: &ChatRequest) -> u64 {
-    let messages = render_messages(req, state.config.call_format(&req.model));
+pub(crate) fn estimate_input_tokens(req: &ChatRequest, format: CallFormat) -> u64 {
+    let (system, turns) = render_messages(req, format);
     let chars: usize =
-        messages.iter().map(|m| m["content"].as_str().map_or(0, |t| t.chars().count())).sum();
-    (chars as u64).div_ceil(4) + 4 * messages.len() as u64
+        system.chars().count() + turns.iter().map(|t| t.text.chars().count()).sum::<usize>();
+    let n_messages = turns.len() + usize::from(!system.is_empty());
+    (chars as u64).div_ceil(4) + 4 * n_messages as u64
 }
 
-/// The conversation as plain chat messages.
-pub(crate) fn render_messages(req: &ChatRequest, format: CallFormat) -> Vec<Value> {
+/// The conversation as a system text and plain text turns.
+pub(crate) fn render_messages(req: &ChatRequest, format: CallFormat) -> (String, Vec<Turn>) {
     let mut system = String::new();
     for message in &req.messages {
         if let Message::System(text) = message {
@@ -105,14 +94,11 @@ pub(crate) fn render_messages(req: &ChatRequest, format: CallFormat) -> Vec<Valu
         ));
     }
     let mut out = Vec::new();
-    if !system.is_empty() {
-        out.push(json!({"role": "system", "content": system}));
-    }
     // Consecutive tool results become one user message.
     let mut results = String::new();
-    let flush = |results: &mut String, out: &mut Vec<Value>| {
+    let flush = |results: &mut String, out: &mut Vec<Turn>| {
         if !results.is_empty() {
-            out.push(json!({"role": "user", "content": std::mem::take(results)}));
+            out.push(Turn { role: Role::User, text: std::mem::take(results) });
         }
     };
     for message in &req.messages {
@@ -120,7 +106,7 @@ pub(crate) fn render_messages(req: &ChatRequest, format: CallFormat) -> Vec<Valu
             Message::System(_) => {}
             Message::User(text) => {
                 flush(&mut results, &mut out);
-                out.push(json!({"role": "user", "content": text}));
+                out.push(Turn { role: Role::User, text: text.clone() });
             }
             Message::Assistant { text, calls } => {
                 flush(&mut results, &mut out);
@@ -131,7 +117,7 @@ pub(crate) fn render_messages(req: &ChatRequest, format: CallFormat) -> Vec<Valu
                     }
                     content.push_str(&render_call(format, &call.id, &call.name, &call.arguments));
                 }
-                out.push(json!({"role": "assistant", "content": content}));
+                out.push(Turn { role: Role::Assistant, text: content });
             }
             Message::ToolResult { call_id, name, content, is_error } => {
                 if !results.is_empty() {
@@ -148,7 +134,7 @@ pub(crate) fn render_messages(req: &ChatRequest, format: CallFormat) -> Vec<Valu
         results.push_str(next);
     }
     flush(&mut results, &mut out);
-    out
+    (system, out)
 }
 
 /// What the reply after the last tool results should do, as the prompt says it.
@@ -511,13 +497,23 @@ fn correction(req: &ChatRequest, reason: RetryReason, format: CallFormat) -> Str
 }
 
 #[cfg(test)]
-#[path = "../tests/it/common/corpus.rs"]
+#[path = "../../tests/it/common/corpus.rs"]
 mod corpus;
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::chat::PriorCall;
+
+    fn settings() -> Settings {
+        Settings { upstream_model: "m".into(), call_format: CallFormat::ToolCall, max_retries: 1 }
+    }
+
+    /// The rendered conversation as the OpenAI wire writes it.
+    fn openai_messages(req: &ChatRequest) -> Vec<Value> {
+        let body = crate::upstream::openai::body(&render(req, &settings(), None));
+        body["messages"].as_array().unwrap().clone()
+    }
 
     fn request(messages: Vec<Message>) -> ChatRequest {
         ChatRequest {
@@ -553,7 +549,7 @@ mod tests {
                 is_error: false,
             },
         ]);
-        let messages = render_messages(&req, CallFormat::ToolCall);
+        let messages = openai_messages(&req);
         let roles: Vec<&str> = messages.iter().filter_map(|m| m["role"].as_str()).collect();
         assert_eq!(roles, ["system", "user", "assistant", "user"]);
         let assistant = messages[2]["content"].as_str().unwrap();
@@ -586,7 +582,7 @@ mod tests {
             },
         ]);
         let last = |req: &ChatRequest| {
-            let messages = render_messages(req, CallFormat::ToolCall);
+            let messages = openai_messages(req);
             messages.last().unwrap()["content"].as_str().unwrap().to_owned()
         };
         assert!(last(&req).ends_with("or call another tool if you still need one."));
@@ -594,23 +590,29 @@ mod tests {
         assert!(last(&req).ends_with("18C"), "a call must come: {}", last(&req));
         req.tool_choice = ToolChoice::Auto;
         req.messages.push(Message::Assistant { text: "18C in Paris.".into(), calls: vec![] });
-        let messages = render_messages(&req, CallFormat::ToolCall);
+        let messages = openai_messages(&req);
         assert!(messages[3]["content"].as_str().unwrap().ends_with("18C"), "only the last results");
     }
 
     #[test]
     fn result_marker_is_added_to_the_stop_sequences() {
-        let mut body = serde_json::Map::new();
-        add_stop(&mut body, RESULT_MARKER);
-        assert_eq!(body["stop"], json!(["Result of call"]));
-        body.insert("stop".into(), json!("END"));
-        add_stop(&mut body, RESULT_MARKER);
-        assert_eq!(body["stop"], json!(["END", "Result of call"]));
-        add_stop(&mut body, RESULT_MARKER);
-        assert_eq!(body["stop"], json!(["END", "Result of call"]), "added once");
-        body.insert("stop".into(), json!(["a", "b", "c", "d"]));
-        add_stop(&mut body, RESULT_MARKER);
-        assert_eq!(body["stop"], json!(["a", "b", "c", "d"]), "the client's four stay");
+        let stops = |stop: Option<Value>| {
+            let mut req = request(vec![Message::User("Hi".into())]);
+            if let Some(stop) = stop {
+                req.sampling.insert("stop".into(), stop);
+            }
+            let rendered = render(&req, &settings(), None);
+            assert!(!rendered.sampling.contains_key("stop"));
+            rendered.stop
+        };
+        assert_eq!(stops(None), ["Result of call"]);
+        assert_eq!(stops(Some(json!("END"))), ["END", "Result of call"]);
+        assert_eq!(stops(Some(json!(["END", "Result of call"]))), ["END", "Result of call"]);
+        assert_eq!(
+            stops(Some(json!(["a", "b", "c", "d"]))),
+            ["a", "b", "c", "d"],
+            "the client's four stay"
+        );
         let mut req = request(vec![]);
         assert!(shows_contract(&req));
         req.tool_choice = ToolChoice::None;
@@ -649,7 +651,7 @@ mod tests {
     /// tools it names declared.
     #[test]
     fn issue_14_call_syntax_in_results_is_neutralized_in_every_dialect() {
-        let cases = crate::prompt::corpus::corpus_calls();
+        let cases = crate::chat::prompt::corpus::corpus_calls();
         assert!(cases.len() > 300, "{}", cases.len());
         let mut failures = Vec::new();
         for (path, body, names) in &cases {

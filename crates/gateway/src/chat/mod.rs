@@ -1,0 +1,15 @@
+//! The protocol-neutral core: emulated tool calling on a chat-only upstream.
+//!
+//! `types` is what a request is and what it produces (a leaf module); `prompt` renders a
+//! request into a neutral `UpstreamRequest` (the tool contract, history as text, neutralized
+//! tool results); `shaper` turns the parser's events into chat events under the request's
+//! policy; `pipeline::run` drives an `Upstream` (retries, commit, outcome). No OpenAI or
+//! Anthropic JSON is known here.
+
+pub(crate) mod pipeline;
+pub(crate) mod prompt;
+pub(crate) mod shaper;
+pub(crate) mod types;
+
+pub(crate) use pipeline::{Settings, run};
+pub(crate) use types::*;

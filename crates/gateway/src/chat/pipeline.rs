@@ -1,0 +1,304 @@
+//! The pipeline: renders the request for the upstream, streams the reply through the
+//! shaper, holds output until it may commit, and retries a bad reply while nothing has reached
+//! the client. Generic over `Upstream`, so its policy is tested against a scripted upstream in
+//! memory.
+
+use std::sync::Arc;
+
+use futures::{Stream, StreamExt};
+
+use crate::chat::prompt;
+use crate::chat::shaper::{DeclaredTools, Shaper};
+use crate::chat::types::{ChatEvent, ChatRequest, Finish, Outcome, RetryReason, ToolChoice, Usage};
+use crate::config::{CallFormat, Config};
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+use crate::upstream::{FinishReason, Upstream, UpstreamEvent};
+
+/// What the pipeline needs to know besides the request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Settings {
+    /// The model name sent upstream.
+    pub(crate) upstream_model: String,
+    /// How the prompt asks for calls.
+    pub(crate) call_format: CallFormat,
+    /// How often a bad reply is asked for again.
+    pub(crate) max_retries: u32,
+}
+
+impl Settings {
+    /// The settings for a client model name, from the configuration.
+    pub(crate) fn for_model(config: &Config, model: &str) -> Settings {
+        Settings {
+            upstream_model: config.route(model).0,
+            call_format: config.call_format(model),
+            max_retries: config.max_retries,
+        }
+    }
+}
+
+/// Runs a request in emulation mode against `upstream`.
+pub(crate) fn run<U: Upstream>(
+    upstream: U,
+    settings: Settings,
+    metrics: Arc<Metrics>,
+    req: ChatRequest,
+    stream: bool,
+) -> impl Stream<Item = Result<ChatEvent, ApiError>> + Send {
+    async_stream::stream! {
+        let engaged = !req.tools.is_empty();
+        // A tool list the parser cannot hold is refused, never read as "any name goes".
+        let tools = match DeclaredTools::new(&req.tools) {
+            Ok(tools) => tools,
+            Err(err) => {
+                yield Err(err);
+                return;
+            }
+        };
+        let max_retries = settings.max_retries;
+        let mut feedback: Option<(String, RetryReason)> = None;
+        let mut attempt: u32 = 0;
+        // Usage of all attempts: retries cost tokens too.
+        let mut spent = Usage::default();
+        // The request as sent for a last plain answer (see below), once that is needed.
+        let mut plain: Option<ChatRequest> = None;
+        loop {
+            let current = plain.as_ref().unwrap_or(&req);
+            let request = prompt::render(current, &settings, feedback.as_ref().map(|(reply, reason)| (reply.as_str(), *reason)));
+            let mut reply = match upstream.chat(request).await {
+                Ok(reply) => reply,
+                Err(err) => {
+                    yield Err(err);
+                    return;
+                }
+            };
+            let mut shaper = Shaper::new(current, &tools, engaged);
+            let mut held: Vec<ChatEvent> = Vec::new();
+            let mut committed = false;
+            let mut finish_reason: Option<FinishReason> = None;
+            let mut usage = Usage::default();
+            let mut raw = String::new();
+            let mut failed: Option<ApiError> = None;
+            while let Some(item) = reply.next().await {
+                let mut produced = Vec::new();
+                match item {
+                    Ok(UpstreamEvent::Text(text)) => {
+                        if raw.len() < 1 << 20 {
+                            raw.push_str(&text);
+                        }
+                        shaper.feed(&text, &mut produced);
+                    }
+                    Ok(UpstreamEvent::Finish(reason)) => finish_reason = Some(reason),
+                    Ok(UpstreamEvent::Usage(u)) => usage = u,
+                    Err(err) => {
+                        failed = Some(err);
+                        break;
+                    }
+                }
+                if committed {
+                    for event in produced {
+                        yield Ok(event);
+                    }
+                    continue;
+                }
+                held.extend(produced);
+                if stream && shaper.may_commit() {
+                    committed = true;
+                    for event in held.drain(..) {
+                        yield Ok(event);
+                    }
+                }
+            }
+            if let Some(err) = failed {
+                if committed {
+                    // What the parser still holds is model output the client has not seen
+                    // (a call cut off here ends with the arguments it had): send it, then
+                    // the error, which the encoder reports in-band.
+                    let mut produced = Vec::new();
+                    shaper.finish(&mut produced);
+                    for event in produced {
+                        yield Ok(event);
+                    }
+                }
+                yield Err(err);
+                return;
+            }
+            let mut produced = Vec::new();
+            shaper.finish(&mut produced);
+            let truncated = finish_reason == Some(FinishReason::Length);
+            let problem = shaper.problem(truncated);
+            spent.prompt_tokens += usage.prompt_tokens;
+            spent.completion_tokens += if usage.completion_tokens == 0 && usage.prompt_tokens == 0 {
+                (raw.chars().count() as u64).div_ceil(4)
+            } else {
+                usage.completion_tokens
+            };
+            if !committed {
+                if let Some(reason) = problem {
+                    metrics.retry(reason.as_str(), attempt < max_retries);
+                    if attempt < max_retries {
+                        tracing::info!(reason = reason.as_str(), attempt, "emulated reply rejected; asking the upstream again");
+                        attempt += 1;
+                        feedback = Some((raw, reason));
+                        continue;
+                    }
+                    // The model kept calling tools that do not exist and wrote nothing else:
+                    // under `auto` that leaves the client an empty reply. Ask once more,
+                    // without tools, for a plain answer.
+                    let nothing_shown = shaper.nothing_shown();
+                    if reason == RetryReason::UnknownTool && req.tool_choice == ToolChoice::Auto && nothing_shown {
+                        tracing::info!(attempt, "only unknown tools were called; asking for a plain answer");
+                        attempt += 1;
+                        feedback = None;
+                        let mut without_tools = req.clone();
+                        without_tools.tool_choice = ToolChoice::None;
+                        plain = Some(without_tools);
+                        continue;
+                    }
+                    // A required call that never came (whatever the last reply did instead).
+                    let required = matches!(req.tool_choice, ToolChoice::Required | ToolChoice::Named(_));
+                    if reason == RetryReason::MissingCall || (required && shaper.n_calls() == 0) {
+                        yield Err(ApiError::ToolCallMissing {
+                            message: match &req.tool_choice {
+                                ToolChoice::Named(name) => format!("The model did not call the required tool `{name}` (after {attempt} retries)."),
+                                _ => format!("The model did not produce the required tool call (after {attempt} retries)."),
+                            },
+                        });
+                        return;
+                    }
+                }
+                for event in held.drain(..) {
+                    yield Ok(event);
+                }
+            }
+            for event in produced {
+                yield Ok(event);
+            }
+            // A streamed call that the token limit cut off could not be retried (it had
+            // already gone out); like OpenAI, the reply then ends with `length`.
+            let finish = if truncated && (shaper.n_calls() == 0 || shaper.cut_off_call()) {
+                Finish::Length
+            } else if shaper.n_calls() > 0 {
+                Finish::ToolCalls { forced: matches!(req.tool_choice, ToolChoice::Named(_)) }
+            } else {
+                Finish::Stop
+            };
+            metrics.calls(shaper.n_calls());
+            tracing::info!(engaged, calls = shaper.n_calls(), attempt, "reply finished");
+            yield Ok(ChatEvent::Done(Outcome { finish, usage: spent }));
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::chat::types::{Message, ToolSpec};
+    use crate::upstream::{Role, UpstreamRequest, UpstreamStream};
+
+    /// An upstream that answers from a script, in memory, and keeps what it was sent.
+    #[derive(Clone, Default)]
+    struct Scripted {
+        replies: Arc<Mutex<VecDeque<String>>>,
+        sent: Arc<Mutex<Vec<UpstreamRequest>>>,
+    }
+
+    impl Scripted {
+        fn new(replies: &[&str]) -> Scripted {
+            let scripted = Scripted::default();
+            scripted.replies.lock().unwrap().extend(replies.iter().map(|r| (*r).to_owned()));
+            scripted
+        }
+    }
+
+    impl Upstream for Scripted {
+        async fn chat(&self, request: UpstreamRequest) -> Result<UpstreamStream, ApiError> {
+            self.sent.lock().unwrap().push(request);
+            let text = self.replies.lock().unwrap().pop_front().unwrap_or_default();
+            let events = text
+                .chars()
+                .collect::<Vec<_>>()
+                .chunks(3)
+                .map(|piece| Ok(UpstreamEvent::Text(piece.iter().collect())))
+                .chain([Ok(UpstreamEvent::Finish(FinishReason::Stop))])
+                .collect::<Vec<_>>();
+            Ok(Box::pin(futures::stream::iter(events)))
+        }
+    }
+
+    fn request(choice: ToolChoice) -> ChatRequest {
+        ChatRequest {
+            model: "m".into(),
+            messages: vec![Message::User("Weather in Paris?".into())],
+            tools: vec![ToolSpec {
+                name: "get_weather".into(),
+                description: None,
+                parameters: None,
+            }],
+            tool_choice: choice,
+            parallel_tool_calls: true,
+            sampling: serde_json::Map::new(),
+        }
+    }
+
+    fn settings() -> Settings {
+        Settings { upstream_model: "up".into(), call_format: CallFormat::ToolCall, max_retries: 1 }
+    }
+
+    async fn collect(upstream: &Scripted, req: ChatRequest) -> Vec<Result<ChatEvent, ApiError>> {
+        let metrics = Arc::new(Metrics::new());
+        run(upstream.clone(), settings(), metrics, req, true).collect().await
+    }
+
+    const CALL: &str =
+        "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>";
+
+    #[tokio::test]
+    async fn a_refusal_is_asked_again_with_a_correction_and_never_reaches_the_client() {
+        let upstream = Scripted::new(&["I don't have access to real-time weather data.", CALL]);
+        let events = collect(&upstream, request(ToolChoice::Auto)).await;
+        let events: Vec<ChatEvent> = events.into_iter().map(Result::unwrap).collect();
+        assert!(
+            matches!(&events[0], ChatEvent::CallStart { name, .. } if name == "get_weather"),
+            "{events:?}"
+        );
+        assert!(!events.iter().any(|e| matches!(e, ChatEvent::Text(t) if t.contains("access"))));
+        let sent = upstream.sent.lock().unwrap();
+        assert_eq!(sent.len(), 2);
+        assert_eq!(sent[1].model, "up");
+        let last = sent[1].turns.last().unwrap();
+        assert_eq!(last.role, Role::User);
+        assert!(last.text.contains("you can"), "{}", last.text);
+    }
+
+    #[tokio::test]
+    async fn a_required_call_that_never_comes_is_an_error_after_the_retries() {
+        let upstream = Scripted::new(&["Sunny, probably.", "Still sunny."]);
+        let events = collect(&upstream, request(ToolChoice::Required)).await;
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert!(matches!(&events[0], Err(ApiError::ToolCallMissing { .. })), "{events:?}");
+        assert_eq!(upstream.sent.lock().unwrap().len(), 2, "one try and one retry");
+    }
+
+    #[tokio::test]
+    async fn only_unknown_tools_under_auto_get_a_last_attempt_without_tools() {
+        let unknown = "<tool_call>{\"name\": \"search_web\", \"arguments\": {}}</tool_call>";
+        let upstream = Scripted::new(&[unknown, unknown, "It is sunny in Paris."]);
+        let events = collect(&upstream, request(ToolChoice::Auto)).await;
+        let text: String = events
+            .iter()
+            .filter_map(|e| match e {
+                Ok(ChatEvent::Text(t)) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(text, "It is sunny in Paris.");
+        let sent = upstream.sent.lock().unwrap();
+        assert_eq!(sent.len(), 3);
+        assert!(sent[0].system.contains("# Tools") && !sent[2].system.contains("# Tools"));
+    }
+}

@@ -1,0 +1,317 @@
+//! The shaper: the parser's events turned into chat events under the request's tool
+//! policy (`tool_choice`, `parallel_tool_calls`, declared tools only), with what the pipeline
+//! needs to decide on a retry.
+
+use std::sync::Arc;
+
+use toolshim_parse::{
+    Config as ParseConfig, Event, RejectedText, StreamParser, Tool, ToolSet, WarningCode,
+};
+
+use crate::chat::types::{ChatEvent, ChatRequest, RetryReason, ToolChoice, ToolSpec};
+use crate::error::ApiError;
+
+/// Text that could still turn out to be a refusal is held until it is this long.
+pub(crate) const REFUSAL_WINDOW: usize = 200;
+
+/// The tools a request declared: the parser's tool set and, apart from it, the names a
+/// call must have to reach the client. With no tools, the parser is not run at all.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct DeclaredTools {
+    set: Option<Arc<ToolSet>>,
+    names: std::collections::HashSet<String>,
+}
+
+impl DeclaredTools {
+    pub(crate) fn new(specs: &[ToolSpec]) -> Result<DeclaredTools, ApiError> {
+        if specs.is_empty() {
+            return Ok(DeclaredTools::default());
+        }
+        let tools = specs
+            .iter()
+            .map(|spec| Tool::new(spec.name.clone(), spec.parameters.clone()))
+            .collect();
+        let set = ToolSet::new(tools).map_err(|err| {
+            ApiError::invalid(format!("The tool list cannot be used: {err}."), Some("tools"))
+        })?;
+        Ok(DeclaredTools {
+            set: Some(Arc::new(set)),
+            names: specs.iter().map(|spec| spec.name.clone()).collect(),
+        })
+    }
+
+    /// Whether a call to `name` may reach the client.
+    fn declares(&self, name: &str) -> bool {
+        self.names.contains(name)
+    }
+}
+
+/// Turns the parser's events into chat events under the request's tool policy.
+pub(crate) struct Shaper {
+    /// Tools are declared: replies are parsed for calls.
+    engaged: bool,
+    /// `None` when no tools are engaged (text passes through unparsed), or after `finish`.
+    parser: Option<StreamParser>,
+    /// The declared tools: a call to any other name is dropped here, whatever the parser
+    /// accepted.
+    declared: DeclaredTools,
+    choice: ToolChoice,
+    parallel: bool,
+    /// Parser call index → forwarded call index (`None`: dropped by policy).
+    map: Vec<Option<usize>>,
+    n_calls: usize,
+    /// Visible text so far (bounded), for refusal detection.
+    text: String,
+    /// Whitespace-only text not yet sent: dropped if a call follows (it is layout around
+    /// the call, not content), sent with the next visible text otherwise.
+    blank: String,
+    rejected: usize,
+    malformed: bool,
+    cut_off_call: bool,
+}
+
+impl Shaper {
+    pub(crate) fn new(req: &ChatRequest, declared: &DeclaredTools, engaged: bool) -> Shaper {
+        let parser = declared.set.as_ref().filter(|_| engaged).map(|tools| {
+            let config = ParseConfig {
+                tools: Some(Arc::clone(tools)),
+                rejected_text: RejectedText::Hide,
+                ..ParseConfig::default()
+            };
+            StreamParser::new(&config)
+        });
+        Shaper {
+            engaged,
+            parser,
+            declared: declared.clone(),
+            choice: req.tool_choice.clone(),
+            parallel: req.parallel_tool_calls,
+            map: Vec::new(),
+            n_calls: 0,
+            text: String::new(),
+            blank: String::new(),
+            rejected: 0,
+            malformed: false,
+            cut_off_call: false,
+        }
+    }
+
+    pub(crate) fn feed(&mut self, text: &str, out: &mut Vec<ChatEvent>) {
+        match &mut self.parser {
+            Some(parser) => {
+                let mut events = Vec::new();
+                parser.feed(text, &mut events);
+                self.shape(events, out);
+            }
+            None => self.text_event(text.to_owned(), out),
+        }
+    }
+
+    pub(crate) fn finish(&mut self, out: &mut Vec<ChatEvent>) {
+        if let Some(parser) = self.parser.take() {
+            let mut events = Vec::new();
+            parser.finish(&mut events);
+            self.shape(events, out);
+        }
+        if self.n_calls == 0 && !self.blank.is_empty() {
+            let blank = std::mem::take(&mut self.blank);
+            self.send_text(blank, out);
+        }
+    }
+
+    fn text_event(&mut self, text: String, out: &mut Vec<ChatEvent>) {
+        if text.is_empty() {
+            return;
+        }
+        if self.engaged && text.trim().is_empty() {
+            self.blank.push_str(&text);
+            return;
+        }
+        let text =
+            if self.blank.is_empty() { text } else { std::mem::take(&mut self.blank) + &text };
+        self.send_text(text, out);
+    }
+
+    fn send_text(&mut self, text: String, out: &mut Vec<ChatEvent>) {
+        if self.text.len() < 4096 {
+            self.text.push_str(&text);
+        }
+        out.push(ChatEvent::Text(text));
+    }
+
+    fn shape(&mut self, events: Vec<Event>, out: &mut Vec<ChatEvent>) {
+        for event in events {
+            match event {
+                Event::Text(text) => self.text_event(text, out),
+                Event::Reasoning(_) => {}
+                Event::CallStart { call_idx, name, .. } => {
+                    if !self.declared.declares(&name) {
+                        // Cannot happen while the parser holds the declared tool set; if it
+                        // ever does, the call is an unknown tool, not a call.
+                        tracing::warn!(name = %name, "dropped a call to a tool the request did not declare");
+                        self.rejected += 1;
+                        if self.map.len() <= call_idx {
+                            self.map.resize(call_idx + 1, None);
+                        }
+                        continue;
+                    }
+                    let allowed = match &self.choice {
+                        ToolChoice::None => false,
+                        ToolChoice::Named(wanted) => *wanted == name && self.n_calls == 0,
+                        ToolChoice::Auto | ToolChoice::Required => {
+                            self.parallel || self.n_calls == 0
+                        }
+                    };
+                    let slot = allowed.then_some(self.n_calls);
+                    if self.map.len() <= call_idx {
+                        self.map.resize(call_idx + 1, None);
+                    }
+                    if let Some(entry) = self.map.get_mut(call_idx) {
+                        *entry = slot;
+                    }
+                    if let Some(index) = slot {
+                        self.blank.clear();
+                        self.n_calls += 1;
+                        out.push(ChatEvent::CallStart { index, id: new_call_id(), name });
+                    }
+                }
+                Event::ArgsDelta { call_idx, json } => {
+                    if let Some(Some(index)) = self.map.get(call_idx) {
+                        out.push(ChatEvent::CallArgs { index: *index, json });
+                    }
+                }
+                Event::CallEnd { call_idx, .. } => {
+                    if let Some(Some(index)) = self.map.get(call_idx) {
+                        out.push(ChatEvent::CallEnd { index: *index });
+                    }
+                }
+                Event::Rejected(rejected) => {
+                    tracing::debug!(name = %rejected.name, "the model called an unknown tool");
+                    self.rejected += 1;
+                }
+                Event::Warning(warning) => {
+                    match warning.code {
+                        WarningCode::MalformedCall | WarningCode::InvalidArguments => {
+                            self.malformed = true
+                        }
+                        WarningCode::Truncated => self.cut_off_call = true,
+                        _ => {}
+                    }
+                    tracing::debug!(code = warning.code.as_str(), message = %warning.message, "parse warning");
+                }
+            }
+        }
+    }
+
+    /// Whether held output may go to a streaming client now: a call has begun, or enough
+    /// plain text has come that it is not a refusal, and the policy cannot fail any more.
+    /// Calls that went to the client.
+    pub(crate) fn n_calls(&self) -> usize {
+        self.n_calls
+    }
+
+    /// Whether no visible text was produced (white space aside).
+    pub(crate) fn nothing_shown(&self) -> bool {
+        self.text.trim().is_empty()
+    }
+
+    /// Whether a call was cut off by the end of the reply.
+    pub(crate) fn cut_off_call(&self) -> bool {
+        self.cut_off_call
+    }
+
+    pub(crate) fn may_commit(&self) -> bool {
+        let needs_call = matches!(self.choice, ToolChoice::Required | ToolChoice::Named(_));
+        if !self.engaged {
+            return true;
+        }
+        if self.n_calls > 0 {
+            return true;
+        }
+        !needs_call && self.text.len() >= REFUSAL_WINDOW && !looks_like_refusal(&self.text)
+    }
+
+    /// What is wrong with the finished reply, if anything worth a retry.
+    pub(crate) fn problem(&self, truncated: bool) -> Option<RetryReason> {
+        if !self.engaged || self.choice == ToolChoice::None {
+            return None;
+        }
+        if self.n_calls > 0 {
+            return (truncated && self.cut_off_call).then_some(RetryReason::Truncated);
+        }
+        if truncated && self.cut_off_call {
+            return Some(RetryReason::Truncated);
+        }
+        if self.rejected > 0 {
+            return Some(RetryReason::UnknownTool);
+        }
+        if self.malformed {
+            return Some(RetryReason::Malformed);
+        }
+        if matches!(self.choice, ToolChoice::Required | ToolChoice::Named(_)) {
+            return Some(RetryReason::MissingCall);
+        }
+        looks_like_refusal(&self.text).then_some(RetryReason::Refusal)
+    }
+}
+
+/// Phrases with which models claim they have no tools, in the opening of a reply.
+fn looks_like_refusal(text: &str) -> bool {
+    const PHRASES: &[&str] = &[
+        "don't have access to",
+        "do not have access to",
+        "don't have the ability",
+        "do not have the ability",
+        "don't have any tools",
+        "do not have any tools",
+        "don't have tools",
+        "no tools available",
+        "no access to tools",
+        "cannot call",
+        "can't call",
+        "unable to call",
+        "cannot access real-time",
+        "can't access real-time",
+        "don't have real-time",
+        "do not have real-time",
+        "unable to access",
+        "as an ai language model",
+        "i'm not able to browse",
+        "没有可用的工具",
+        "无法调用",
+        "无法访问",
+        "没有工具",
+    ];
+    let opening: String =
+        text.chars().take(400).collect::<String>().to_lowercase().replace('’', "'");
+    PHRASES.iter().any(|phrase| opening.contains(phrase))
+}
+
+/// A fresh OpenAI-style call id: `call_` and 24 letters and digits.
+pub(crate) fn new_call_id() -> String {
+    let mut id = String::with_capacity(29);
+    id.push_str("call_");
+    id.extend(std::iter::repeat_with(fastrand::alphanumeric).take(24));
+    id
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_are_recognized() {
+        assert!(looks_like_refusal(
+            "I’m sorry, but I don't have access to real-time weather data."
+        ));
+        assert!(looks_like_refusal("抱歉，我没有可用的工具。"));
+        assert!(!looks_like_refusal("Paris is sunny today."));
+    }
+
+    #[test]
+    fn call_ids_look_like_openai_ids() {
+        let id = new_call_id();
+        assert!(id.starts_with("call_") && id.len() == 29);
+        assert_ne!(id, new_call_id());
+    }
+}

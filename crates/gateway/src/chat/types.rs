@@ -1,0 +1,163 @@
+//! The pipeline's own types: what a request is, what it produces, and how it ended. A leaf
+//! module: the API families, the prompt, the shaper and the upstream all build on it.
+
+use serde_json::Value;
+
+/// A chat request in the gateway's own terms.
+#[derive(Debug, Clone)]
+pub(crate) struct ChatRequest {
+    /// The model the client asked for.
+    pub(crate) model: String,
+    /// The conversation.
+    pub(crate) messages: Vec<Message>,
+    /// Declared tools (or, with none declared, the tools seen in the history).
+    pub(crate) tools: Vec<ToolSpec>,
+    pub(crate) tool_choice: ToolChoice,
+    /// `false`: at most one call per reply.
+    pub(crate) parallel_tool_calls: bool,
+    /// Sampling and length options forwarded to the upstream unchanged.
+    pub(crate) sampling: serde_json::Map<String, Value>,
+}
+
+/// One message of the conversation.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Message {
+    System(String),
+    User(String),
+    Assistant { text: String, calls: Vec<PriorCall> },
+    ToolResult { call_id: String, name: Option<String>, content: String, is_error: bool },
+}
+
+/// A call the assistant made earlier in the conversation.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct PriorCall {
+    pub(crate) id: String,
+    pub(crate) name: String,
+    /// The arguments as the client sent them back (normally JSON text).
+    pub(crate) arguments: String,
+}
+
+/// A tool the model may call.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ToolSpec {
+    pub(crate) name: String,
+    pub(crate) description: Option<String>,
+    pub(crate) parameters: Option<Value>,
+}
+
+/// Which calls the reply must (or must not) contain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ToolChoice {
+    None,
+    Auto,
+    Required,
+    Named(String),
+}
+
+/// What the pipeline produces, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum ChatEvent {
+    Text(String),
+    CallStart {
+        index: usize,
+        id: String,
+        name: String,
+    },
+    /// A fragment of the call's arguments JSON; fragments concatenate to a JSON object.
+    CallArgs {
+        index: usize,
+        json: String,
+    },
+    CallEnd {
+        index: usize,
+    },
+    Done(Outcome),
+}
+
+/// How the reply ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Outcome {
+    pub(crate) finish: Finish,
+    pub(crate) usage: Usage,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Finish {
+    Stop,
+    Length,
+    /// At least one call; `forced` when `tool_choice` named the tool.
+    ToolCalls {
+        forced: bool,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Usage {
+    pub(crate) prompt_tokens: u64,
+    pub(crate) completion_tokens: u64,
+}
+
+/// Why a reply is asked for again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RetryReason {
+    Refusal,
+    MissingCall,
+    Malformed,
+    UnknownTool,
+    Truncated,
+}
+
+impl RetryReason {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            RetryReason::Refusal => "refusal",
+            RetryReason::MissingCall => "missing_call",
+            RetryReason::Malformed => "malformed",
+            RetryReason::UnknownTool => "unknown_tool",
+            RetryReason::Truncated => "truncated",
+        }
+    }
+}
+
+/// Why a tool list cannot be used: a call could not be matched to one tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ToolListProblem {
+    /// Two tools have this name.
+    Duplicate(String),
+    /// A tool has no name.
+    Empty,
+}
+
+/// The first reason `tools` cannot be used, if any.
+pub(crate) fn check_tools(tools: &[ToolSpec]) -> Result<(), ToolListProblem> {
+    let mut seen = std::collections::HashSet::new();
+    for tool in tools {
+        if tool.name.is_empty() {
+            return Err(ToolListProblem::Empty);
+        }
+        if !seen.insert(tool.name.as_str()) {
+            return Err(ToolListProblem::Duplicate(tool.name.clone()));
+        }
+    }
+    Ok(())
+}
+
+/// The tools the history's earlier calls name, for a turn that carries tool history but no
+/// `tools`: tool calling stays on for them.
+pub(crate) fn tools_from_history(messages: &[Message]) -> Vec<ToolSpec> {
+    let mut tools: Vec<ToolSpec> = Vec::new();
+    for message in messages {
+        if let Message::Assistant { calls, .. } = message {
+            for call in calls {
+                if !tools.iter().any(|t| t.name == call.name) {
+                    tools.push(ToolSpec {
+                        name: call.name.clone(),
+                        description: None,
+                        parameters: None,
+                    });
+                }
+            }
+        }
+    }
+    tools
+}
