@@ -1,7 +1,7 @@
 """openai-agents with `OpenAIChatCompletionsModel` (protocols.md §6C, Chat Completions mode).
 
-The gateway has no Responses API yet, so only the Chat Completions model class is driven here.
-Tracing is off: nothing leaves 127.0.0.1.
+The SDK's default (Responses) model is driven in test_responses.py. Tracing is off: nothing
+leaves 127.0.0.1.
 """
 
 from __future__ import annotations

@@ -47,6 +47,15 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(api::openai::handlers::chat_completions))
         .route("/chat/completions", post(api::openai::handlers::chat_completions))
+        .route(
+            "/v1/responses",
+            post(api::responses::handlers::create).get(api::responses::handlers::websocket),
+        )
+        .route("/responses", post(api::responses::handlers::create))
+        .route(
+            "/v1/responses/{id}",
+            get(api::responses::handlers::stored).delete(api::responses::handlers::stored),
+        )
         .route("/v1/messages", post(api::anthropic::handlers::messages))
         .route("/v1/messages/count_tokens", post(api::anthropic::handlers::count_tokens))
         .route("/v1/models", get(api::models))

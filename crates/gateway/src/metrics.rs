@@ -19,6 +19,7 @@ pub(crate) const ERRORS: &str = "toolshim_errors";
 pub(crate) const REFUSALS: &str = "toolshim_refusals";
 pub(crate) const PARSE_FAILURES: &str = "toolshim_parse_failures";
 pub(crate) const UPSTREAM_REPAIRS: &str = "toolshim_upstream_repairs";
+pub(crate) const HOSTED_TOOLS_LEFT_OUT: &str = "toolshim_hosted_tools_left_out";
 
 /// The gateway's metrics.
 #[derive(Debug)]
@@ -33,6 +34,7 @@ pub(crate) struct Metrics {
     refusals: Counter,
     parse_failures: Counter,
     upstream_repairs: Family<Labels, Counter>,
+    hosted_tools: Family<Labels, Counter>,
 }
 
 fn seconds_histogram() -> Histogram {
@@ -53,6 +55,7 @@ impl Metrics {
         let refusals = Counter::default();
         let parse_failures = Counter::default();
         let upstream_repairs = Family::<Labels, Counter>::default();
+        let hosted_tools = Family::<Labels, Counter>::default();
         registry.register(REQUESTS, "HTTP requests by route and status class", requests.clone());
         registry.register(REQUEST_SECONDS, "Request latency by route", latency.clone());
         registry.register(
@@ -82,6 +85,11 @@ impl Metrics {
             "Faults in upstream replies that the gateway repaired, by kind (lone_surrogate: a lone UTF-16 surrogate escape replaced with U+FFFD)",
             upstream_repairs.clone(),
         );
+        registry.register(
+            HOSTED_TOOLS_LEFT_OUT,
+            "Hosted tools in Responses requests (web_search, file_search, …) left out of the prompt, by type",
+            hosted_tools.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -93,6 +101,7 @@ impl Metrics {
             refusals,
             parse_failures,
             upstream_repairs,
+            hosted_tools,
         }
     }
 
@@ -128,6 +137,25 @@ impl Metrics {
 
     pub(crate) fn upstream_repair(&self, kind: &str, n: usize) {
         self.upstream_repairs.get_or_create(&vec![("kind", kind.to_owned())]).inc_by(n as u64);
+    }
+
+    pub(crate) fn hosted_tool_left_out(&self, kind: &str) {
+        // Tool types come from clients: keep the label set small.
+        let kind = match kind {
+            "web_search"
+            | "web_search_preview"
+            | "file_search"
+            | "code_interpreter"
+            | "image_generation"
+            | "computer_use_preview"
+            | "mcp"
+            | "local_shell"
+            | "tool_search"
+            | "shell"
+            | "apply_patch" => kind,
+            _ => "other",
+        };
+        self.hosted_tools.get_or_create(&vec![("type", kind.to_owned())]).inc();
     }
 
     pub(crate) fn error(&self, kind: &str) {

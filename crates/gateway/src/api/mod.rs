@@ -18,6 +18,7 @@ use crate::state::AppState;
 pub(crate) mod anthropic;
 pub(crate) mod fields;
 pub(crate) mod openai;
+pub(crate) mod responses;
 
 /// `GET /v1/models`: Anthropic's list shape when the request carries `anthropic-version`,
 /// OpenAI's otherwise.
@@ -86,7 +87,7 @@ pub(crate) trait StreamEncoder: Send + 'static {
     /// The frames for one event.
     fn encode(&mut self, event: &Self::Event, out: &mut Vec<Bytes>);
     /// The in-band error that ends a stream after it began.
-    fn error(&self, err: &ApiError) -> Bytes;
+    fn error(&mut self, err: &ApiError) -> Bytes;
     /// A frame that keeps a silent connection alive.
     fn keepalive(&self) -> Bytes;
     /// The first frames of a stream whose head goes out before its first event.

@@ -143,7 +143,11 @@ impl Shaper {
         for event in events {
             match event {
                 Event::Text(text) => self.text_event(text, out),
-                Event::Reasoning(_) => {}
+                Event::Reasoning(text) => {
+                    if !text.is_empty() {
+                        out.push(ChatEvent::Reasoning(text));
+                    }
+                }
                 Event::CallStart { call_idx, name, .. } => {
                     if !self.declared.declares(&name) {
                         // Cannot happen while the parser holds the declared tool set; if it

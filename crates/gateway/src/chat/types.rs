@@ -58,6 +58,9 @@ pub(crate) enum ToolChoice {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum ChatEvent {
     Text(String),
+    /// Reasoning the parser separated from the answer (`<think>`, Harmony's analysis
+    /// channel, …). Only the Responses API shows it (as reasoning items) so far.
+    Reasoning(String),
     CallStart {
         index: usize,
         id: String,

@@ -30,6 +30,8 @@
 //!   events, lone surrogates, error objects, unfinished replies (passthrough too), caps,
 //!   error bodies and model lists that never end, upstream 4xx kept, redirects not followed,
 //!   `/readyz`, keep-alives while a stream is held.
+//! - `responses` (issue 16): the Responses API: event grammar, function, custom and namespaced
+//!   calls, reasoning items, hosted tools left out, stateless answers, errors.
 //! - `shutdown`: cancelling the token refuses new connections and lets in-flight streams
 //!   finish.
 
@@ -50,5 +52,6 @@ mod faults;
 mod integrity;
 mod modes;
 mod openai;
+mod responses;
 mod shutdown;
 mod streaming;

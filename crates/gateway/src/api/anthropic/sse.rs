@@ -111,6 +111,8 @@ impl Encoder {
     pub(crate) fn encode(&mut self, event: &ChatEvent, out: &mut Vec<Bytes>) {
         self.start(out);
         match event {
+            // Shown by the Responses API only, so far.
+            ChatEvent::Reasoning(_) => {}
             ChatEvent::Text(text) => {
                 if self.drop_text {
                     return;
@@ -161,7 +163,7 @@ impl crate::api::StreamEncoder for Encoder {
         Encoder::encode(self, event, out);
     }
 
-    fn error(&self, err: &crate::error::ApiError) -> Bytes {
+    fn error(&mut self, err: &crate::error::ApiError) -> Bytes {
         crate::api::anthropic::error::event(err)
     }
 
@@ -200,6 +202,7 @@ impl Collector {
             }
             ChatEvent::CallEnd { .. } => {}
             ChatEvent::Done(outcome) => self.outcome = Some(outcome),
+            ChatEvent::Reasoning(_) => {}
         }
     }
 

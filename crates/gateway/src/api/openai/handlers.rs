@@ -190,7 +190,7 @@ impl crate::api::StreamEncoder for RelayEncoder {
         out.push(Bytes::from(format!("data: {event}\n\n")));
     }
 
-    fn error(&self, err: &ApiError) -> Bytes {
+    fn error(&mut self, err: &ApiError) -> Bytes {
         error::chunk(err)
     }
 

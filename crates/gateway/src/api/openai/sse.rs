@@ -74,6 +74,8 @@ impl Encoder {
 
     pub(crate) fn encode(&mut self, event: &ChatEvent, out: &mut Vec<Bytes>) {
         match event {
+            // Shown by the Responses API only, so far.
+            ChatEvent::Reasoning(_) => {}
             ChatEvent::Text(text) => {
                 self.start(true, out);
                 out.push(
@@ -156,7 +158,7 @@ impl crate::api::StreamEncoder for Encoder {
         Encoder::encode(self, event, out);
     }
 
-    fn error(&self, err: &crate::error::ApiError) -> Bytes {
+    fn error(&mut self, err: &crate::error::ApiError) -> Bytes {
         crate::api::openai::error::chunk(err)
     }
 
@@ -190,6 +192,7 @@ impl Collector {
             }
             ChatEvent::CallEnd { .. } => {}
             ChatEvent::Done(outcome) => self.outcome = Some(outcome),
+            ChatEvent::Reasoning(_) => {}
         }
     }
 

@@ -293,7 +293,7 @@ pub(crate) fn type_error(path: &str, types: &[JsonType], value: &Value) -> ApiEr
     }
 }
 
-fn missing(param: &str) -> ApiError {
+pub(crate) fn missing(param: &str) -> ApiError {
     ApiError::InvalidRequest {
         message: format!("Missing required parameter: '{param}'."),
         param: Some(param.to_owned()),
@@ -302,7 +302,7 @@ fn missing(param: &str) -> ApiError {
 }
 
 /// The text of a `content` field: a string, or the text parts of an array.
-fn text_of(content: Option<&Value>) -> String {
+pub(crate) fn text_of(content: Option<&Value>) -> String {
     match content {
         Some(Value::String(text)) => text.clone(),
         Some(Value::Array(parts)) => crate::api::join_pieces(parts.iter().map(|part| {
@@ -388,7 +388,7 @@ fn message(i: usize, value: &Value) -> Result<Message, ApiError> {
     })
 }
 
-fn arguments_text(value: Option<&Value>) -> String {
+pub(crate) fn arguments_text(value: Option<&Value>) -> String {
     match value {
         Some(Value::String(text)) => text.clone(),
         Some(Value::Null) | None => "{}".into(),
@@ -460,7 +460,7 @@ fn tool(i: usize, value: &Value) -> Result<ToolSpec, ApiError> {
     function(&format!("tools[{i}].function"), function_value)
 }
 
-fn function(path: &str, value: &Value) -> Result<ToolSpec, ApiError> {
+pub(crate) fn function(path: &str, value: &Value) -> Result<ToolSpec, ApiError> {
     let name = value
         .get("name")
         .and_then(Value::as_str)

@@ -1,0 +1,96 @@
+//! Thin handlers for the Responses API.
+
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use serde_json::Value;
+
+use crate::api::openai::error;
+use crate::api::openai::handlers::authorize;
+use crate::api::responses::sse::{Builder, Encoder, Shape, now, response_id};
+use crate::api::responses::wire;
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// `POST /v1/responses`
+pub(crate) async fn create(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    match handle(state, &headers, body).await {
+        Ok(response) => response,
+        Err(err) => error::response(err),
+    }
+}
+
+async fn handle(state: AppState, headers: &HeaderMap, body: Body) -> Result<Response, ApiError> {
+    // The key first: an unauthenticated body is never read.
+    authorize(&state, headers)?;
+    let body = crate::api::read_body(&state, headers, body).await?;
+    let value: Value = serde_json::from_slice(&body).map_err(|err| {
+        ApiError::invalid(
+            format!("We could not parse the JSON body of your request. ({err}) The OpenAI API expects a JSON payload."),
+            None,
+        )
+    })?;
+    let parsed = wire::from_wire(&value)?;
+    for kind in &parsed.hosted {
+        state.metrics.hosted_tool_left_out(kind);
+    }
+    tracing::info!(model = %parsed.chat.model, stream = parsed.stream, tools = parsed.chat.tools.len(),
+        hosted_tools_left_out = parsed.hosted.len(), "responses");
+    let started = Instant::now();
+    let shape = Shape {
+        id: response_id("resp_"),
+        created_at: now(),
+        model: parsed.chat.model.clone(),
+        echo: parsed.echo,
+        tools: parsed.tools,
+        input_tokens: state.estimate_input_tokens(&parsed.chat),
+    };
+    let stream = parsed.stream;
+    let mut events = Box::pin(state.emulate(parsed.chat, stream));
+    let mut builder = Builder::new(shape);
+    if !stream {
+        let mut ignored = Vec::new();
+        while let Some(event) = events.next().await {
+            builder.push(&event?, &mut ignored);
+            ignored.clear();
+        }
+        return Ok((StatusCode::OK, axum::Json(builder.finish())).into_response());
+    }
+    crate::api::stream_response(&state, started, events, Encoder { builder }).await
+}
+
+/// `GET` and `DELETE /v1/responses/{id}`: the gateway keeps no responses.
+pub(crate) async fn stored(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    if let Err(err) = authorize(&state, &headers) {
+        return error::response(err);
+    }
+    error::response(ApiError::NotFound(format!(
+        "Response with id '{id}' not found. This gateway keeps no responses (it is stateless): send the whole conversation with each request."
+    )))
+}
+
+/// `GET /v1/responses`, which is how a WebSocket upgrade arrives: not served. A 426 makes a
+/// client that tries WebSockets first (Codex) use HTTP at once; after a 404 Codex kept
+/// retrying the upgrade for six seconds before it did.
+pub(crate) async fn websocket(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if let Err(err) = authorize(&state, &headers) {
+        return error::response(err);
+    }
+    let mut response = error::response(ApiError::NotFound(
+        "WebSocket connections are not supported on /v1/responses; send POST /v1/responses with stream: true.".into(),
+    ));
+    *response.status_mut() = StatusCode::UPGRADE_REQUIRED;
+    response
+}

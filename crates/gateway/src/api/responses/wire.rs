@@ -1,0 +1,812 @@
+//! The Responses API request (protocols.md §4A): `input` items into the pipeline's
+//! `ChatRequest`, tools flattened (custom tools take one raw-text input, namespaced tools get
+//! a flat name that maps back), hosted tools left out, OpenAI-worded validation.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use crate::api::fields::{Fields, JsonType, Walker, items};
+use crate::api::openai::wire::{arguments_text, function, missing, text_of, type_error};
+use crate::chat::{ChatRequest, Message, PriorCall, ToolChoice, ToolListProblem, ToolSpec};
+use crate::error::ApiError;
+
+/// What kind of tool a flat name stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ToolKind {
+    /// A function tool: the call's arguments are JSON.
+    Function,
+    /// A freeform tool: the call's one input is raw text (`custom_tool_call`).
+    Custom,
+}
+
+/// The tool a flat name (as the model sees it) stands for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ToolOrigin {
+    pub(crate) kind: ToolKind,
+    /// The namespace tool it came from, if any.
+    pub(crate) namespace: Option<String>,
+    /// Its name within that namespace (or its only name).
+    pub(crate) name: String,
+}
+
+/// A parsed Responses request.
+#[derive(Debug, Clone)]
+pub(crate) struct Parsed {
+    pub(crate) chat: ChatRequest,
+    pub(crate) stream: bool,
+    /// Flat tool name → the tool it stands for.
+    pub(crate) tools: BTreeMap<String, ToolOrigin>,
+    /// Hosted tools that were left out of the prompt, by type.
+    pub(crate) hosted: Vec<String>,
+    /// What the response object echoes back of the request.
+    pub(crate) echo: Echo,
+}
+
+/// The request fields a `Response` object repeats.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Echo {
+    pub(crate) instructions: Value,
+    pub(crate) tools: Value,
+    pub(crate) tool_choice: Value,
+    pub(crate) parallel_tool_calls: bool,
+    pub(crate) max_output_tokens: Value,
+    pub(crate) temperature: Value,
+    pub(crate) top_p: Value,
+    pub(crate) store: bool,
+    pub(crate) metadata: Value,
+    pub(crate) text: Value,
+    pub(crate) reasoning: Value,
+    pub(crate) user: Value,
+}
+
+/// The separator of a namespace and a tool's name in the flat name the model sees.
+const NAMESPACE_SEPARATOR: &str = "__";
+
+/// The tool types the gateway cannot run (the hosted ones, and those the client runs with a
+/// protocol of its own): left out of the prompt, never a 400.
+fn is_hosted(kind: &str) -> bool {
+    !matches!(kind, "function" | "custom" | "namespace")
+}
+
+use JsonType::{
+    Array as Arr, Boolean as Bool, Integer as Int, Number as Num, Object as Obj, String as Str,
+};
+
+const REQUEST: Fields = &[
+    ("model", &[Str]),
+    ("input", &[Str, Arr]),
+    ("instructions", &[Str]),
+    ("tools", &[Arr]),
+    ("tool_choice", &[Str, Obj]),
+    ("parallel_tool_calls", &[Bool]),
+    ("stream", &[Bool]),
+    ("store", &[Bool]),
+    ("previous_response_id", &[Str]),
+    ("conversation", &[Str, Obj]),
+    ("include", &[Arr]),
+    ("reasoning", &[Obj]),
+    ("text", &[Obj]),
+    ("max_output_tokens", &[Int]),
+    ("max_tool_calls", &[Int]),
+    ("temperature", &[Num]),
+    ("top_p", &[Num]),
+    ("truncation", &[Str]),
+    ("metadata", &[Obj]),
+    ("prompt_cache_key", &[Str]),
+    ("safety_identifier", &[Str]),
+    ("service_tier", &[Str]),
+    ("user", &[Str]),
+    ("stream_options", &[Obj]),
+    ("background", &[Bool]),
+];
+const ITEM: Fields = &[
+    ("type", &[Str]),
+    ("role", &[Str]),
+    ("content", &[Str, Arr]),
+    ("call_id", &[Str]),
+    ("name", &[Str]),
+    ("namespace", &[Str]),
+    ("arguments", &[Str, Obj]),
+    ("input", &[Str]),
+    ("output", &[Str, Arr]),
+];
+const TOOL: Fields = &[
+    ("type", &[Str]),
+    ("name", &[Str]),
+    ("description", &[Str]),
+    ("parameters", &[Obj]),
+    ("strict", &[Bool]),
+    ("format", &[Obj]),
+    ("tools", &[Arr]),
+];
+const TOOL_CHOICE: Fields =
+    &[("type", &[Str]), ("name", &[Str]), ("mode", &[Str]), ("tools", &[Arr])];
+
+const WALK: Walker = Walker { error: type_error };
+
+fn check_types(body: &serde_json::Map<String, Value>) -> Result<(), ApiError> {
+    WALK.fields("", body, REQUEST)?;
+    if let Some(Value::Array(input)) = body.get("input") {
+        for (i, item) in input.iter().enumerate() {
+            WALK.object(&format!("input[{i}]"), item, ITEM)?;
+        }
+    }
+    for (i, tool) in items(body, "tools") {
+        let tool = WALK.object(&format!("tools[{i}]"), tool, TOOL)?;
+        for (j, inner) in items(tool, "tools") {
+            WALK.object(&format!("tools[{i}].tools[{j}]"), inner, TOOL)?;
+        }
+    }
+    if let Some(Value::Object(choice)) = body.get("tool_choice") {
+        WALK.fields("tool_choice", choice, TOOL_CHOICE)?;
+    }
+    Ok(())
+}
+
+fn invalid(message: impl Into<String>, param: &str) -> ApiError {
+    ApiError::invalid(message, Some(param))
+}
+
+fn invalid_coded(message: impl Into<String>, param: &str, code: &str) -> ApiError {
+    ApiError::InvalidRequest {
+        message: message.into(),
+        param: Some(param.to_owned()),
+        code: Some(code.to_owned()),
+    }
+}
+
+/// Reads a Responses request.
+pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
+    let Value::Object(object) = body else {
+        return Err(ApiError::invalid("The request body must be a JSON object.", None));
+    };
+    check_types(object)?;
+    let model = match object.get("model").and_then(Value::as_str) {
+        Some(model) if !model.is_empty() => model.to_owned(),
+        _ => return Err(missing("model")),
+    };
+    if let Some(id) = object.get("previous_response_id").and_then(Value::as_str) {
+        return Err(invalid_coded(
+            format!(
+                "Previous response with id '{id}' not found. This gateway keeps no responses: send the whole conversation in 'input' instead."
+            ),
+            "previous_response_id",
+            "previous_response_not_found",
+        ));
+    }
+    if object.get("conversation").is_some_and(|c| !c.is_null()) {
+        return Err(invalid(
+            "Conversations are not supported: this gateway keeps no state. Send the whole conversation in 'input' instead.",
+            "conversation",
+        ));
+    }
+    if object.get("background").and_then(Value::as_bool) == Some(true) {
+        return Err(invalid(
+            "Background responses are not supported: this gateway keeps no state. Send the request without 'background'.",
+            "background",
+        ));
+    }
+
+    let mut tools = Vec::new();
+    let mut origins = BTreeMap::new();
+    let mut hosted = Vec::new();
+    for (i, tool) in items(object, "tools") {
+        read_tool(&format!("tools[{i}]"), tool, None, &mut tools, &mut origins, &mut hosted)?;
+    }
+
+    let mut messages = Vec::new();
+    if let Some(instructions) = object.get("instructions").and_then(Value::as_str) {
+        if !instructions.is_empty() {
+            messages.push(Message::System(instructions.to_owned()));
+        }
+    }
+    match object.get("input") {
+        Some(Value::String(text)) => messages.push(Message::User(text.clone())),
+        Some(Value::Array(input)) => {
+            for (i, item) in input.iter().enumerate() {
+                read_item(i, item, &origins, &mut messages)?;
+            }
+            check_pairs(input)?;
+        }
+        _ => return Err(missing("input")),
+    }
+    if !messages.iter().any(|m| !matches!(m, Message::System(_))) {
+        return Err(invalid("'input' must hold at least one message or item.", "input"));
+    }
+
+    // Tool history without tools: keep tool calling on for the tools seen before.
+    if tools.is_empty() {
+        tools = crate::chat::tools_from_history(&messages);
+        for tool in &tools {
+            origins.entry(tool.name.clone()).or_insert_with(|| ToolOrigin {
+                kind: ToolKind::Function,
+                namespace: None,
+                name: tool.name.clone(),
+            });
+        }
+    }
+    match crate::chat::check_tools(&tools) {
+        Ok(()) => {}
+        Err(ToolListProblem::Duplicate(name)) => {
+            return Err(invalid(
+                format!(
+                    "Invalid 'tools': tool names must be unique, but '{name}' is declared more than once."
+                ),
+                "tools",
+            ));
+        }
+        Err(ToolListProblem::Empty) => {
+            return Err(invalid(
+                "Invalid 'input': a tool call in the conversation has an empty name.",
+                "input",
+            ));
+        }
+    }
+
+    let (tool_choice, tools) = read_tool_choice(object.get("tool_choice"), tools, &origins)?;
+    let parallel_tool_calls =
+        object.get("parallel_tool_calls").and_then(Value::as_bool).unwrap_or(true);
+    let mut sampling = serde_json::Map::new();
+    for (from, to) in
+        [("temperature", "temperature"), ("top_p", "top_p"), ("max_output_tokens", "max_tokens")]
+    {
+        if let Some(value) = object.get(from).filter(|v| !v.is_null()) {
+            sampling.insert(to.to_owned(), value.clone());
+        }
+    }
+    if let Some(n) = object.get("max_output_tokens").and_then(Value::as_i64) {
+        if n < 1 {
+            return Err(invalid(
+                format!(
+                    "Invalid 'max_output_tokens': integer below minimum value. Expected a value >= 1, but got {n} instead."
+                ),
+                "max_output_tokens",
+            ));
+        }
+    }
+    let get = |key: &str| object.get(key).cloned().unwrap_or(Value::Null);
+    let echo = Echo {
+        instructions: get("instructions"),
+        tools: echo_tools(object.get("tools")),
+        tool_choice: object.get("tool_choice").cloned().unwrap_or_else(|| json!("auto")),
+        parallel_tool_calls,
+        max_output_tokens: get("max_output_tokens"),
+        temperature: object.get("temperature").cloned().unwrap_or(json!(1.0)),
+        top_p: object.get("top_p").cloned().unwrap_or(json!(1.0)),
+        store: object.get("store").and_then(Value::as_bool).unwrap_or(true),
+        metadata: object.get("metadata").cloned().unwrap_or_else(|| json!({})),
+        text: object.get("text").cloned().unwrap_or_else(|| json!({"format": {"type": "text"}})),
+        reasoning: object
+            .get("reasoning")
+            .cloned()
+            .unwrap_or_else(|| json!({"effort": null, "summary": null})),
+        user: get("user"),
+    };
+    Ok(Parsed {
+        chat: ChatRequest { model, messages, tools, tool_choice, parallel_tool_calls, sampling },
+        stream: object.get("stream").and_then(Value::as_bool).unwrap_or(false),
+        tools: origins,
+        hosted,
+        echo,
+    })
+}
+
+/// The request's tools as a Response echoes them: function tools with `strict` present.
+fn echo_tools(tools: Option<&Value>) -> Value {
+    let Some(Value::Array(tools)) = tools else { return json!([]) };
+    Value::Array(
+        tools
+            .iter()
+            .map(|tool| {
+                let mut tool = tool.clone();
+                if tool.get("type").and_then(Value::as_str) == Some("function") {
+                    if tool.get("strict").is_none() {
+                        tool["strict"] = json!(true);
+                    }
+                    if tool.get("parameters").is_none() {
+                        tool["parameters"] = Value::Null;
+                    }
+                }
+                tool
+            })
+            .collect(),
+    )
+}
+
+/// One entry of `tools`: a function or custom tool (under a namespace, when `namespace` is
+/// given), a namespace of them, or a hosted tool (left out, counted).
+fn read_tool(
+    path: &str,
+    value: &Value,
+    namespace: Option<(&str, &str)>,
+    tools: &mut Vec<ToolSpec>,
+    origins: &mut BTreeMap<String, ToolOrigin>,
+    hosted: &mut Vec<String>,
+) -> Result<(), ApiError> {
+    let kind = value
+        .get("type")
+        .and_then(Value::as_str)
+        .ok_or_else(|| missing(&format!("{path}.type")))?;
+    let flat = |name: &str| match namespace {
+        Some((ns, _)) => format!("{ns}{NAMESPACE_SEPARATOR}{name}"),
+        None => name.to_owned(),
+    };
+    let describe = |description: Option<String>| match namespace {
+        Some((_, ns_description)) if !ns_description.is_empty() => {
+            Some(format!("{ns_description} {}", description.unwrap_or_default()).trim().to_owned())
+        }
+        _ => description,
+    };
+    match kind {
+        "function" => {
+            let mut spec = function(path, value)?;
+            let name = spec.name.clone();
+            spec.name = flat(&name);
+            spec.description = describe(spec.description);
+            let origin = ToolOrigin {
+                kind: ToolKind::Function,
+                namespace: namespace.map(|(ns, _)| ns.to_owned()),
+                name,
+            };
+            origins.insert(spec.name.clone(), origin);
+            tools.push(spec);
+        }
+        "custom" => {
+            let name = value
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| missing(&format!("{path}.name")))?;
+            if name.is_empty() {
+                return Err(missing(&format!("{path}.name")));
+            }
+            let description = value.get("description").and_then(Value::as_str).map(str::to_owned);
+            let spec = ToolSpec {
+                name: flat(name),
+                description: describe(Some(custom_description(description.as_deref()))),
+                parameters: Some(custom_parameters(value.get("format"))),
+            };
+            origins.insert(
+                spec.name.clone(),
+                ToolOrigin {
+                    kind: ToolKind::Custom,
+                    namespace: namespace.map(|(ns, _)| ns.to_owned()),
+                    name: name.to_owned(),
+                },
+            );
+            tools.push(spec);
+        }
+        "namespace" if namespace.is_none() => {
+            let name = value
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| missing(&format!("{path}.name")))?;
+            let description = value.get("description").and_then(Value::as_str).unwrap_or_default();
+            for (j, inner) in
+                value.get("tools").and_then(Value::as_array).into_iter().flatten().enumerate()
+            {
+                read_tool(
+                    &format!("{path}.tools[{j}]"),
+                    inner,
+                    Some((name, description)),
+                    tools,
+                    origins,
+                    hosted,
+                )?;
+            }
+        }
+        other if is_hosted(other) => hosted.push(other.to_owned()),
+        other => {
+            return Err(invalid(
+                format!(
+                    "Invalid value: '{other}'. A namespace holds function and custom tools only."
+                ),
+                &format!("{path}.type"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// How a freeform tool is described to a model that writes JSON calls.
+fn custom_description(description: Option<&str>) -> String {
+    let mut text = description.unwrap_or_default().trim().to_owned();
+    if !text.is_empty() {
+        text.push(' ');
+    }
+    text.push_str(
+        "(Freeform tool: put its whole input, exactly as the tool expects it, in the one string argument `input`.)",
+    );
+    text
+}
+
+/// The one-argument schema a freeform tool gets: `input`, a string, with its grammar.
+fn custom_parameters(format: Option<&Value>) -> Value {
+    let mut input =
+        json!({"type": "string", "description": "The tool's whole input, as raw text."});
+    if let Some(format) =
+        format.filter(|f| f.get("type").and_then(Value::as_str) == Some("grammar"))
+    {
+        let syntax = format
+            .pointer("/grammar/syntax")
+            .or_else(|| format.get("syntax"))
+            .and_then(Value::as_str)
+            .unwrap_or("grammar");
+        let definition = format
+            .pointer("/grammar/definition")
+            .or_else(|| format.get("definition"))
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if !definition.is_empty() {
+            input["description"] = json!(format!(
+                "The tool's whole input, as raw text that follows this {syntax} grammar:\n{definition}"
+            ));
+        }
+    }
+    json!({"type": "object", "properties": {"input": input}, "required": ["input"]})
+}
+
+/// The flat name of a call in the history (a namespaced call's `namespace` joined on).
+fn flat_name(item: &Value) -> String {
+    let name = item.get("name").and_then(Value::as_str).unwrap_or_default();
+    match item.get("namespace").and_then(Value::as_str) {
+        Some(ns) if !ns.is_empty() => format!("{ns}{NAMESPACE_SEPARATOR}{name}"),
+        _ => name.to_owned(),
+    }
+}
+
+/// Adds a call to the assistant turn that ends the conversation so far, or starts one.
+fn push_call(messages: &mut Vec<Message>, call: PriorCall) {
+    match messages.last_mut() {
+        Some(Message::Assistant { calls, .. }) => calls.push(call),
+        _ => messages.push(Message::Assistant { text: String::new(), calls: vec![call] }),
+    }
+}
+
+/// The text of a tool output: a string, or the text of its parts.
+fn output_text(output: Option<&Value>) -> String {
+    text_of(output)
+}
+
+fn call_id(item: &Value, i: usize) -> Result<String, ApiError> {
+    match item.get("call_id").or_else(|| item.get("id")).and_then(Value::as_str) {
+        Some(id) if !id.is_empty() => Ok(id.to_owned()),
+        _ => Err(missing(&format!("input[{i}].call_id"))),
+    }
+}
+
+/// One `input` item into the conversation.
+fn read_item(
+    i: usize,
+    item: &Value,
+    origins: &BTreeMap<String, ToolOrigin>,
+    messages: &mut Vec<Message>,
+) -> Result<(), ApiError> {
+    let kind = item.get("type").and_then(Value::as_str).unwrap_or("message");
+    match kind {
+        "message" => {
+            let role = item
+                .get("role")
+                .and_then(Value::as_str)
+                .ok_or_else(|| missing(&format!("input[{i}].role")))?;
+            let text = text_of(item.get("content"));
+            match role {
+                "system" | "developer" => messages.push(Message::System(text)),
+                "user" => messages.push(Message::User(text)),
+                "assistant" => match messages.last_mut() {
+                    Some(Message::Assistant { text: previous, calls }) if calls.is_empty() => {
+                        if !previous.is_empty() {
+                            previous.push('\n');
+                        }
+                        previous.push_str(&text);
+                    }
+                    _ => messages.push(Message::Assistant { text, calls: Vec::new() }),
+                },
+                other => {
+                    return Err(invalid(
+                        format!(
+                            "Invalid value: '{other}'. Supported values are: 'user', 'assistant', 'system', and 'developer'."
+                        ),
+                        &format!("input[{i}].role"),
+                    ));
+                }
+            }
+        }
+        "function_call" => push_call(
+            messages,
+            PriorCall {
+                id: call_id(item, i)?,
+                name: flat_name(item),
+                arguments: arguments_text(item.get("arguments")),
+            },
+        ),
+        "custom_tool_call" => {
+            let input = item.get("input").and_then(Value::as_str).unwrap_or_default();
+            push_call(
+                messages,
+                PriorCall {
+                    id: call_id(item, i)?,
+                    name: flat_name(item),
+                    arguments: json!({"input": input}).to_string(),
+                },
+            );
+        }
+        "local_shell_call" => push_call(
+            messages,
+            PriorCall {
+                id: call_id(item, i)?,
+                name: "local_shell".into(),
+                arguments: item.get("action").map_or_else(|| "{}".into(), Value::to_string),
+            },
+        ),
+        "function_call_output" | "custom_tool_call_output" | "local_shell_call_output" => {
+            let id = call_id(item, i)?;
+            let name =
+                called(messages, &id).or_else(|| origins.keys().find(|n| **n == id).cloned());
+            messages.push(Message::ToolResult {
+                call_id: id,
+                name,
+                content: output_text(item.get("output")),
+                is_error: false,
+            });
+        }
+        "reasoning" => {}
+        "item_reference" => {
+            return Err(invalid(
+                "Item references are not supported: this gateway keeps no items. Send the item itself in 'input'.",
+                &format!("input[{i}]"),
+            ));
+        }
+        // Results of hosted tools from an earlier session (web searches, …): nothing the
+        // model here can use, and not call syntax.
+        _ => tracing::debug!(kind, "input item of a hosted tool left out"),
+    }
+    Ok(())
+}
+
+/// The name of the earlier call with this id.
+fn called(messages: &[Message], id: &str) -> Option<String> {
+    messages.iter().rev().find_map(|message| match message {
+        Message::Assistant { calls, .. } => {
+            calls.iter().find(|c| c.id == id).map(|c| c.name.clone())
+        }
+        _ => None,
+    })
+}
+
+/// Every call has its output later, and every output follows its call (the API's words).
+fn check_pairs(input: &[Value]) -> Result<(), ApiError> {
+    let kind =
+        |item: &Value| item.get("type").and_then(Value::as_str).unwrap_or("message").to_owned();
+    let id = |item: &Value| {
+        item.get("call_id")
+            .or_else(|| item.get("id"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let mut calls: Vec<String> = Vec::new();
+    for item in input {
+        match kind(item).as_str() {
+            "function_call" | "custom_tool_call" | "local_shell_call" => calls.push(id(item)),
+            "function_call_output" | "custom_tool_call_output" | "local_shell_call_output" => {
+                let output = id(item);
+                if !calls.contains(&output) {
+                    return Err(ApiError::InvalidRequest {
+                        message: format!(
+                            "No tool call found for function call output with call_id {output}."
+                        ),
+                        param: Some("input".into()),
+                        code: None,
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    for call in &calls {
+        let answered = input.iter().any(|item| {
+            matches!(
+                kind(item).as_str(),
+                "function_call_output" | "custom_tool_call_output" | "local_shell_call_output"
+            ) && id(item) == *call
+        });
+        if !answered {
+            return Err(ApiError::InvalidRequest {
+                message: format!("No tool output found for function call {call}."),
+                param: Some("input".into()),
+                code: None,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// `tool_choice` in all its forms; `allowed_tools` narrows the tool list to its tools.
+fn read_tool_choice(
+    value: Option<&Value>,
+    tools: Vec<ToolSpec>,
+    origins: &BTreeMap<String, ToolOrigin>,
+) -> Result<(ToolChoice, Vec<ToolSpec>), ApiError> {
+    let param = "tool_choice";
+    let named = |name: &str, tools: &[ToolSpec]| -> Result<ToolChoice, ApiError> {
+        // A namespaced tool may be named by its flat name or by its own.
+        let flat = origins
+            .iter()
+            .find(|(flat, origin)| *flat == name || origin.name == name)
+            .map(|(flat, _)| flat.clone())
+            .filter(|flat| tools.iter().any(|t| &t.name == flat));
+        match flat {
+            Some(flat) => Ok(ToolChoice::Named(flat)),
+            None => {
+                Err(invalid(format!("Tool choice '{name}' not found in 'tools' parameter."), param))
+            }
+        }
+    };
+    let choice = match value {
+        None | Some(Value::Null) => {
+            if tools.is_empty() {
+                ToolChoice::None
+            } else {
+                ToolChoice::Auto
+            }
+        }
+        Some(Value::String(text)) => match text.as_str() {
+            "none" => ToolChoice::None,
+            "auto" => ToolChoice::Auto,
+            "required" => ToolChoice::Required,
+            other => {
+                return Err(invalid(
+                    format!(
+                        "Invalid value: '{other}'. Supported values are: 'none', 'auto', and 'required'."
+                    ),
+                    param,
+                ));
+            }
+        },
+        Some(Value::Object(object)) => {
+            let kind = object.get("type").and_then(Value::as_str).unwrap_or_default();
+            match kind {
+                "function" | "custom" => {
+                    let name = object
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .ok_or_else(|| missing("tool_choice.name"))?;
+                    named(name, &tools)?
+                }
+                "allowed_tools" => {
+                    let allowed: Vec<String> = object
+                        .get("tools")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|t| t.get("name").and_then(Value::as_str))
+                        .filter_map(|name| match named(name, &tools) {
+                            Ok(ToolChoice::Named(flat)) => Some(flat),
+                            _ => None,
+                        })
+                        .collect();
+                    let tools: Vec<ToolSpec> =
+                        tools.into_iter().filter(|t| allowed.contains(&t.name)).collect();
+                    let mode = match object.get("mode").and_then(Value::as_str) {
+                        Some("required") => ToolChoice::Required,
+                        _ if tools.is_empty() => ToolChoice::None,
+                        _ => ToolChoice::Auto,
+                    };
+                    return Ok((mode, tools));
+                }
+                hosted if is_hosted(hosted) && !hosted.is_empty() => {
+                    return Err(invalid(
+                        format!(
+                            "Tool choice '{hosted}' forces a hosted tool, which this gateway cannot run; use 'auto' or name a function or custom tool."
+                        ),
+                        param,
+                    ));
+                }
+                _ => return Err(invalid(format!("Invalid value for '{param}'."), param)),
+            }
+        }
+        Some(_) => return Err(invalid(format!("Invalid type for '{param}'."), param)),
+    };
+    if matches!(choice, ToolChoice::Required | ToolChoice::Named(_)) && tools.is_empty() {
+        return Err(invalid(
+            format!(
+                "Invalid value for '{param}': '{param}' requires 'tools' with at least one function or custom tool."
+            ),
+            param,
+        ));
+    }
+    Ok((choice, tools))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(body: Value) -> Result<Parsed, ApiError> {
+        from_wire(&body)
+    }
+
+    #[test]
+    fn codex_shaped_tools_are_flattened_and_hosted_ones_left_out() {
+        let parsed = parse(json!({"model": "m", "input": "hi", "tools": [
+            {"type": "function", "name": "exec_command", "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}, "strict": false},
+            {"type": "custom", "name": "apply_patch", "description": "Edit files.", "format": {"type": "grammar", "syntax": "lark", "definition": "start: x"}},
+            {"type": "namespace", "name": "multi_agent_v1", "description": "Agents.", "tools": [{"type": "function", "name": "spawn_agent", "parameters": {"type": "object"}}]},
+            {"type": "web_search", "external_web_access": false},
+            {"type": "tool_search", "execution": "client"}]}))
+        .unwrap();
+        let names: Vec<&str> = parsed.chat.tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["exec_command", "apply_patch", "multi_agent_v1__spawn_agent"]);
+        assert_eq!(parsed.hosted, ["web_search", "tool_search"]);
+        let origin = &parsed.tools["multi_agent_v1__spawn_agent"];
+        assert_eq!(
+            (origin.namespace.as_deref(), origin.name.as_str()),
+            (Some("multi_agent_v1"), "spawn_agent")
+        );
+        assert_eq!(parsed.tools["apply_patch"].kind, ToolKind::Custom);
+        let schema = parsed.chat.tools[1].parameters.as_ref().unwrap();
+        assert!(
+            schema["properties"]["input"]["description"]
+                .as_str()
+                .unwrap()
+                .contains("lark grammar:\nstart: x")
+        );
+    }
+
+    #[test]
+    fn history_items_become_messages() {
+        let parsed = parse(json!({"model": "m", "instructions": "Be brief.", "input": [
+            {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "Rules."}]},
+            {"role": "user", "content": "Patch it."},
+            {"type": "reasoning", "id": "rs_1", "summary": []},
+            {"type": "custom_tool_call", "call_id": "call_1", "name": "apply_patch", "input": "*** Begin Patch"},
+            {"type": "function_call", "call_id": "call_2", "name": "exec_command", "arguments": "{\"cmd\":\"ls\"}"},
+            {"type": "custom_tool_call_output", "call_id": "call_1", "output": "Done!"},
+            {"type": "function_call_output", "call_id": "call_2", "output": [{"type": "input_text", "text": "a.txt"}]}],
+            "tools": [{"type": "function", "name": "exec_command"}, {"type": "custom", "name": "apply_patch"}]}))
+        .unwrap();
+        let m = &parsed.chat.messages;
+        assert_eq!(m[0], Message::System("Be brief.".into()));
+        assert_eq!(m[1], Message::System("Rules.".into()));
+        assert_eq!(m[2], Message::User("Patch it.".into()));
+        let Message::Assistant { calls, .. } = &m[3] else { panic!("{m:?}") };
+        assert_eq!(calls.len(), 2, "consecutive calls make one assistant turn");
+        assert_eq!(calls[0].arguments, r#"{"input":"*** Begin Patch"}"#);
+        assert!(
+            matches!(&m[4], Message::ToolResult { name: Some(n), content, .. } if n == "apply_patch" && content == "Done!")
+        );
+        assert!(matches!(&m[5], Message::ToolResult { content, .. } if content == "a.txt"));
+    }
+
+    #[test]
+    fn stateful_features_and_unpaired_items_are_clear_400s() {
+        let err = parse(json!({"model": "m", "input": "hi", "previous_response_id": "resp_1"}))
+            .unwrap_err();
+        assert!(
+            matches!(&err, ApiError::InvalidRequest { code: Some(c), .. } if c == "previous_response_not_found"),
+            "{err:?}"
+        );
+        assert!(parse(json!({"model": "m", "input": "hi", "conversation": "conv_1"})).is_err());
+        let err = parse(json!({"model": "m", "input": [{"type": "function_call", "call_id": "call_9", "name": "f", "arguments": "{}"}]})).unwrap_err();
+        assert_eq!(err.message(), "No tool output found for function call call_9.");
+        let err = parse(json!({"model": "m", "input": [{"role": "user", "content": "x"}, {"type": "function_call_output", "call_id": "call_8", "output": "x"}]})).unwrap_err();
+        assert_eq!(
+            err.message(),
+            "No tool call found for function call output with call_id call_8."
+        );
+        let err = parse(json!({"model": "m", "input": "hi", "tools": [{"type": "web_search"}], "tool_choice": {"type": "web_search"}})).unwrap_err();
+        assert!(err.message().contains("hosted tool"), "{err:?}");
+    }
+
+    #[test]
+    fn allowed_tools_narrow_the_list_and_set_the_mode() {
+        let parsed = parse(json!({"model": "m", "input": "hi",
+            "tools": [{"type": "function", "name": "a"}, {"type": "function", "name": "b"}],
+            "tool_choice": {"type": "allowed_tools", "mode": "required", "tools": [{"type": "function", "name": "b"}]}}))
+        .unwrap();
+        assert_eq!(parsed.chat.tool_choice, ToolChoice::Required);
+        assert_eq!(parsed.chat.tools.len(), 1);
+        assert_eq!(parsed.chat.tools[0].name, "b");
+    }
+}

@@ -1,0 +1,35 @@
+// The Vercel AI SDK's default OpenAI model (`openai(model)`, the Responses API) in a tool loop
+// against the gateway: `generateText` or `streamText` (argv[2]) with one tool and a step limit.
+// Prints one JSON line: the final text, the cities the tool ran with, and the number of steps.
+// Run by test_ai_sdk.py from target/ai-sdk, where `.ci/run` installs `ai` and `@ai-sdk/openai`.
+import { createOpenAI } from '@ai-sdk/openai';
+import { generateText, isStepCount, streamText, tool } from 'ai';
+import { z } from 'zod';
+
+const openai = createOpenAI({ baseURL: process.env.GATEWAY_URL, apiKey: 'test' });
+const calls = [];
+const tools = {
+  get_weather: tool({
+    description: 'Get the current weather for a city.',
+    inputSchema: z.object({ city: z.string() }),
+    execute: async ({ city }) => {
+      calls.push(city);
+      return `${city}: 18°C and cloudy (ref AISDK-9)`;
+    },
+  }),
+};
+const request = {
+  model: openai(process.env.MODEL),
+  tools,
+  stopWhen: isStepCount(3),
+  prompt: "What's the weather in Paris?",
+};
+if (process.argv[2] === 'generate') {
+  const result = await generateText(request);
+  console.log(JSON.stringify({ text: result.text, calls, steps: result.steps.length }));
+} else {
+  const result = streamText(request);
+  let text = '';
+  for await (const piece of result.textStream) text += piece;
+  console.log(JSON.stringify({ text, calls, steps: (await result.steps).length }));
+}

@@ -1,0 +1,148 @@
+"""The Codex CLI (`codex exec`, from npm) through the gateway's Responses API, against a scripted
+chat-only upstream (issue 16, protocols.md §6B).
+
+Codex speaks only the Responses API. Here it works in a temp folder: the upstream has it run a
+shell command that creates a file (its `exec_command` function tool), then apply a patch that
+adds another (its freeform `apply_patch` custom tool, answered with a `custom_tool_call`), and
+the test checks both files. Codex's plugins, analytics and update checks are off, and its only
+provider is the gateway on 127.0.0.1.
+
+The binary comes from `CODEX_BIN`, else `target/codex/node_modules/.bin/codex` (`.ci/run`
+installs it there with npm).
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO_ROOT
+
+CODEX_BIN = Path(os.environ.get("CODEX_BIN", REPO_ROOT / "target" / "codex" / "node_modules" / ".bin" / "codex"))
+TIMEOUT_S = 180
+# A model name Codex knows, so that it offers `apply_patch` (it leaves the tool out for
+# names it does not know); the gateway passes it on, and the scripted upstream ignores it.
+MODEL = "gpt-5.5"
+SHELL_FILE = "made_by_shell.txt"
+PATCH_FILE = "made_by_patch.txt"
+PATCH = f"*** Begin Patch\n*** Add File: {PATCH_FILE}\n+Hello from apply_patch\n*** End Patch\n"
+
+
+class ScriptedUpstream:
+    """A chat-only OpenAI-compatible upstream that answers by looking at the conversation: the
+    task gets a shell call, the shell's result gets the patch, the patch's result gets the
+    final answer; anything else (side requests) gets "ok"."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict] = []
+        upstream = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                body = b'{"object": "list", "data": []}'
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length", 0))
+                body = json.loads(self.rfile.read(length))
+                upstream.requests.append(body)
+                reply = upstream.reply(body.get("messages", []))
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("connection", "close")
+                self.end_headers()
+                for i in range(0, len(reply), 16):
+                    self._send({"choices": [{"index": 0, "delta": {"content": reply[i : i + 16]}, "finish_reason": None}]})
+                self._send({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+
+            def _send(self, obj: dict) -> None:
+                self.wfile.write(f"data: {json.dumps(obj)}\n\n".encode())
+                self.wfile.flush()
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    @staticmethod
+    def reply(messages: list[dict]) -> str:
+        everything = json.dumps(messages)
+        if "# Tools" not in everything:
+            return "ok"
+        def call(name: str, arguments: dict) -> str:
+            return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
+        if "(apply_patch)" in everything:
+            return f"Both files are in place: {SHELL_FILE} and {PATCH_FILE}."
+        if "(exec_command)" in everything:
+            return "Now the patch.\n" + call("apply_patch", {"input": PATCH})
+        return call("exec_command", {"cmd": f"printf shell-ok > {SHELL_FILE}"})
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+def test_codex_runs_a_shell_command_and_applies_a_patch(gateway_factory, tmp_path: Path) -> None:
+    if not (CODEX_BIN.is_file() and os.access(CODEX_BIN, os.X_OK)):
+        pytest.fail(
+            f"Codex not found at {CODEX_BIN}: install it with "
+            "`npm install --prefix target/codex @openai/codex` or set CODEX_BIN.",
+            pytrace=False,
+        )
+    work = tmp_path / "work"
+    work.mkdir()
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    upstream = ScriptedUpstream()
+    try:
+        gw = gateway_factory(upstream_url=upstream.base_url)
+        (home / "config.toml").write_text(
+            f'model = "{MODEL}"\n'
+            'model_provider = "toolshim"\n'
+            "check_for_update_on_startup = false\n"
+            "[analytics]\nenabled = false\n"
+            "[features]\nplugins = false\n"
+            "[model_providers.toolshim]\n"
+            'name = "toolshim"\n'
+            f'base_url = "{gw.base_url}"\n'
+            'wire_api = "responses"\n'
+            'env_key = "TOOLSHIM_TEST_KEY"\n'
+        )
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": str(tmp_path),
+            "CODEX_HOME": str(home),
+            "TOOLSHIM_TEST_KEY": "test",
+            "RUST_LOG": "warn",
+        }
+        done = subprocess.run(
+            [str(CODEX_BIN), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
+             "-C", str(work), f"Create {SHELL_FILE} with a shell command, then add {PATCH_FILE} with a patch."],
+            cwd=work, env=env, capture_output=True, text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL,
+        )
+        assert done.returncode == 0, f"codex exited {done.returncode}\nstdout: {done.stdout}\nstderr: {done.stderr}\ngateway: {gw.stderr_text()}"
+        assert (work / SHELL_FILE).read_text() == "shell-ok", done.stderr
+        assert (work / PATCH_FILE).read_text() == "Hello from apply_patch\n", done.stderr
+        assert "Both files are in place" in done.stdout + done.stderr
+        turns = [r for r in upstream.requests if "# Tools" in json.dumps(r["messages"])]
+        assert len(turns) >= 3, f"{len(turns)} tool turns"
+        # The custom tool's raw input went back into the history as a call with that input.
+        assert "Add File: made_by_patch.txt" in json.dumps(turns[-1]["messages"])
+        assert not any("tools" in r for r in upstream.requests), "emulated: no native tools upstream"
+    finally:
+        upstream.close()
