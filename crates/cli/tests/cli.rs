@@ -1047,7 +1047,7 @@ fn serve_refuses_bad_keys_and_addresses_naming_their_source() {
 /// bench's `dos` scenario): half-sent heads are closed after the header-read timeout while
 /// /healthz answers, idle connections after the keep-alive timeout, unauthenticated 16 MiB
 /// bodies get their 401 without being read (RSS stays flat), and a gateway at
-/// `ulimit -n 256` with 300 half heads answers /healthz and recovers.
+/// `ulimit -n 256` with 300 half heads serves /healthz well before they time out.
 #[test]
 fn serve_withstands_attempts_without_a_key() {
     let bin = Path::new(env!("CARGO_BIN_EXE_toolshim"));
@@ -1084,16 +1084,29 @@ fn serve_withstands_attempts_without_a_key() {
     assert!(peak < before + 16 * 1024, "RSS went from {before} KiB to {peak} KiB");
     drop(gateway);
 
+    // Under the fd limit, with heads that would wait 10 s: /healthz is served well before
+    // that, because waiting connections make room for new ones.
+    let slow = write_file(&dir, "slow.toml", b"header_read_timeout_secs = 10\n");
+    let extra = ["--api-key", "sk-test", "--config", &slow];
     let limited = loadgen::Gateway::start_with(bin, &upstream.url(), &extra, Some(256)).unwrap();
     let addr = limited.addr;
-    let (burst, after) = runtime.block_on(async {
+    let served_after = runtime.block_on(async {
         let streams = dos::open(addr, 300, dos::HALF_HEAD).await;
-        let burst = dos::health(addr).await;
-        drop(dos::closed_after(streams, Duration::from_secs(5)).await);
-        (burst, dos::health(addr).await)
+        let started = Instant::now();
+        let served = loop {
+            if dos::health(addr).await.0 == 200 {
+                break Some(started.elapsed());
+            }
+            if started.elapsed() > Duration::from_secs(3) {
+                break None;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        drop(streams);
+        served
     });
-    assert!(matches!(burst.0, 200 | 503) && burst.1 < Duration::from_secs(1), "{burst:?}");
-    assert_eq!(after.0, 200);
+    let served_after = served_after.expect("/healthz was not served within 3 s of the burst");
+    assert!(served_after < Duration::from_secs(2), "/healthz first served after {served_after:?}");
 }
 
 // ---- dialect and policy flags ----

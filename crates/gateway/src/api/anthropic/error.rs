@@ -50,6 +50,11 @@ fn message(err: &ApiError) -> String {
 fn body(err: &ApiError, request_id: Option<&str>) -> serde_json::Value {
     let mut value =
         json!({"type": "error", "error": {"type": kind(status(err)), "message": message(err)}});
+    if let ApiError::InvalidRequest { code: Some(code), param: Some(param), .. } = err {
+        if code == crate::api::anthropic::wire::THREAD_UNSUPPORTED {
+            value["error"]["details"] = json!({"error_code": code, "unsupported": [param]});
+        }
+    }
     if let Some(id) = request_id {
         value["request_id"] = json!(id);
     }

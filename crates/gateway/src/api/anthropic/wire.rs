@@ -19,6 +19,9 @@ fn invalid(message: impl Into<String>) -> ApiError {
     ApiError::invalid(message, None)
 }
 
+/// The `error_code` of a request that used `thread` (in the error's `details`).
+pub(crate) const THREAD_UNSUPPORTED: &str = "thread_unsupported_request";
+
 /// Reads a Messages (or count_tokens) body; `max_tokens` is required unless `counting`.
 pub(crate) fn from_wire(body: &Value, counting: bool) -> Result<Parsed, ApiError> {
     let Some(object) = body.as_object() else {
@@ -29,17 +32,32 @@ pub(crate) fn from_wire(body: &Value, counting: bool) -> Result<Parsed, ApiError
         Some(Value::String(model)) if !model.is_empty() => model.clone(),
         _ => return Err(invalid("model: Field required")),
     };
+    if object.get("thread").is_some_and(|t| !t.is_null()) {
+        // Message threads keep state on the server; the SDK's tool runner then sends the
+        // full history without `thread`.
+        return Err(ApiError::InvalidRequest {
+            message: "thread: this gateway keeps no state and cannot thread requests; send the full conversation without `thread`.".into(),
+            param: Some("thread".into()),
+            code: Some(THREAD_UNSUPPORTED.into()),
+        });
+    }
     let max_tokens = object.get("max_tokens");
-    if !counting && !max_tokens.is_some_and(Value::is_u64) {
+    if !counting && !max_tokens.is_some_and(Value::is_i64) {
         return Err(invalid(if max_tokens.is_none() {
             "max_tokens: Field required"
         } else {
             "max_tokens: Input should be a valid integer"
         }));
     }
+    if !counting && max_tokens.and_then(Value::as_i64).is_some_and(|n| n < 1) {
+        return Err(invalid("max_tokens: Input should be greater than or equal to 1"));
+    }
     let Some(Value::Array(raw_messages)) = object.get("messages") else {
         return Err(invalid("messages: Field required"));
     };
+    if raw_messages.is_empty() {
+        return Err(invalid("messages: List should have at least 1 item after validation, not 0"));
+    }
     let mut messages = Vec::new();
     match object.get("system") {
         None | Some(Value::Null) => {}

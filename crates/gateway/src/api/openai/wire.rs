@@ -63,6 +63,7 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
     };
     let messages =
         messages.iter().enumerate().map(|(i, m)| message(i, m)).collect::<Result<Vec<_>, _>>()?;
+    let messages = merge_assistant_turns(messages);
     validate_history(&messages)?;
 
     let mut legacy = false;
@@ -112,6 +113,26 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
     }
     let choice_value = if legacy { object.get("function_call") } else { object.get("tool_choice") };
     let tool_choice = tool_choice(choice_value, legacy, &tools)?;
+    // `allowed_tools`: the model sees, and may call, only those tools.
+    if let Some(allowed) =
+        choice_value.and_then(|c| c.pointer("/allowed_tools/tools")).and_then(Value::as_array)
+    {
+        let names: Vec<&str> = allowed
+            .iter()
+            .filter_map(|t| {
+                t.pointer("/function/name").or_else(|| t.get("name")).and_then(Value::as_str)
+            })
+            .collect();
+        if let Some(unknown) = names.iter().find(|name| !tools.iter().any(|t| t.name == **name)) {
+            return Err(ApiError::invalid(
+                format!(
+                    "Invalid value for 'tool_choice.allowed_tools.tools': function '{unknown}' is not one of the given tools."
+                ),
+                Some("tool_choice.allowed_tools.tools"),
+            ));
+        }
+        tools.retain(|t| names.contains(&t.name.as_str()));
+    }
     let parallel_tool_calls =
         !legacy && object.get("parallel_tool_calls").and_then(Value::as_bool).unwrap_or(true);
     let stream = object.get("stream").and_then(Value::as_bool).unwrap_or(false);
@@ -121,8 +142,18 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
             .and_then(|o| o.get("include_usage"))
             .and_then(Value::as_bool)
             .unwrap_or(false);
-    if object.get("n").and_then(Value::as_u64).is_some_and(|n| n > 1) {
-        return Err(ApiError::invalid("Only n=1 is supported by this gateway.", Some("n")));
+    if let Some(n) = object.get("n").and_then(Value::as_i64) {
+        if n < 1 {
+            return Err(below_minimum("n", n));
+        }
+        if n > 1 {
+            return Err(ApiError::invalid("Only n=1 is supported by this gateway.", Some("n")));
+        }
+    }
+    for key in ["max_tokens", "max_completion_tokens"] {
+        if let Some(n) = object.get(key).and_then(Value::as_i64).filter(|n| *n < 1) {
+            return Err(below_minimum(key, n));
+        }
     }
     let mut sampling = serde_json::Map::new();
     for key in SAMPLING {
@@ -293,6 +324,17 @@ pub(crate) fn type_error(path: &str, types: &[JsonType], value: &Value) -> ApiEr
     }
 }
 
+/// OpenAI's words for an integer below its minimum of 1.
+pub(crate) fn below_minimum(param: &str, n: i64) -> ApiError {
+    ApiError::InvalidRequest {
+        message: format!(
+            "Invalid '{param}': integer below minimum value. Expected a value >= 1, but got {n} instead."
+        ),
+        param: Some(param.to_owned()),
+        code: Some("integer_below_min_value".into()),
+    }
+}
+
 pub(crate) fn missing(param: &str) -> ApiError {
     ApiError::InvalidRequest {
         message: format!("Missing required parameter: '{param}'."),
@@ -428,6 +470,31 @@ fn validate_history(messages: &[Message]) -> Result<(), ApiError> {
         return Err(unanswered(&open, open_at));
     }
     Ok(())
+}
+
+/// Consecutive assistant messages as one: Codex's older chat wire sends a turn's tool calls
+/// and its text as two (`assistant{tool_calls}`, `assistant{content}`, then the `tool`
+/// messages). The history becomes text for the upstream anyway.
+fn merge_assistant_turns(messages: Vec<Message>) -> Vec<Message> {
+    let mut out: Vec<Message> = Vec::with_capacity(messages.len());
+    for message in messages {
+        match (out.last_mut(), message) {
+            (
+                Some(Message::Assistant { text, calls }),
+                Message::Assistant { text: more, calls: more_calls },
+            ) => {
+                if !more.is_empty() {
+                    if !text.is_empty() {
+                        text.push('\n');
+                    }
+                    text.push_str(&more);
+                }
+                calls.extend(more_calls);
+            }
+            (_, message) => out.push(message),
+        }
+    }
+    out
 }
 
 /// OpenAI's error for tool calls without results.
