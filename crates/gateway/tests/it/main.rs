@@ -30,6 +30,8 @@
 //!   events, lone surrogates, error objects, unfinished replies (passthrough too), caps,
 //!   error bodies and model lists that never end, upstream 4xx kept, redirects not followed,
 //!   `/readyz`, keep-alives while a stream is held.
+//! - `requests` (issue 18): `allowed_tools`, Anthropic threads, split assistant turns, and
+//!   out-of-range values.
 //! - `responses` (issue 16): the Responses API: event grammar, function, custom and namespaced
 //!   calls, reasoning items, hosted tools left out, stateless answers, errors.
 //! - `shutdown`: cancelling the token refuses new connections and lets in-flight streams
@@ -52,6 +54,7 @@ mod faults;
 mod integrity;
 mod modes;
 mod openai;
+mod requests;
 mod responses;
 mod shutdown;
 mod streaming;

@@ -1,0 +1,88 @@
+//! Issue 18, requests the gateway used to ignore or refuse: `allowed_tools` on Chat
+//! Completions, Anthropic message threads, Codex's older chat wire (two assistant messages
+//! for one turn), and the 400s for `n < 1`, `max_tokens <= 0` and an empty `messages`.
+
+use axum::http::StatusCode;
+use serde_json::json;
+
+use crate::common::api::Api;
+use crate::common::{Reply, hermes, spawn_gateway};
+
+/// `allowed_tools` shows the model only the allowed tools, accepts only them, and honours its
+/// mode.
+#[tokio::test]
+async fn allowed_tools_narrow_what_the_model_sees_and_may_call() {
+    let gw = spawn_gateway(|_| {}).await;
+    let mut body = crate::common::request("Weather and time in Paris?");
+    body["tool_choice"] = json!({"type": "allowed_tools", "allowed_tools": {"mode": "required",
+        "tools": [{"type": "function", "function": {"name": "get_time"}}]}});
+    gw.upstream.push(Reply::text(format!(
+        "{}{}",
+        hermes("get_weather", json!({"city": "Paris"})),
+        hermes("get_time", json!({"timezone": "Europe/Paris"}))
+    )));
+    let value = gw.complete(&body).await;
+    let calls = value["choices"][0]["message"]["tool_calls"].as_array().unwrap();
+    let names: Vec<&str> = calls.iter().map(|c| c["function"]["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["get_time"], "only the allowed tool reaches the client");
+    let prompt = gw.upstream.requests()[0]["messages"][0]["content"].as_str().unwrap().to_owned();
+    assert!(prompt.contains("get_time") && !prompt.contains("\"get_weather\""), "{prompt}");
+    assert!(prompt.contains("must call at least one tool"), "required mode: {prompt}");
+}
+
+/// A Messages request with `thread` gets Anthropic's `thread_unsupported_request`, whose
+/// details make the SDK resend the full history without a thread.
+#[tokio::test]
+async fn a_thread_gets_thread_unsupported_request() {
+    let gw = spawn_gateway(|_| {}).await;
+    let mut body = crate::anthropic::request("Hi");
+    body["thread"] = json!({"type": "create"});
+    let err = Api::Anthropic.fails(&gw, &body).await;
+    assert_eq!(err.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        err.body["error"]["details"],
+        json!({"error_code": "thread_unsupported_request", "unsupported": ["thread"]})
+    );
+    assert!(gw.upstream.requests().is_empty());
+}
+
+/// Codex's older chat wire: the calls, then the text of the same turn, then the results.
+#[tokio::test]
+async fn consecutive_assistant_messages_are_one_turn() {
+    let gw = spawn_gateway(|_| {}).await;
+    gw.upstream.push(Reply::text("It is 18C."));
+    let body = json!({"model": "m", "tools": crate::common::tools(), "messages": [
+        {"role": "user", "content": "Weather?"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]},
+        {"role": "assistant", "content": "Checking the weather."},
+        {"role": "tool", "tool_call_id": "call_1", "content": "18C"}]});
+    let value = gw.complete(&body).await;
+    assert_eq!(value["choices"][0]["message"]["content"], "It is 18C.");
+    let sent = &gw.upstream.requests()[0]["messages"];
+    let assistant = sent.as_array().unwrap().iter().find(|m| m["role"] == "assistant").unwrap();
+    let text = assistant["content"].as_str().unwrap();
+    assert!(text.contains("Checking the weather.") && text.contains("call_1"), "{text}");
+}
+
+/// Values the APIs refuse are 400s in their words, not 200s.
+#[tokio::test]
+async fn out_of_range_values_are_400s() {
+    let gw = spawn_gateway(|_| {}).await;
+    for (key, value) in
+        [("n", json!(0)), ("max_tokens", json!(0)), ("max_completion_tokens", json!(-5))]
+    {
+        let mut body = crate::common::plain_request("Hi");
+        body[key] = value;
+        let err = Api::OpenAi.fails(&gw, &body).await;
+        assert_eq!(err.status, StatusCode::BAD_REQUEST, "{key}");
+        assert_eq!(err.code.as_deref(), Some("integer_below_min_value"), "{key}");
+    }
+    let mut body = crate::anthropic::request("Hi");
+    body["max_tokens"] = json!(0);
+    assert_eq!(Api::Anthropic.fails(&gw, &body).await.status, StatusCode::BAD_REQUEST);
+    body["max_tokens"] = json!(64);
+    body["messages"] = json!([]);
+    let err = Api::Anthropic.fails(&gw, &body).await;
+    assert!(err.message.contains("at least 1 item"), "{}", err.message);
+    assert!(gw.upstream.requests().is_empty());
+}
