@@ -46,6 +46,17 @@ pub enum CallFormat {
     Xml,
 }
 
+/// What happens to a call a model writes inside its reasoning (`<think>…</think>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ReasoningCalls {
+    /// It stays reasoning: models often draft a call while thinking, then decide against it.
+    #[default]
+    Ignore,
+    /// It is a call like any other (for models that call from inside their reasoning).
+    Allow,
+}
+
 /// Everything the gateway needs to run.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -59,6 +70,8 @@ pub struct Config {
     pub mode: Mode,
     /// How the tool prompt asks models to write calls (per model in `models`).
     pub call_format: CallFormat,
+    /// Calls written inside reasoning (per model in `models`).
+    pub reasoning_calls: ReasoningCalls,
     /// Per client model name: the upstream model and mode.
     pub models: BTreeMap<String, ModelConfig>,
     /// How often a failed emulated reply is asked for again.
@@ -138,6 +151,8 @@ pub struct ModelConfig {
     pub mode: Option<Mode>,
     /// The call format for this model (default: the top-level `call_format`).
     pub call_format: Option<CallFormat>,
+    /// Calls inside this model's reasoning (default: the top-level `reasoning_calls`).
+    pub reasoning_calls: Option<ReasoningCalls>,
 }
 
 impl Default for Config {
@@ -148,6 +163,7 @@ impl Default for Config {
             upstream: UpstreamConfig::default(),
             mode: Mode::Auto,
             call_format: CallFormat::ToolCall,
+            reasoning_calls: ReasoningCalls::Ignore,
             models: BTreeMap::new(),
             max_retries: 1,
             body_limit_bytes: 16 << 20,
@@ -454,6 +470,14 @@ impl Config {
         }
     }
 
+    /// The policy for calls inside reasoning, for a client model name.
+    pub fn reasoning_calls(&self, model: &str) -> ReasoningCalls {
+        self.models
+            .get(model)
+            .and_then(|entry| entry.reasoning_calls)
+            .unwrap_or(self.reasoning_calls)
+    }
+
     /// The call format for a client model name.
     pub fn call_format(&self, model: &str) -> CallFormat {
         self.models.get(model).and_then(|entry| entry.call_format).unwrap_or(self.call_format)
@@ -497,9 +521,9 @@ struct Walk<'a, 'p> {
 }
 
 /// The keys a config file may have at each level.
-const TOP_KEYS: &str = "listen, api_keys, mode, call_format, max_retries, body_limit_bytes, drain_timeout_secs, max_connections, header_read_timeout_secs, body_read_timeout_secs, keep_alive_timeout_secs, stream_keepalive_secs, [upstream], [models.NAME]";
+const TOP_KEYS: &str = "listen, api_keys, mode, call_format, reasoning_calls, max_retries, body_limit_bytes, drain_timeout_secs, max_connections, header_read_timeout_secs, body_read_timeout_secs, keep_alive_timeout_secs, stream_keepalive_secs, [upstream], [models.NAME]";
 const UPSTREAM_KEYS: &str = "url, api, api_key_env, connect_timeout_secs, first_byte_timeout_secs, idle_timeout_secs, max_reply_bytes, max_line_bytes";
-const MODEL_KEYS: &str = "upstream, mode, call_format";
+const MODEL_KEYS: &str = "upstream, mode, call_format, reasoning_calls";
 
 fn value<T: serde::de::DeserializeOwned>(
     value: &toml::Spanned<toml::de::DeValue<'_>>,
@@ -563,6 +587,7 @@ impl Walk<'_, '_> {
             ["api_keys"] => config.api_keys = value(item)?,
             ["mode"] => config.mode = value(item)?,
             ["call_format"] => config.call_format = value(item)?,
+            ["reasoning_calls"] => config.reasoning_calls = value(item)?,
             ["max_retries"] => config.max_retries = value(item)?,
             ["body_limit_bytes"] => config.body_limit_bytes = value(item)?,
             ["drain_timeout_secs"] => config.drain_timeout_secs = value(item)?,
@@ -591,6 +616,7 @@ impl Walk<'_, '_> {
                     "upstream" => model.upstream = Some(value(item)?),
                     "mode" => model.mode = Some(value(item)?),
                     "call_format" => model.call_format = Some(value(item)?),
+                    "reasoning_calls" => model.reasoning_calls = Some(value(item)?),
                     _ => return Ok(false),
                 }
             }

@@ -35,8 +35,8 @@ use tokio_util::sync::CancellationToken;
 use tower_http::catch_panic::CatchPanicLayer;
 
 pub use crate::config::{
-    CallFormat, Config, Layer, Mode, ModelConfig, Origin, Origins, Overrides, UpstreamApi,
-    UpstreamConfig,
+    CallFormat, Config, Layer, Mode, ModelConfig, Origin, Origins, Overrides, ReasoningCalls,
+    UpstreamApi, UpstreamConfig,
 };
 pub use crate::error::{ApiError, AuthFailure};
 pub use crate::server::ServeReport;

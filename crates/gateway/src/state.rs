@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::chat::{self, ChatEvent, ChatRequest, Settings};
@@ -31,7 +31,13 @@ impl AppState {
         stream: bool,
     ) -> impl Stream<Item = Result<ChatEvent, ApiError>> + Send + use<> {
         let settings = Settings::for_model(&self.config, &req.model);
-        chat::run(self.upstream.clone(), settings, Arc::clone(&self.metrics), req, stream)
+        let show_reasoning = req.show_reasoning;
+        // Reasoning reaches only the clients that asked for it.
+        chat::run(self.upstream.clone(), settings, Arc::clone(&self.metrics), req, stream).filter(
+            move |event| {
+                std::future::ready(show_reasoning || !matches!(event, Ok(ChatEvent::Reasoning(_))))
+            },
+        )
     }
 
     /// An estimate of the prompt's tokens as the upstream will see it.

@@ -10,7 +10,7 @@ use futures::{Stream, StreamExt};
 use crate::chat::prompt;
 use crate::chat::shaper::{DeclaredTools, Shaper};
 use crate::chat::types::{ChatEvent, ChatRequest, Finish, Outcome, RetryReason, ToolChoice, Usage};
-use crate::config::{CallFormat, Config};
+use crate::config::{CallFormat, Config, ReasoningCalls};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::upstream::{FinishReason, Upstream, UpstreamEvent};
@@ -24,6 +24,8 @@ pub(crate) struct Settings {
     pub(crate) call_format: CallFormat,
     /// How often a bad reply is asked for again.
     pub(crate) max_retries: u32,
+    /// Whether calls inside reasoning count.
+    pub(crate) reasoning_calls: ReasoningCalls,
 }
 
 impl Settings {
@@ -33,6 +35,7 @@ impl Settings {
             upstream_model: config.route(model).0,
             call_format: config.call_format(model),
             max_retries: config.max_retries,
+            reasoning_calls: config.reasoning_calls(model),
         }
     }
 }
@@ -72,7 +75,7 @@ pub(crate) fn run<U: Upstream>(
                     return;
                 }
             };
-            let mut shaper = Shaper::new(current, &tools, engaged);
+            let mut shaper = Shaper::new(current, &tools, engaged, settings.reasoning_calls);
             let mut held: Vec<ChatEvent> = Vec::new();
             let mut committed = false;
             let mut finish_reason: Option<FinishReason> = None;
@@ -88,6 +91,7 @@ pub(crate) fn run<U: Upstream>(
                         }
                         shaper.feed(&text, &mut produced);
                     }
+                    Ok(UpstreamEvent::Reasoning(text)) => produced.push(ChatEvent::Reasoning(text)),
                     Ok(UpstreamEvent::Finish(reason)) => finish_reason = Some(reason),
                     Ok(UpstreamEvent::Usage(u)) => usage = u,
                     Err(err) => {
@@ -242,11 +246,17 @@ mod tests {
             tool_choice: choice,
             parallel_tool_calls: true,
             sampling: serde_json::Map::new(),
+            show_reasoning: false,
         }
     }
 
     fn settings() -> Settings {
-        Settings { upstream_model: "up".into(), call_format: CallFormat::ToolCall, max_retries: 1 }
+        Settings {
+            upstream_model: "up".into(),
+            call_format: CallFormat::ToolCall,
+            max_retries: 1,
+            reasoning_calls: ReasoningCalls::Ignore,
+        }
     }
 
     async fn collect(upstream: &Scripted, req: ChatRequest) -> Vec<Result<ChatEvent, ApiError>> {

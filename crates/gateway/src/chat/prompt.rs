@@ -506,7 +506,12 @@ mod tests {
     use crate::chat::PriorCall;
 
     fn settings() -> Settings {
-        Settings { upstream_model: "m".into(), call_format: CallFormat::ToolCall, max_retries: 1 }
+        Settings {
+            upstream_model: "m".into(),
+            call_format: CallFormat::ToolCall,
+            max_retries: 1,
+            reasoning_calls: crate::config::ReasoningCalls::Ignore,
+        }
     }
 
     /// The rendered conversation as the OpenAI wire writes it.
@@ -527,6 +532,7 @@ mod tests {
             tool_choice: ToolChoice::Auto,
             parallel_tool_calls: true,
             sampling: serde_json::Map::new(),
+            show_reasoning: false,
         }
     }
 

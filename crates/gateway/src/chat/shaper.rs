@@ -9,6 +9,7 @@ use toolshim_parse::{
 };
 
 use crate::chat::types::{ChatEvent, ChatRequest, RetryReason, ToolChoice, ToolSpec};
+use crate::config::ReasoningCalls;
 use crate::error::ApiError;
 
 /// Text that could still turn out to be a refusal is held until it is this long.
@@ -71,11 +72,20 @@ pub(crate) struct Shaper {
 }
 
 impl Shaper {
-    pub(crate) fn new(req: &ChatRequest, declared: &DeclaredTools, engaged: bool) -> Shaper {
+    pub(crate) fn new(
+        req: &ChatRequest,
+        declared: &DeclaredTools,
+        engaged: bool,
+        reasoning_calls: ReasoningCalls,
+    ) -> Shaper {
         let parser = declared.set.as_ref().filter(|_| engaged).map(|tools| {
             let config = ParseConfig {
                 tools: Some(Arc::clone(tools)),
                 rejected_text: RejectedText::Hide,
+                reasoning_calls: match reasoning_calls {
+                    ReasoningCalls::Ignore => toolshim_parse::ReasoningCalls::Ignore,
+                    ReasoningCalls::Allow => toolshim_parse::ReasoningCalls::Allow,
+                },
                 ..ParseConfig::default()
             };
             StreamParser::new(&config)

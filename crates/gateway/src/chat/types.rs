@@ -17,6 +17,9 @@ pub(crate) struct ChatRequest {
     pub(crate) parallel_tool_calls: bool,
     /// Sampling and length options forwarded to the upstream unchanged.
     pub(crate) sampling: serde_json::Map<String, Value>,
+    /// The client asked to see the model's reasoning (Anthropic `thinking`, OpenAI-compatible
+    /// `reasoning_effort`, `include_reasoning`, …); without it, reasoning is left out.
+    pub(crate) show_reasoning: bool,
 }
 
 /// One message of the conversation.

@@ -54,6 +54,11 @@ pub(crate) fn stream_event(value: &Value, input_tokens: &mut u64) -> Vec<Upstrea
                     events.push(UpstreamEvent::Text(text.to_owned()));
                 }
             }
+            if let Some(text) = value.pointer("/delta/thinking").and_then(Value::as_str) {
+                if !text.is_empty() {
+                    events.push(UpstreamEvent::Reasoning(text.to_owned()));
+                }
+            }
         }
         Some("message_delta") => {
             if let Some(reason) = value.pointer("/delta/stop_reason").and_then(Value::as_str) {
@@ -74,6 +79,9 @@ pub(crate) fn stream_event(value: &Value, input_tokens: &mut u64) -> Vec<Upstrea
 pub(crate) fn message_events(value: &Value) -> Vec<UpstreamEvent> {
     let mut events = Vec::new();
     for block in value.get("content").and_then(Value::as_array).into_iter().flatten() {
+        if let Some(text) = block.get("thinking").and_then(Value::as_str) {
+            events.push(UpstreamEvent::Reasoning(text.to_owned()));
+        }
         if let Some(text) = block.get("text").and_then(Value::as_str) {
             events.push(UpstreamEvent::Text(text.to_owned()));
         }

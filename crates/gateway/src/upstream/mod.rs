@@ -73,6 +73,9 @@ impl FinishReason {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum UpstreamEvent {
     Text(String),
+    /// Reasoning the upstream sent apart from the text (`reasoning_content`, Anthropic
+    /// `thinking`).
+    Reasoning(String),
     Finish(FinishReason),
     Usage(Usage),
 }

@@ -45,6 +45,12 @@ fn usage_of(value: &Value) -> Option<Usage> {
 fn events_of(value: &Value, part: &str) -> Vec<UpstreamEvent> {
     let mut events = Vec::new();
     if let Some(choice) = value.get("choices").and_then(Value::as_array).and_then(|c| c.first()) {
+        let reasoning = choice.get(part).and_then(|p| {
+            p.get("reasoning_content").or_else(|| p.get("reasoning")).and_then(Value::as_str)
+        });
+        if let Some(text) = reasoning.filter(|t| !t.is_empty()) {
+            events.push(UpstreamEvent::Reasoning(text.to_owned()));
+        }
         if let Some(text) = choice.get(part).and_then(|p| p.get("content")).and_then(Value::as_str)
         {
             if !text.is_empty() {

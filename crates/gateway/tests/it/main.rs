@@ -30,6 +30,8 @@
 //!   events, lone surrogates, error objects, unfinished replies (passthrough too), caps,
 //!   error bodies and model lists that never end, upstream 4xx kept, redirects not followed,
 //!   `/readyz`, keep-alives while a stream is held.
+//! - `reasoning` (issue 18): reasoning for the clients that ask (`reasoning_content`,
+//!   thinking blocks), upstream reasoning passed on, `reasoning_calls` per model.
 //! - `requests` (issue 18): `allowed_tools`, Anthropic threads, split assistant turns, and
 //!   out-of-range values.
 //! - `responses` (issue 16): the Responses API: event grammar, function, custom and namespaced
@@ -54,6 +56,7 @@ mod faults;
 mod integrity;
 mod modes;
 mod openai;
+mod reasoning;
 mod requests;
 mod responses;
 mod shutdown;

@@ -40,9 +40,14 @@ pub(crate) fn ping() -> Bytes {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Open {
     None,
+    Thinking,
     Text,
     Tool,
 }
+
+/// The signature on thinking blocks: clients require one and send it back in history; the
+/// gateway never checks it.
+const THINKING_SIGNATURE: &str = "toolshim-emulated";
 
 /// Writes the events of one streamed message.
 pub(crate) struct Encoder {
@@ -85,6 +90,12 @@ impl Encoder {
     fn close(&mut self, out: &mut Vec<Bytes>) {
         if self.open != Open::None {
             let index = self.next_index - 1;
+            if self.open == Open::Thinking {
+                out.push(frame(
+                    "content_block_delta",
+                    &json!({"type": "content_block_delta", "index": index, "delta": {"type": "signature_delta", "signature": THINKING_SIGNATURE}}),
+                ));
+            }
             out.push(frame(
                 "content_block_stop",
                 &json!({"type": "content_block_stop", "index": index}),
@@ -111,8 +122,17 @@ impl Encoder {
     pub(crate) fn encode(&mut self, event: &ChatEvent, out: &mut Vec<Bytes>) {
         self.start(out);
         match event {
-            // Shown by the Responses API only, so far.
-            ChatEvent::Reasoning(_) => {}
+            ChatEvent::Reasoning(text) => {
+                if self.open != Open::Thinking {
+                    let block = json!({"type": "thinking", "thinking": "", "signature": ""});
+                    self.open_block(block, Open::Thinking, out);
+                }
+                let index = self.next_index - 1;
+                out.push(frame(
+                    "content_block_delta",
+                    &json!({"type": "content_block_delta", "index": index, "delta": {"type": "thinking_delta", "thinking": text}}),
+                ));
+            }
             ChatEvent::Text(text) => {
                 if self.drop_text {
                     return;
@@ -183,6 +203,7 @@ impl crate::api::StreamEncoder for Encoder {
 /// Folds events into one message.
 #[derive(Default)]
 pub(crate) struct Collector {
+    thinking: String,
     blocks: Vec<(Option<String>, String)>,
     outcome: Option<Outcome>,
 }
@@ -202,7 +223,7 @@ impl Collector {
             }
             ChatEvent::CallEnd { .. } => {}
             ChatEvent::Done(outcome) => self.outcome = Some(outcome),
-            ChatEvent::Reasoning(_) => {}
+            ChatEvent::Reasoning(text) => self.thinking.push_str(&text),
         }
     }
 
@@ -215,19 +236,27 @@ impl Collector {
         let outcome =
             self.outcome.unwrap_or(Outcome { finish: Finish::Stop, usage: Default::default() });
         let has_calls = self.blocks.iter().any(|(name, _)| name.is_some());
-        let content = self
-            .blocks
+        let thinking = (!self.thinking.is_empty()).then(|| Block::Thinking {
+            thinking: self.thinking,
+            signature: THINKING_SIGNATURE.to_owned(),
+        });
+        let content = thinking
             .into_iter()
-            .filter(|(name, _)| name.is_some() || !(drop_text && has_calls))
-            .map(|(name, body)| match name {
-                None => Block::Text { text: body },
-                Some(name) => {
-                    let body = if body.is_empty() { "{}".to_owned() } else { body };
-                    // The parser's arguments are always a JSON object; the fallback never runs.
-                    let input = RawValue::from_string(body).unwrap_or_else(|_| empty_object());
-                    Block::ToolUse { id: anthropic_id("toolu_01"), name, input }
-                }
-            })
+            .chain(
+                self.blocks
+                    .into_iter()
+                    .filter(|(name, _)| name.is_some() || !(drop_text && has_calls))
+                    .map(|(name, body)| match name {
+                        None => Block::Text { text: body },
+                        Some(name) => {
+                            let body = if body.is_empty() { "{}".to_owned() } else { body };
+                            // The parser's arguments are always a JSON object; the fallback never runs.
+                            let input =
+                                RawValue::from_string(body).unwrap_or_else(|_| empty_object());
+                            Block::ToolUse { id: anthropic_id("toolu_01"), name, input }
+                        }
+                    }),
+            )
             .collect();
         MessageResponse {
             id: anthropic_id("msg_01"),

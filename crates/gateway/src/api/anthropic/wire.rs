@@ -90,6 +90,11 @@ pub(crate) fn from_wire(body: &Value, counting: bool) -> Result<Parsed, ApiError
         }
     }
     let (tool_choice, parallel_tool_calls) = read_tool_choice(object.get("tool_choice"), &tools)?;
+    let show_reasoning = object
+        .get("thinking")
+        .and_then(|t| t.get("type"))
+        .and_then(Value::as_str)
+        .is_some_and(|kind| kind != "disabled");
     let mut sampling = serde_json::Map::new();
     for key in ["temperature", "top_p", "top_k", "max_tokens"] {
         if let Some(value) = object.get(key).filter(|v| !v.is_null()) {
@@ -100,7 +105,15 @@ pub(crate) fn from_wire(body: &Value, counting: bool) -> Result<Parsed, ApiError
         sampling.insert("stop".into(), stop.clone());
     }
     Ok(Parsed {
-        chat: ChatRequest { model, messages, tools, tool_choice, parallel_tool_calls, sampling },
+        chat: ChatRequest {
+            model,
+            messages,
+            tools,
+            tool_choice,
+            parallel_tool_calls,
+            sampling,
+            show_reasoning,
+        },
         stream: object.get("stream").and_then(Value::as_bool).unwrap_or(false),
     })
 }
@@ -479,6 +492,7 @@ pub(crate) struct MessageResponse {
 #[derive(Debug, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub(crate) enum Block {
+    Thinking { thinking: String, signature: String },
     Text { text: String },
     ToolUse { id: String, name: String, input: Box<RawValue> },
 }

@@ -74,8 +74,11 @@ impl Encoder {
 
     pub(crate) fn encode(&mut self, event: &ChatEvent, out: &mut Vec<Bytes>) {
         match event {
-            // Shown by the Responses API only, so far.
-            ChatEvent::Reasoning(_) => {}
+            ChatEvent::Reasoning(text) => {
+                self.start(true, out);
+                let delta = Delta { reasoning_content: Some(text.clone()), ..Delta::default() };
+                out.push(self.chunk(delta, None));
+            }
             ChatEvent::Text(text) => {
                 self.start(true, out);
                 out.push(
@@ -176,6 +179,7 @@ fn frame(value: &impl serde::Serialize) -> Bytes {
 #[derive(Default)]
 pub(crate) struct Collector {
     text: String,
+    reasoning: String,
     calls: Vec<(String, String, String)>,
     outcome: Option<Outcome>,
 }
@@ -192,7 +196,7 @@ impl Collector {
             }
             ChatEvent::CallEnd { .. } => {}
             ChatEvent::Done(outcome) => self.outcome = Some(outcome),
-            ChatEvent::Reasoning(_) => {}
+            ChatEvent::Reasoning(text) => self.reasoning.push_str(&text),
         }
     }
 
@@ -226,6 +230,7 @@ impl Collector {
                 message: ResponseMessage {
                     role: "assistant",
                     content,
+                    reasoning_content: (!self.reasoning.is_empty()).then_some(self.reasoning),
                     refusal: None,
                     tool_calls,
                     function_call,

@@ -155,6 +155,7 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
             return Err(below_minimum(key, n));
         }
     }
+    let show_reasoning = asks_for_reasoning(object);
     let mut sampling = serde_json::Map::new();
     for key in SAMPLING {
         if let Some(value) = object.get(*key).filter(|v| !v.is_null()) {
@@ -167,7 +168,15 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
         }
     }
     Ok(Parsed {
-        chat: ChatRequest { model, messages, tools, tool_choice, parallel_tool_calls, sampling },
+        chat: ChatRequest {
+            model,
+            messages,
+            tools,
+            tool_choice,
+            parallel_tool_calls,
+            sampling,
+            show_reasoning,
+        },
         stream,
         include_usage,
         legacy,
@@ -322,6 +331,19 @@ pub(crate) fn type_error(path: &str, types: &[JsonType], value: &Value) -> ApiEr
         param: Some(path.to_owned()),
         code: Some("invalid_type".into()),
     }
+}
+
+/// Whether an OpenAI-compatible request asks for the model's reasoning, in any of the ways
+/// clients do: `reasoning_effort` (OpenAI), `include_reasoning` (vLLM), `reasoning_format`
+/// (llama.cpp), a `reasoning` object (OpenRouter).
+fn asks_for_reasoning(object: &serde_json::Map<String, Value>) -> bool {
+    let present = |key: &str| object.get(key).is_some_and(|v| !v.is_null());
+    present("reasoning_effort")
+        || object.get("include_reasoning").and_then(Value::as_bool) == Some(true)
+        || object.get("reasoning_format").and_then(Value::as_str).is_some_and(|f| f != "none")
+        || object.get("reasoning").is_some_and(|r| {
+            r.is_object() && r.get("enabled").and_then(Value::as_bool) != Some(false)
+        })
 }
 
 /// OpenAI's words for an integer below its minimum of 1.
@@ -651,6 +673,8 @@ pub(crate) struct Choice {
 pub(crate) struct ResponseMessage {
     pub(crate) role: &'static str,
     pub(crate) content: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) reasoning_content: Option<String>,
     pub(crate) refusal: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) tool_calls: Vec<WireToolCall>,
@@ -735,6 +759,9 @@ pub(crate) struct ChunkChoice {
 pub(crate) struct Delta {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) role: Option<&'static str>,
+    /// The model's reasoning, as DeepSeek, vLLM and llama.cpp send it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) reasoning_content: Option<String>,
     /// `Some(None)` writes `"content": null`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) content: Option<Option<String>>,

@@ -247,6 +247,8 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
     let (tool_choice, tools) = read_tool_choice(object.get("tool_choice"), tools, &origins)?;
     let parallel_tool_calls =
         object.get("parallel_tool_calls").and_then(Value::as_bool).unwrap_or(true);
+    // Reasoning the parser finds is always a reasoning item here.
+    let show_reasoning = true;
     let mut sampling = serde_json::Map::new();
     for (from, to) in
         [("temperature", "temperature"), ("top_p", "top_p"), ("max_output_tokens", "max_tokens")]
@@ -284,7 +286,15 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
         user: get("user"),
     };
     Ok(Parsed {
-        chat: ChatRequest { model, messages, tools, tool_choice, parallel_tool_calls, sampling },
+        chat: ChatRequest {
+            model,
+            messages,
+            tools,
+            tool_choice,
+            parallel_tool_calls,
+            sampling,
+            show_reasoning,
+        },
         stream: object.get("stream").and_then(Value::as_bool).unwrap_or(false),
         tools: origins,
         hosted,

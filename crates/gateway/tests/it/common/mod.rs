@@ -39,7 +39,7 @@ pub(crate) const DEADLINE: Duration = Duration::from_secs(5);
 
 /// A client-visible model entry: its upstream name and call format.
 pub(crate) fn model(upstream: Option<&str>, call_format: Option<CallFormat>) -> ModelConfig {
-    ModelConfig { upstream: upstream.map(str::to_owned), mode: None, call_format }
+    ModelConfig { upstream: upstream.map(str::to_owned), call_format, ..ModelConfig::default() }
 }
 
 /// Reads a streamed body until its first complete SSE event; returns the bytes read.
