@@ -32,6 +32,9 @@ enum Scenario {
     /// Attempts to take the gateway down without a key (issue 14): half-sent heads, idle
     /// connections, large unauthenticated bodies, half heads past the fd limit.
     Dos,
+    /// Time to the first text byte of a plain answer (no call) streamed at a small local
+    /// model's pace, straight and through the gateway with tools (issue 18).
+    FirstText,
 }
 
 /// Load scenarios for the toolshim gateway (issue 8; docs/reliability.md).
@@ -104,6 +107,9 @@ fn main() -> Result<(), Error> {
     }
     if all || args.scenario == Scenario::Dos {
         attacks(&runtime, &bin, args.quick, &mut out)?;
+    }
+    if all || args.scenario == Scenario::FirstText {
+        first_text(&runtime, &bin, args.quick, &mut out)?;
     }
     Ok(())
 }
@@ -450,5 +456,94 @@ fn attacks(
         after.0
     )?;
     let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// A plain answer, as a model that needs no tool writes it.
+const PLAIN_ANSWER: &str = "Paris in spring is mild and often sunny. Chestnut trees bloom along \
+    the boulevards, cafe terraces fill from late morning on, and evenings stay light until nine. \
+    A short shower rarely lasts long enough to matter, so a light coat and an umbrella are all \
+    you need for a week of walking.";
+
+/// Time from sending a streaming request to its first non-empty text delta.
+async fn first_text_after(
+    client: &reqwest::Client,
+    url: &str,
+    body: &serde_json::Value,
+) -> Result<Duration, Error> {
+    use futures::StreamExt;
+    let started = std::time::Instant::now();
+    let response = client.post(url).json(body).send().await?;
+    let mut bytes = response.bytes_stream();
+    let mut buffer = Vec::new();
+    while let Some(chunk) = bytes.next().await {
+        buffer.extend_from_slice(&chunk?);
+        let text = String::from_utf8_lossy(&buffer);
+        for line in text.lines().filter_map(|l| l.strip_prefix("data: ")) {
+            if let Ok(value) = serde_json::from_str::<serde_json::Value>(line) {
+                if value["choices"][0]["delta"]["content"].as_str().is_some_and(|c| !c.is_empty()) {
+                    return Ok(started.elapsed());
+                }
+            }
+        }
+    }
+    Err("the reply ended without text".into())
+}
+
+/// Issue 18: how long a plain streamed answer waits in the gateway before its first byte.
+fn first_text(
+    runtime: &tokio::runtime::Runtime,
+    bin: &std::path::Path,
+    quick: bool,
+    out: &mut impl Write,
+) -> Result<(), Error> {
+    // About 40 tokens a second: 4 characters every 25 ms.
+    let deltas = PLAIN_ANSWER.chars().count().div_ceil(4);
+    let script = Script { text: PLAIN_ANSWER.to_owned(), deltas, delay: Duration::from_millis(25) };
+    let upstream = Upstream::start(&script, 1)?;
+    let gateway = Gateway::start(bin, &upstream.url())?;
+    let client = loadgen::client(1)?;
+    let body = serde_json::json!({"model": "m", "stream": true,
+        "messages": [{"role": "user", "content": "What is Paris like in spring?"}],
+        "tools": [{"type": "function", "function": {"name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]});
+    let runs = if quick { 3 } else { 20 };
+    let (straight, through) = runtime.block_on(async {
+        let mut straight = Vec::new();
+        let mut through = Vec::new();
+        for _ in 0..runs {
+            straight.push(
+                first_text_after(
+                    &client,
+                    &format!("{}/v1/chat/completions", upstream.url()),
+                    &body,
+                )
+                .await?,
+            );
+            through.push(
+                first_text_after(&client, &format!("{}/v1/chat/completions", gateway.url()), &body)
+                    .await?,
+            );
+        }
+        Ok::<_, Error>((straight, through))
+    })?;
+    let p50 = |values: &[Duration]| {
+        let mut sorted = values.to_vec();
+        sorted.sort();
+        percentile(&sorted, 0.5)
+    };
+    writeln!(
+        out,
+        "\n## Time to first text: a plain answer at a model's pace (4 characters every 25 ms), {runs} runs\n"
+    )?;
+    writeln!(out, "| path | first text byte p50 ms | added p50 ms |")?;
+    writeln!(out, "|---|---|---|")?;
+    writeln!(out, "| upstream | {} | |", ms(p50(&straight)))?;
+    writeln!(
+        out,
+        "| gateway (with tools) | {} | {} |",
+        ms(p50(&through)),
+        signed_ms(p50(&through), p50(&straight))
+    )?;
     Ok(())
 }

@@ -15,6 +15,28 @@ use crate::error::ApiError;
 /// Text that could still turn out to be a refusal is held until it is this long.
 pub(crate) const REFUSAL_WINDOW: usize = 200;
 
+/// A first sentence that ends at or after this many bytes, and is no refusal, releases the
+/// text before the window fills: refusals say so in their opening sentence, and a small
+/// local model takes seconds to write 200 characters.
+const FIRST_SENTENCE: usize = 24;
+
+/// Whether `text` has a sentence that ends at or after `FIRST_SENTENCE` bytes: a `.`, `!` or
+/// `?` followed by white space, a CJK full stop, or a line break.
+fn first_sentence_ended(text: &str) -> bool {
+    let mut chars = text.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        let ends = match c {
+            '。' | '！' | '？' | '\n' => true,
+            '.' | '!' | '?' => chars.peek().is_some_and(|(_, next)| next.is_whitespace()),
+            _ => false,
+        };
+        if ends && at + c.len_utf8() >= FIRST_SENTENCE {
+            return true;
+        }
+    }
+    false
+}
+
 /// The tools a request declared: the parser's tool set and, apart from it, the names a
 /// call must have to reach the client. With no tools, the parser is not run at all.
 #[derive(Debug, Clone, Default)]
@@ -217,8 +239,9 @@ impl Shaper {
         }
     }
 
-    /// Whether held output may go to a streaming client now: a call has begun, or enough
-    /// plain text has come that it is not a refusal, and the policy cannot fail any more.
+    /// Whether held output may go to a streaming client now: a call has begun, or plain text
+    /// that is not a refusal (its first sentence, or the whole refusal window), and the
+    /// policy cannot fail any more.
     /// Calls that went to the client.
     pub(crate) fn n_calls(&self) -> usize {
         self.n_calls
@@ -242,7 +265,9 @@ impl Shaper {
         if self.n_calls > 0 {
             return true;
         }
-        !needs_call && self.text.len() >= REFUSAL_WINDOW && !looks_like_refusal(&self.text)
+        !needs_call
+            && (self.text.len() >= REFUSAL_WINDOW || first_sentence_ended(&self.text))
+            && !looks_like_refusal(&self.text)
     }
 
     /// What is wrong with the finished reply, if anything worth a retry.
@@ -320,6 +345,18 @@ mod tests {
         ));
         assert!(looks_like_refusal("抱歉，我没有可用的工具。"));
         assert!(!looks_like_refusal("Paris is sunny today."));
+    }
+
+    #[test]
+    fn issue_18_a_first_sentence_releases_text() {
+        assert!(first_sentence_ended("Paris is mild in spring. The"));
+        assert!(first_sentence_ended("巴黎的春天温和宜人，阳光充足。"));
+        assert!(!first_sentence_ended("Sure. I can"), "too short a sentence to tell");
+        assert!(!first_sentence_ended("The price is 3.5 dollars per"), "a decimal point");
+        assert!(
+            !first_sentence_ended("Paris is mild in spring."),
+            "the next character is not known yet"
+        );
     }
 
     #[test]

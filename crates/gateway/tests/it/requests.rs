@@ -86,3 +86,41 @@ async fn out_of_range_values_are_400s() {
     assert!(err.message.contains("at least 1 item"), "{}", err.message);
     assert!(gw.upstream.requests().is_empty());
 }
+
+/// Time to first text: a plain answer is released once its first sentence shows it is no
+/// refusal, not after the whole 200-character refusal window (seconds at a small local
+/// model's pace). A refusal is still held and retried.
+#[tokio::test]
+async fn a_plain_answer_is_released_after_its_first_sentence() {
+    use futures::StreamExt;
+    let gw = spawn_gateway(|_| {}).await;
+    let answer = "Paris in spring is mild and often sunny. Chestnut trees bloom along the boulevards, cafe terraces fill from late morning on, and evenings stay light until nine; a short shower rarely lasts long.";
+    gw.upstream.push(Reply::text(answer).chunks(4).delay(std::time::Duration::from_millis(15)));
+    let mut body = crate::common::request("What is Paris like in spring?");
+    body["stream"] = json!(true);
+    let sent = gw.upstream.sent_bytes();
+    let response = gw.post(&body).await;
+    let mut bytes = response.bytes_stream();
+    let mut received = String::new();
+    while !received.contains("\"content\":\"Paris") {
+        let chunk = crate::common::api::within(bytes.next()).await.unwrap().unwrap();
+        received.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let at_first_text = *sent.borrow();
+    while let Some(chunk) = crate::common::api::within(bytes.next()).await {
+        received.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+    }
+    let total = *sent.borrow();
+    // The first sentence is a fifth of the answer (the 200-character window was all of it).
+    assert!(
+        at_first_text * 3 < total,
+        "the first text came after {at_first_text} of {total} upstream bytes"
+    );
+    assert!(received.contains("[DONE]"));
+
+    gw.upstream.push(Reply::text("I'm sorry, but I don't have access to real-time weather data, so I cannot check it for you today."));
+    gw.upstream.push(Reply::text(hermes("get_weather", json!({"city": "Paris"}))));
+    let text = gw.stream_ok(&body).await;
+    assert!(!text.contains("sorry"), "a refusal is not released: {text}");
+    assert!(text.contains("get_weather"), "{text}");
+}
