@@ -47,6 +47,8 @@ pub enum ApiError {
     UpstreamTimeout { detail: String },
     /// `tool_choice` required a call and the model did not produce one, retries included.
     ToolCallMissing { message: String },
+    /// The answer never had the format the client asked for, retries included.
+    OutputInvalid { message: String },
     /// A bug in the gateway.
     Internal(String),
 }
@@ -71,6 +73,7 @@ impl ApiError {
             ApiError::UpstreamUnavailable { .. } => StatusCode::BAD_GATEWAY,
             ApiError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             ApiError::ToolCallMissing { .. } => StatusCode::BAD_GATEWAY,
+            ApiError::OutputInvalid { .. } => StatusCode::BAD_GATEWAY,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -92,6 +95,7 @@ impl ApiError {
             ApiError::UpstreamUnavailable { .. } => "upstream_unavailable",
             ApiError::UpstreamTimeout { .. } => "upstream_timeout",
             ApiError::ToolCallMissing { .. } => "tool_call_missing",
+            ApiError::OutputInvalid { .. } => "output_invalid",
             ApiError::Internal(_) => "internal",
         }
     }
@@ -103,7 +107,8 @@ impl ApiError {
             | ApiError::Upstream { message, .. }
             | ApiError::UpstreamRateLimited { message, .. }
             | ApiError::UpstreamUnavailable { message, .. }
-            | ApiError::ToolCallMissing { message } => message.clone(),
+            | ApiError::ToolCallMissing { message }
+            | ApiError::OutputInvalid { message } => message.clone(),
             ApiError::UpstreamRejected { status, message } => {
                 format!("The upstream model rejected the request (status {status}): {message}")
             }

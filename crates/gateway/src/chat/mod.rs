@@ -8,6 +8,7 @@
 
 pub(crate) mod pipeline;
 pub(crate) mod prompt;
+pub(crate) mod schema;
 pub(crate) mod shaper;
 pub(crate) mod types;
 

@@ -9,7 +9,9 @@ use futures::{Stream, StreamExt};
 
 use crate::chat::prompt;
 use crate::chat::shaper::{DeclaredTools, Shaper};
-use crate::chat::types::{ChatEvent, ChatRequest, Finish, Outcome, RetryReason, ToolChoice, Usage};
+use crate::chat::types::{
+    ChatEvent, ChatRequest, Finish, Outcome, Retry, RetryReason, ToolChoice, Usage,
+};
 use crate::config::{CallFormat, Config, ReasoningCalls};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
@@ -59,7 +61,10 @@ pub(crate) fn run<U: Upstream>(
             }
         };
         let max_retries = settings.max_retries;
-        let mut feedback: Option<(String, RetryReason)> = None;
+        let mut feedback: Option<Retry> = None;
+        // Whether the upstream is asked to enforce the answer's format itself; off once it
+        // refused that.
+        let mut native_format = true;
         let mut attempt: u32 = 0;
         // Usage of all attempts: retries cost tokens too.
         let mut spent = Usage::default();
@@ -67,9 +72,15 @@ pub(crate) fn run<U: Upstream>(
         let mut plain: Option<ChatRequest> = None;
         loop {
             let current = plain.as_ref().unwrap_or(&req);
-            let request = prompt::render(current, &settings, feedback.as_ref().map(|(reply, reason)| (reply.as_str(), *reason)));
+            let request = prompt::render(current, &settings, feedback.as_ref(), native_format);
+            let sent_format = request.response_format.is_some();
             let mut reply = match upstream.chat(request).await {
                 Ok(reply) => reply,
+                Err(ApiError::UpstreamRejected { status: 400 | 422, message }) if sent_format => {
+                    tracing::info!(message = %message, "the upstream refused response_format; asking for the format in the prompt");
+                    native_format = false;
+                    continue;
+                }
                 Err(err) => {
                     yield Err(err);
                     return;
@@ -143,7 +154,8 @@ pub(crate) fn run<U: Upstream>(
                     if attempt < max_retries {
                         tracing::info!(reason = reason.as_str(), attempt, "emulated reply rejected; asking the upstream again");
                         attempt += 1;
-                        feedback = Some((raw, reason));
+                        let detail = shaper.output_problem().map(|(problem, _)| problem.to_owned());
+                        feedback = Some(Retry { reply: raw, reason, detail });
                         continue;
                     }
                     // The model kept calling tools that do not exist and wrote nothing else:
@@ -158,6 +170,13 @@ pub(crate) fn run<U: Upstream>(
                         without_tools.tool_choice = ToolChoice::None;
                         plain = Some(without_tools);
                         continue;
+                    }
+                    if let Some((problem, answer)) = shaper.output_problem() {
+                        let shown: String = answer.chars().take(500).collect();
+                        yield Err(ApiError::OutputInvalid {
+                            message: format!("The model's answer did not have the requested format after {attempt} retries: {problem}. The answer was: {shown}"),
+                        });
+                        return;
                     }
                     // A required call that never came (whatever the last reply did instead).
                     let required = matches!(req.tool_choice, ToolChoice::Required | ToolChoice::Named(_));
@@ -247,6 +266,7 @@ mod tests {
             parallel_tool_calls: true,
             sampling: serde_json::Map::new(),
             show_reasoning: false,
+            output: None,
         }
     }
 

@@ -15,7 +15,9 @@ use toolshim_parse::{
 };
 
 use crate::chat::pipeline::Settings;
-use crate::chat::types::{ChatRequest, Message, RetryReason, ToolChoice, ToolSpec};
+use crate::chat::types::{
+    ChatRequest, Message, OutputFormat, Retry, RetryReason, ToolChoice, ToolSpec,
+};
 use crate::config::CallFormat;
 use crate::upstream::{Role, Turn, UpstreamRequest};
 
@@ -24,15 +26,16 @@ use crate::upstream::{Role, Turn, UpstreamRequest};
 pub(crate) fn render(
     req: &ChatRequest,
     settings: &Settings,
-    retry: Option<(&str, RetryReason)>,
+    retry: Option<&Retry>,
+    native_format: bool,
 ) -> UpstreamRequest {
     let format = settings.call_format;
     let (system, mut turns) = render_messages(req, format);
-    if let Some((reply, reason)) = retry {
-        if !reply.trim().is_empty() {
-            turns.push(Turn { role: Role::Assistant, text: reply.to_owned() });
+    if let Some(retry) = retry {
+        if !retry.reply.trim().is_empty() {
+            turns.push(Turn { role: Role::Assistant, text: retry.reply.clone() });
         }
-        turns.push(Turn { role: Role::User, text: correction(req, reason, format) });
+        turns.push(Turn { role: Role::User, text: correction(req, retry, format) });
     }
     let mut sampling = req.sampling.clone();
     let mut stop = match sampling.remove("stop") {
@@ -45,7 +48,43 @@ pub(crate) fn render(
     if shows_contract(req) && stop.len() < MAX_STOPS && !stop.iter().any(|s| s == RESULT_MARKER) {
         stop.push(RESULT_MARKER.to_owned());
     }
-    UpstreamRequest { model: settings.upstream_model.clone(), system, turns, sampling, stop }
+    // The upstream may enforce the format itself only when no tool call can be the reply.
+    let response_format =
+        req.output.as_ref().filter(|_| native_format && !shows_contract(req)).map(response_format);
+    UpstreamRequest {
+        model: settings.upstream_model.clone(),
+        system,
+        turns,
+        sampling,
+        stop,
+        response_format,
+    }
+}
+
+/// A format as OpenAI's `response_format`.
+fn response_format(output: &OutputFormat) -> Value {
+    match &output.schema {
+        Some(schema) => json!({"type": "json_schema", "json_schema": {
+            "name": output.name, "schema": schema, "strict": output.strict}}),
+        None => json!({"type": "json_object"}),
+    }
+}
+
+/// The system prompt's part on the answer's format.
+fn format_contract(output: &OutputFormat, with_tools: bool) -> String {
+    let when = if with_tools {
+        "When you answer the user (rather than call a tool), your answer must be"
+    } else {
+        "Your answer must be"
+    };
+    match &output.schema {
+        Some(schema) => format!(
+            "# Answer format\n\n{when} a single JSON value that follows this JSON Schema, and nothing else: no prose, no code fence.\n<schema>\n{schema}\n</schema>"
+        ),
+        None => format!(
+            "# Answer format\n\n{when} a single JSON object, and nothing else: no prose, no code fence."
+        ),
+    }
 }
 
 /// How a tool result begins in the prompt. It is a stop sequence too: small models go on after
@@ -81,6 +120,12 @@ pub(crate) fn render_messages(req: &ChatRequest, format: CallFormat) -> (String,
             }
             system.push_str(text);
         }
+    }
+    if let Some(output) = &req.output {
+        if !system.is_empty() {
+            system.push_str("\n\n");
+        }
+        system.push_str(&format_contract(output, shows_contract(req)));
     }
     if shows_contract(req) {
         if !system.is_empty() {
@@ -450,10 +495,17 @@ fn compact_schema(schema: Option<&Value>) -> Value {
 }
 
 /// The stricter message that goes with a retry.
-fn correction(req: &ChatRequest, reason: RetryReason, format: CallFormat) -> String {
+fn correction(req: &ChatRequest, retry: &Retry, format: CallFormat) -> String {
+    if retry.reason == RetryReason::InvalidOutput {
+        let detail = retry.detail.as_deref().unwrap_or("it is not the JSON asked for");
+        return format!(
+            "Your answer does not have the required format: {detail}.\nWrite the answer again: only the JSON value the answer format asks for."
+        );
+    }
     let names: Vec<&str> = req.tools.iter().map(|t| t.name.as_str()).collect();
     let syntax = syntax(format);
-    let what = match reason {
+    let what = match retry.reason {
+        RetryReason::InvalidOutput => String::new(),
         RetryReason::Refusal => {
             format!(
                 "You said you cannot use tools, but you can: you call a tool by writing {}.",
@@ -516,7 +568,7 @@ mod tests {
 
     /// The rendered conversation as the OpenAI wire writes it.
     fn openai_messages(req: &ChatRequest) -> Vec<Value> {
-        let body = crate::upstream::openai::body(&render(req, &settings(), None));
+        let body = crate::upstream::openai::body(&render(req, &settings(), None, true));
         body["messages"].as_array().unwrap().clone()
     }
 
@@ -533,6 +585,7 @@ mod tests {
             parallel_tool_calls: true,
             sampling: serde_json::Map::new(),
             show_reasoning: false,
+            output: None,
         }
     }
 
@@ -607,7 +660,7 @@ mod tests {
             if let Some(stop) = stop {
                 req.sampling.insert("stop".into(), stop);
             }
-            let rendered = render(&req, &settings(), None);
+            let rendered = render(&req, &settings(), None, true);
             assert!(!rendered.sampling.contains_key("stop"));
             rendered.stop
         };

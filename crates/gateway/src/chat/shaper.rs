@@ -8,7 +8,7 @@ use toolshim_parse::{
     Config as ParseConfig, Event, RejectedText, StreamParser, Tool, ToolSet, WarningCode,
 };
 
-use crate::chat::types::{ChatEvent, ChatRequest, RetryReason, ToolChoice, ToolSpec};
+use crate::chat::types::{ChatEvent, ChatRequest, OutputFormat, RetryReason, ToolChoice, ToolSpec};
 use crate::config::ReasoningCalls;
 use crate::error::ApiError;
 
@@ -91,6 +91,12 @@ pub(crate) struct Shaper {
     rejected: usize,
     malformed: bool,
     cut_off_call: bool,
+    /// The format the answer must have; its text is held until the reply ends and checked.
+    output: Option<OutputFormat>,
+    /// The answer's text while it is held.
+    answer: String,
+    /// What is wrong with the finished answer.
+    output_problem: Option<String>,
 }
 
 impl Shaper {
@@ -125,6 +131,9 @@ impl Shaper {
             rejected: 0,
             malformed: false,
             cut_off_call: false,
+            output: req.output.clone(),
+            answer: String::new(),
+            output_problem: None,
         }
     }
 
@@ -149,6 +158,17 @@ impl Shaper {
             let blank = std::mem::take(&mut self.blank);
             self.send_text(blank, out);
         }
+        if let Some(output) = self.output.as_ref().filter(|_| self.n_calls == 0) {
+            match output.check(&self.answer) {
+                Ok(json) => out.push(ChatEvent::Text(json)),
+                Err(problem) => self.output_problem = Some(problem),
+            }
+        }
+    }
+
+    /// What is wrong with the answer's format, and the answer as the model wrote it.
+    pub(crate) fn output_problem(&self) -> Option<(&str, &str)> {
+        self.output_problem.as_deref().map(|problem| (problem, self.answer.as_str()))
     }
 
     fn text_event(&mut self, text: String, out: &mut Vec<ChatEvent>) {
@@ -167,6 +187,11 @@ impl Shaper {
     fn send_text(&mut self, text: String, out: &mut Vec<ChatEvent>) {
         if self.text.len() < 4096 {
             self.text.push_str(&text);
+        }
+        if self.output.is_some() && self.n_calls == 0 {
+            // Held until the reply ends: only a whole answer can be checked.
+            self.answer.push_str(&text);
+            return;
         }
         out.push(ChatEvent::Text(text));
     }
@@ -207,6 +232,10 @@ impl Shaper {
                     }
                     if let Some(index) = slot {
                         self.blank.clear();
+                        // Text held for a format check was prose before a call after all.
+                        if !self.answer.is_empty() {
+                            out.push(ChatEvent::Text(std::mem::take(&mut self.answer)));
+                        }
                         self.n_calls += 1;
                         out.push(ChatEvent::CallStart { index, id: new_call_id(), name });
                     }
@@ -258,6 +287,9 @@ impl Shaper {
     }
 
     pub(crate) fn may_commit(&self) -> bool {
+        if self.output.is_some() && self.n_calls == 0 {
+            return false;
+        }
         let needs_call = matches!(self.choice, ToolChoice::Required | ToolChoice::Named(_));
         if !self.engaged {
             return true;
@@ -272,6 +304,9 @@ impl Shaper {
 
     /// What is wrong with the finished reply, if anything worth a retry.
     pub(crate) fn problem(&self, truncated: bool) -> Option<RetryReason> {
+        if self.output_problem.is_some() && self.n_calls == 0 {
+            return Some(RetryReason::InvalidOutput);
+        }
         if !self.engaged || self.choice == ToolChoice::None {
             return None;
         }

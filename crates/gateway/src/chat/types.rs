@@ -3,6 +3,8 @@
 
 use serde_json::Value;
 
+pub(crate) use crate::chat::schema::OutputFormat;
+
 /// A chat request in the gateway's own terms.
 #[derive(Debug, Clone)]
 pub(crate) struct ChatRequest {
@@ -20,6 +22,8 @@ pub(crate) struct ChatRequest {
     /// The client asked to see the model's reasoning (Anthropic `thinking`, OpenAI-compatible
     /// `reasoning_effort`, `include_reasoning`, …); without it, reasoning is left out.
     pub(crate) show_reasoning: bool,
+    /// The format the answer must have (structured outputs), if the client set one.
+    pub(crate) output: Option<OutputFormat>,
 }
 
 /// One message of the conversation.
@@ -111,6 +115,16 @@ pub(crate) enum RetryReason {
     Malformed,
     UnknownTool,
     Truncated,
+    /// The answer does not have the format the client asked for.
+    InvalidOutput,
+}
+
+/// A reply that is asked for again: what the model wrote, why, and what exactly was wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Retry {
+    pub(crate) reply: String,
+    pub(crate) reason: RetryReason,
+    pub(crate) detail: Option<String>,
 }
 
 impl RetryReason {
@@ -121,6 +135,7 @@ impl RetryReason {
             RetryReason::Malformed => "malformed",
             RetryReason::UnknownTool => "unknown_tool",
             RetryReason::Truncated => "truncated",
+            RetryReason::InvalidOutput => "invalid_output",
         }
     }
 }

@@ -45,6 +45,9 @@ pub(crate) struct UpstreamRequest {
     pub(crate) sampling: serde_json::Map<String, Value>,
     /// Stop sequences: the client's, and the gateway's own.
     pub(crate) stop: Vec<String>,
+    /// A structured-output format the upstream should enforce itself (OpenAI's
+    /// `response_format`), when it may: only without tools in play.
+    pub(crate) response_format: Option<Value>,
 }
 
 /// Why the upstream says its reply ended.

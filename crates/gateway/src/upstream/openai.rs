@@ -28,6 +28,9 @@ pub(crate) fn body(request: &UpstreamRequest) -> Value {
     if !request.stop.is_empty() {
         body.insert("stop".into(), json!(request.stop));
     }
+    if let Some(format) = &request.response_format {
+        body.insert("response_format".into(), format.clone());
+    }
     body.insert("stream".into(), Value::Bool(true));
     body.insert("stream_options".into(), json!({"include_usage": true}));
     Value::Object(body)

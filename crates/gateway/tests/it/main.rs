@@ -36,6 +36,8 @@
 //!   out-of-range values.
 //! - `responses` (issue 16): the Responses API: event grammar, function, custom and namespaced
 //!   calls, reasoning items, hosted tools left out, stateless answers, errors.
+//! - `structured` (issue 18): structured outputs on the three APIs: native `response_format`
+//!   or the prompt, the schema check, retries with the error, tools alongside.
 //! - `shutdown`: cancelling the token refuses new connections and lets in-flight streams
 //!   finish.
 
@@ -61,3 +63,4 @@ mod requests;
 mod responses;
 mod shutdown;
 mod streaming;
+mod structured;

@@ -19,6 +19,30 @@ fn invalid(message: impl Into<String>) -> ApiError {
     ApiError::invalid(message, None)
 }
 
+/// `output_config.format` (or the older `output_format`): a JSON schema the answer must follow.
+fn output_format(
+    object: &serde_json::Map<String, Value>,
+) -> Result<Option<crate::chat::OutputFormat>, ApiError> {
+    let format = object
+        .get("output_config")
+        .and_then(|c| c.get("format"))
+        .or_else(|| object.get("output_format"))
+        .filter(|f| !f.is_null());
+    let Some(format) = format else { return Ok(None) };
+    match format.get("type").and_then(Value::as_str) {
+        Some("json_schema") => match format.get("schema").filter(|s| s.is_object()) {
+            // Anthropic's structured outputs always follow the schema.
+            Some(schema) => Ok(Some(crate::chat::OutputFormat {
+                name: "output".into(),
+                schema: Some(schema.clone()),
+                strict: true,
+            })),
+            None => Err(invalid("output_config.format.schema: Field required")),
+        },
+        _ => Err(invalid("output_config.format.type: Input should be 'json_schema'")),
+    }
+}
+
 /// The `error_code` of a request that used `thread` (in the error's `details`).
 pub(crate) const THREAD_UNSUPPORTED: &str = "thread_unsupported_request";
 
@@ -90,6 +114,7 @@ pub(crate) fn from_wire(body: &Value, counting: bool) -> Result<Parsed, ApiError
         }
     }
     let (tool_choice, parallel_tool_calls) = read_tool_choice(object.get("tool_choice"), &tools)?;
+    let output = output_format(object)?;
     let show_reasoning = object
         .get("thinking")
         .and_then(|t| t.get("type"))
@@ -113,6 +138,7 @@ pub(crate) fn from_wire(body: &Value, counting: bool) -> Result<Parsed, ApiError
             parallel_tool_calls,
             sampling,
             show_reasoning,
+            output,
         },
         stream: object.get("stream").and_then(Value::as_bool).unwrap_or(false),
     })

@@ -33,6 +33,7 @@ fn body(err: &ApiError) -> serde_json::Value {
         ApiError::ToolCallMissing { .. } => {
             ("server_error", Some("tool_call_missing".into()), None)
         }
+        ApiError::OutputInvalid { .. } => ("server_error", Some("output_invalid".into()), None),
         ApiError::Upstream { .. }
         | ApiError::UpstreamUnavailable { .. }
         | ApiError::Internal(_) => ("server_error", None, None),

@@ -5,7 +5,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::api::fields::{Fields, JsonType, Walker, items};
-use crate::chat::{ChatRequest, Message, PriorCall, ToolChoice, ToolListProblem, ToolSpec, Usage};
+use crate::chat::{
+    ChatRequest, Message, OutputFormat, PriorCall, ToolChoice, ToolListProblem, ToolSpec, Usage,
+};
 use crate::error::ApiError;
 
 /// A parsed request: the neutral part and what only the encoder needs.
@@ -156,6 +158,7 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
         }
     }
     let show_reasoning = asks_for_reasoning(object);
+    let output = response_format(object.get("response_format"))?;
     let mut sampling = serde_json::Map::new();
     for key in SAMPLING {
         if let Some(value) = object.get(*key).filter(|v| !v.is_null()) {
@@ -176,6 +179,7 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
             parallel_tool_calls,
             sampling,
             show_reasoning,
+            output,
         },
         stream,
         include_usage,
@@ -330,6 +334,35 @@ pub(crate) fn type_error(path: &str, types: &[JsonType], value: &Value) -> ApiEr
         message: format!("Invalid type for '{path}': expected {expected}, but got {got} instead."),
         param: Some(path.to_owned()),
         code: Some("invalid_type".into()),
+    }
+}
+
+/// `response_format`: a JSON schema, any JSON object, or plain text (none).
+pub(crate) fn response_format(value: Option<&Value>) -> Result<Option<OutputFormat>, ApiError> {
+    let Some(format) = value.filter(|v| !v.is_null()) else { return Ok(None) };
+    match format.get("type").and_then(Value::as_str) {
+        Some("text") => Ok(None),
+        Some("json_object") => {
+            Ok(Some(OutputFormat { name: "json_object".into(), schema: None, strict: false }))
+        }
+        Some("json_schema") => {
+            let spec = format
+                .get("json_schema")
+                .filter(|s| s.is_object())
+                .ok_or_else(|| missing("response_format.json_schema"))?;
+            Ok(Some(OutputFormat {
+                name: spec.get("name").and_then(Value::as_str).unwrap_or("response").to_owned(),
+                schema: Some(spec.get("schema").cloned().unwrap_or_else(|| serde_json::json!({}))),
+                strict: spec.get("strict").and_then(Value::as_bool).unwrap_or(false),
+            }))
+        }
+        Some(other) => Err(ApiError::invalid(
+            format!(
+                "Invalid value: '{other}'. Supported values are: 'text', 'json_object', and 'json_schema'."
+            ),
+            Some("response_format.type"),
+        )),
+        None => Err(missing("response_format.type")),
     }
 }
 

@@ -416,6 +416,7 @@ fn error_code(err: &ApiError) -> &'static str {
         ApiError::UpstreamRateLimited { .. } => "rate_limit_exceeded",
         ApiError::UpstreamOverloaded { .. } => "server_is_overloaded",
         ApiError::ToolCallMissing { .. } => "tool_call_missing",
+        ApiError::OutputInvalid { .. } => "output_invalid",
         _ => "server_error",
     }
 }

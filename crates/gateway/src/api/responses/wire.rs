@@ -249,6 +249,7 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
         object.get("parallel_tool_calls").and_then(Value::as_bool).unwrap_or(true);
     // Reasoning the parser finds is always a reasoning item here.
     let show_reasoning = true;
+    let output = text_format(object.get("text").and_then(|t| t.get("format")))?;
     let mut sampling = serde_json::Map::new();
     for (from, to) in
         [("temperature", "temperature"), ("top_p", "top_p"), ("max_output_tokens", "max_tokens")]
@@ -294,12 +295,40 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
             parallel_tool_calls,
             sampling,
             show_reasoning,
+            output,
         },
         stream: object.get("stream").and_then(Value::as_bool).unwrap_or(false),
         tools: origins,
         hosted,
         echo,
     })
+}
+
+/// `text.format`: a JSON schema (flat: `name`, `schema`, `strict`), any JSON object, or text.
+fn text_format(value: Option<&Value>) -> Result<Option<crate::chat::OutputFormat>, ApiError> {
+    let Some(format) = value.filter(|v| !v.is_null()) else { return Ok(None) };
+    match format.get("type").and_then(Value::as_str) {
+        Some("text") => Ok(None),
+        Some("json_object") => Ok(Some(crate::chat::OutputFormat {
+            name: "json_object".into(),
+            schema: None,
+            strict: false,
+        })),
+        Some("json_schema") => Ok(Some(crate::chat::OutputFormat {
+            name: format.get("name").and_then(Value::as_str).unwrap_or("response").to_owned(),
+            schema: Some(
+                format.get("schema").cloned().ok_or_else(|| missing("text.format.schema"))?,
+            ),
+            strict: format.get("strict").and_then(Value::as_bool).unwrap_or(false),
+        })),
+        Some(other) => Err(invalid(
+            format!(
+                "Invalid value: '{other}'. Supported values are: 'text', 'json_object', and 'json_schema'."
+            ),
+            "text.format.type",
+        )),
+        None => Err(missing("text.format.type")),
+    }
 }
 
 /// The request's tools as a Response echoes them: function tools with `strict` present.
