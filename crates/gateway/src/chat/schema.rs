@@ -124,14 +124,14 @@ impl Validator<'_, '_> {
             Some(Value::String(wanted)) if !has_type(value, wanted) => {
                 return self.fail(path, format!("expected {wanted}, got {}", type_name(value)));
             }
-            Some(Value::Array(types)) => {
-                if !types.iter().filter_map(Value::as_str).any(|t| has_type(value, t)) {
-                    let names: Vec<&str> = types.iter().filter_map(Value::as_str).collect();
-                    return self.fail(
-                        path,
-                        format!("expected {}, got {}", names.join(" or "), type_name(value)),
-                    );
-                }
+            Some(Value::Array(types))
+                if !types.iter().filter_map(Value::as_str).any(|t| has_type(value, t)) =>
+            {
+                let names: Vec<&str> = types.iter().filter_map(Value::as_str).collect();
+                return self.fail(
+                    path,
+                    format!("expected {}, got {}", names.join(" or "), type_name(value)),
+                );
             }
             _ => {}
         }
