@@ -1,9 +1,10 @@
 // The Vercel AI SDK's default OpenAI model (`openai(model)`, the Responses API) in a tool loop
 // against the gateway: `generateText` or `streamText` (argv[2]) with one tool and a step limit.
 // Prints one JSON line: the final text, the cities the tool ran with, and the number of steps.
+// `object` instead asks for a structured answer and prints the object.
 // Run by test_ai_sdk.py from target/ai-sdk, where `.ci/run` installs `ai` and `@ai-sdk/openai`.
 import { createOpenAI } from '@ai-sdk/openai';
-import { generateText, isStepCount, streamText, tool } from 'ai';
+import { Output, generateText, isStepCount, streamText, tool } from 'ai';
 import { z } from 'zod';
 
 const openai = createOpenAI({ baseURL: process.env.GATEWAY_URL, apiKey: 'test' });
@@ -24,7 +25,15 @@ const request = {
   stopWhen: isStepCount(3),
   prompt: "What's the weather in Paris?",
 };
-if (process.argv[2] === 'generate') {
+if (process.argv[2] === 'object') {
+  // Structured output: `generateObject` of earlier versions is `Output.object` in ai 7.
+  const result = await generateText({
+    model: openai(process.env.MODEL),
+    output: Output.object({ schema: z.object({ city: z.string(), temp_c: z.number().int() }) }),
+    prompt: 'Weather in Paris as JSON.',
+  });
+  console.log(JSON.stringify({ object: result.output }));
+} else if (process.argv[2] === 'generate') {
   const result = await generateText(request);
   console.log(JSON.stringify({ text: result.text, calls, steps: result.steps.length }));
 } else {
