@@ -2,7 +2,8 @@
 
 One real tool round trip: the upstream asks for `Read` on a file in a temp folder, Claude Code
 runs the tool and sends the `tool_result`, the gateway renders it as text for the upstream,
-and the upstream answers with what it was given. The file holds a random secret that only the
+and the upstream answers with what it was given. The gateway routes Claude Code's model
+names (`claude-*`) to that upstream under a local model name. The file holds a random secret that only the
 tool result can carry, so the answer proves the whole loop ran.
 
 The binary comes from `CLAUDE_BIN`, else `target/claude-code/node_modules/.bin/claude`
@@ -105,7 +106,14 @@ def test_claude_code_reads_a_file_through_the_gateway(gateway_factory, tmp_path:
     note.write_text(f"The secret word is {secret}.\n")
     upstream = ScriptedUpstream(note)
     try:
-        gw = gateway_factory(upstream_url=upstream.base_url)
+        # Routed by model name (issue 18): Claude Code's own model names (its main model and
+        # the small one for side requests) match `claude-*` and reach the scripted upstream
+        # as `local-qwen`; every other name would go to the `--upstream`, where nothing listens.
+        config = tmp_path / "gateway.toml"
+        config.write_text(
+            f'[upstreams.local]\nurl = "{upstream.base_url}"\nmodels = ["claude-*"]\nmodel = "local-qwen"\n'
+        )
+        gw = gateway_factory("--config", str(config), upstream_url="http://127.0.0.1:9")
         home = tmp_path / "home"
         home.mkdir()
         env = {
@@ -133,5 +141,6 @@ def test_claude_code_reads_a_file_through_the_gateway(gateway_factory, tmp_path:
         assert carried, "no upstream request carried the tool result"
         assert "Result of call" in carried[0]["messages"][-1]["content"]
         assert not any("tools" in r for r in upstream.requests), "emulated: no native tools upstream"
+        assert {r["model"] for r in upstream.requests} == {"local-qwen"}, "every request was routed"
     finally:
         upstream.close()

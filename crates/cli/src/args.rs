@@ -214,8 +214,16 @@ a value names where it came from: the file and line, the variable or the flag):
   [upstream] url, api (openai or anthropic), api_key_env, connect_timeout_secs [10],
   first_byte_timeout_secs [300], idle_timeout_secs [120], max_reply_bytes [16 MiB],
   max_line_bytes [4 MiB]
-  [models.NAME] upstream, mode, call_format
-See docs/security.md for what each limit protects against.
+  [models.NAME] upstream (the name the upstream knows), mode, call_format, reasoning_calls
+  several upstreams, routed by the client's model name:
+  [upstreams.NAME] the [upstream] keys, plus models (exact names or patterns such as
+  claude-*), aliases (a table: client name = upstream name), model, mode, call_format,
+  fallback (upstreams tried when this one is down or fails with a 5xx);
+  default_upstream (serves the names no upstream lists; else they are a 404),
+  native_refusal_secs [600] (auto mode: how long an upstream's refusal of native tools is
+  remembered)
+See docs/config.md for every key with an example, and docs/security.md for what each limit
+protects against.
 
 Example:
   toolshim serve --upstream http://127.0.0.1:8081 --mode emulate

@@ -635,6 +635,9 @@ fn serve_help_documents_environment_config_and_exit_codes() {
         "--config",
         "TOOLSHIM_UPSTREAM_API_KEY",
         "call_format",
+        "[upstreams.NAME]",
+        "default_upstream",
+        "docs/config.md",
         "Exit codes",
     ] {
         assert!(help.contains(needle), "{needle} missing from serve --help");
@@ -1278,4 +1281,57 @@ fn serve_under_load_answers_every_request_with_its_call() {
         large.share_before_upstream_end > 0.5,
         "the argument arrived at the end, not as it was written: {large:?}"
     );
+}
+
+/// `GET path` on a fresh connection: the status code and the body (the responses read here
+/// have a content-length).
+fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(SERVE_DEADLINE)).unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = response.split_once("\r\n\r\n").map_or("", |(_, body)| body).to_owned();
+    (status, body)
+}
+
+/// Issue 18: a config file with several upstreams and no --upstream starts; the model list
+/// is its routes and /readyz probes each upstream.
+#[test]
+fn serve_routes_models_to_several_upstreams_from_a_config_file() {
+    let down = closed_port_std();
+    let config = format!(
+        "default_upstream = \"local\"\n\
+         [upstreams.local]\nurl = \"http://{down}\"\nmodels = [\"qwen2.5-coder\"]\n\
+         [upstreams.local.aliases]\n\"gpt-5.5\" = \"qwen2.5-coder\"\n\
+         [upstreams.hosted]\nurl = \"http://{down}/v1\"\nmodels = [\"claude-*\"]\nfallback = [\"local\"]\n"
+    );
+    let server = Server::start_with("serve_routes_models_to_several_upstreams", &config, &[], &[]);
+    let (status, body) = http_get(server.addr, "/v1/models");
+    assert_eq!(status, 200, "{body}");
+    let ids: Vec<String> =
+        json(&body)["data"].as_array().unwrap().iter().map(|m| m["id"].to_string()).collect();
+    assert_eq!(ids, ["\"gpt-5.5\"", "\"qwen2.5-coder\""], "{body}");
+    let (status, body) = http_get(server.addr, "/readyz");
+    assert_eq!(status, 503, "{body}");
+    let ready = json(&body);
+    assert_eq!(ready["upstreams"]["local"]["status"], "unavailable", "{body}");
+    assert_eq!(ready["upstreams"]["hosted"]["status"], "unavailable", "{body}");
+    // A route to an upstream that does not exist is refused before the server starts.
+    let dir = scratch_dir("serve_routes_models_to_several_upstreams_bad");
+    let path = write_file(
+        &dir,
+        "bad.toml",
+        b"[upstreams.a]\nurl = \"http://127.0.0.1:9\"\nmodels = [\"m\"]\nfallback = [\"b\"]\n",
+    );
+    let stderr = serve(&["--config", &path]).usage_error();
+    assert!(stderr.contains("upstreams.a.fallback") && stderr.contains("`b`"), "{stderr}");
+}
+
+/// A port nothing listens on.
+fn closed_port_std() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap()
 }

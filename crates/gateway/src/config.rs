@@ -74,6 +74,14 @@ pub struct Config {
     pub reasoning_calls: ReasoningCalls,
     /// Per client model name: the upstream model and mode.
     pub models: BTreeMap<String, ModelConfig>,
+    /// More upstreams, by name, each serving the models it names (`[upstreams.NAME]`).
+    pub upstreams: BTreeMap<String, NamedUpstream>,
+    /// Where a model no upstream names goes: an upstream's name. Without it, the `[upstream]`
+    /// table (when it has a URL) serves every other model, and otherwise such a model is a 404.
+    pub default_upstream: Option<String>,
+    /// Seconds to remember that an upstream refused native tools for a model (in `auto`
+    /// mode), so that later tool requests go straight to emulation.
+    pub native_refusal_secs: f64,
     /// How often a failed emulated reply is asked for again.
     pub max_retries: u32,
     /// The largest request body accepted, in bytes.
@@ -142,6 +150,27 @@ pub struct UpstreamConfig {
     pub max_line_bytes: usize,
 }
 
+/// One more upstream (`[upstreams.NAME]`): the endpoint, how it is used, and the models it
+/// serves.
+#[derive(Debug, Clone, Default)]
+pub struct NamedUpstream {
+    /// The endpoint, key variable, timeouts and caps, as in `[upstream]`.
+    pub upstream: UpstreamConfig,
+    /// The mode for its models (default: the top-level `mode`).
+    pub mode: Option<Mode>,
+    /// The call format for its models (default: the top-level `call_format`).
+    pub call_format: Option<CallFormat>,
+    /// The client model names it serves: exact names, or patterns with `*` (`claude-*`).
+    pub models: Vec<String>,
+    /// Client model name → the name the upstream knows (these names are served too).
+    pub aliases: BTreeMap<String, String>,
+    /// The upstream model name for client names without an alias (default: the client's).
+    pub model: Option<String>,
+    /// Upstreams to try, in order, when this one cannot be reached or fails with a 5xx
+    /// before the reply began.
+    pub fallback: Vec<String>,
+}
+
 /// One client-visible model.
 #[derive(Debug, Clone, Default)]
 pub struct ModelConfig {
@@ -165,6 +194,9 @@ impl Default for Config {
             call_format: CallFormat::ToolCall,
             reasoning_calls: ReasoningCalls::Ignore,
             models: BTreeMap::new(),
+            upstreams: BTreeMap::new(),
+            default_upstream: None,
+            native_refusal_secs: 600.0,
             max_retries: 1,
             body_limit_bytes: 16 << 20,
             drain_timeout_secs: 30.0,
@@ -398,23 +430,63 @@ impl Config {
             problem("listen", text);
         }
         let url = self.upstream.url.trim();
-        if url.is_empty() {
+        if url.is_empty() && self.upstreams.is_empty() {
             problem(
                 "upstream.url",
                 "missing; pass --upstream URL or set it in the config file".into(),
             );
-        } else if let Err(text) = crate::upstream::client::endpoints(url, self.upstream.api) {
-            problem("upstream.url", text.trim_start_matches("upstream.url: ").to_owned());
+        }
+        for (name, upstream) in self.upstream_configs() {
+            let prefix = if name == crate::routes::LEGACY {
+                "upstream".to_owned()
+            } else {
+                format!("upstreams.{name}")
+            };
+            if upstream.url.trim().is_empty() {
+                problem(&format!("{prefix}.url"), "missing".into());
+            } else if let Err(text) =
+                crate::upstream::client::endpoints(upstream.url.trim(), upstream.api)
+            {
+                problem(
+                    &format!("{prefix}.url"),
+                    text.trim_start_matches("upstream.url: ").to_owned(),
+                );
+            }
+            for (key, value) in [
+                ("connect_timeout_secs", upstream.connect_timeout_secs),
+                ("first_byte_timeout_secs", upstream.first_byte_timeout_secs),
+                ("idle_timeout_secs", upstream.idle_timeout_secs),
+            ] {
+                if !(value.is_finite() && value > 0.0) {
+                    problem(
+                        &format!("{prefix}.{key}"),
+                        format!("must be a positive number of seconds, not {value}"),
+                    );
+                }
+            }
+            for (key, value) in [
+                ("max_reply_bytes", upstream.max_reply_bytes),
+                ("max_line_bytes", upstream.max_line_bytes),
+            ] {
+                if value < 1024 {
+                    problem(
+                        &format!("{prefix}.{key}"),
+                        format!("must be at least 1024, not {value}"),
+                    );
+                }
+            }
+        }
+        for text in self.route_problems() {
+            let (key, text) = text.split_once(": ").unwrap_or(("upstreams", text.as_str()));
+            problem(key, text.to_owned());
         }
         for (key, value) in [
-            ("upstream.connect_timeout_secs", self.upstream.connect_timeout_secs),
-            ("upstream.first_byte_timeout_secs", self.upstream.first_byte_timeout_secs),
-            ("upstream.idle_timeout_secs", self.upstream.idle_timeout_secs),
             ("drain_timeout_secs", self.drain_timeout_secs),
             ("header_read_timeout_secs", self.header_read_timeout_secs),
             ("body_read_timeout_secs", self.body_read_timeout_secs),
             ("keep_alive_timeout_secs", self.keep_alive_timeout_secs),
             ("stream_keepalive_secs", self.stream_keepalive_secs),
+            ("native_refusal_secs", self.native_refusal_secs),
         ] {
             if !(value.is_finite() && value > 0.0) {
                 problem(key, format!("must be a positive number of seconds, not {value}"));
@@ -423,14 +495,11 @@ impl Config {
         if self.max_retries > 10 {
             problem("max_retries", format!("{} is more than the allowed 10", self.max_retries));
         }
-        for (key, value) in [
-            ("upstream.max_reply_bytes", self.upstream.max_reply_bytes),
-            ("upstream.max_line_bytes", self.upstream.max_line_bytes),
-            ("body_limit_bytes", self.body_limit_bytes),
-        ] {
-            if value < 1024 {
-                problem(key, format!("must be at least 1024, not {value}"));
-            }
+        if self.body_limit_bytes < 1024 {
+            problem(
+                "body_limit_bytes",
+                format!("must be at least 1024, not {}", self.body_limit_bytes),
+            );
         }
         if self.max_connections == 0 {
             problem("max_connections", "must be at least 1".into());
@@ -457,30 +526,6 @@ impl Config {
             }
         }
         if problems.is_empty() { Ok(()) } else { Err(problems) }
-    }
-
-    /// The upstream model name and mode for a client model name.
-    pub fn route(&self, model: &str) -> (String, Mode) {
-        match self.models.get(model) {
-            Some(entry) => (
-                entry.upstream.clone().unwrap_or_else(|| model.to_owned()),
-                entry.mode.unwrap_or(self.mode),
-            ),
-            None => (model.to_owned(), self.mode),
-        }
-    }
-
-    /// The policy for calls inside reasoning, for a client model name.
-    pub fn reasoning_calls(&self, model: &str) -> ReasoningCalls {
-        self.models
-            .get(model)
-            .and_then(|entry| entry.reasoning_calls)
-            .unwrap_or(self.reasoning_calls)
-    }
-
-    /// The call format for a client model name.
-    pub fn call_format(&self, model: &str) -> CallFormat {
-        self.models.get(model).and_then(|entry| entry.call_format).unwrap_or(self.call_format)
     }
 
     pub(crate) fn secs(value: f64) -> Duration {
@@ -511,6 +556,26 @@ fn listen_address(listen: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Sets one key of an upstream's endpoint table; `Ok(false)` for a key that does not exist.
+fn upstream_field(
+    upstream: &mut UpstreamConfig,
+    field: &str,
+    item: &toml::Spanned<toml::de::DeValue<'_>>,
+) -> Result<bool, String> {
+    match field {
+        "url" => upstream.url = value(item)?,
+        "api" => upstream.api = value(item)?,
+        "api_key_env" => upstream.api_key_env = value(item)?,
+        "connect_timeout_secs" => upstream.connect_timeout_secs = value(item)?,
+        "first_byte_timeout_secs" => upstream.first_byte_timeout_secs = value(item)?,
+        "idle_timeout_secs" => upstream.idle_timeout_secs = value(item)?,
+        "max_reply_bytes" => upstream.max_reply_bytes = value(item)?,
+        "max_line_bytes" => upstream.max_line_bytes = value(item)?,
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
 /// Walks a TOML document, setting each known key and reporting every problem with its line.
 struct Walk<'a, 'p> {
     path: &'a str,
@@ -521,9 +586,10 @@ struct Walk<'a, 'p> {
 }
 
 /// The keys a config file may have at each level.
-const TOP_KEYS: &str = "listen, api_keys, mode, call_format, reasoning_calls, max_retries, body_limit_bytes, drain_timeout_secs, max_connections, header_read_timeout_secs, body_read_timeout_secs, keep_alive_timeout_secs, stream_keepalive_secs, [upstream], [models.NAME]";
+const TOP_KEYS: &str = "listen, api_keys, mode, call_format, reasoning_calls, default_upstream, native_refusal_secs, max_retries, body_limit_bytes, drain_timeout_secs, max_connections, header_read_timeout_secs, body_read_timeout_secs, keep_alive_timeout_secs, stream_keepalive_secs, [upstream], [upstreams.NAME], [models.NAME]";
 const UPSTREAM_KEYS: &str = "url, api, api_key_env, connect_timeout_secs, first_byte_timeout_secs, idle_timeout_secs, max_reply_bytes, max_line_bytes";
 const MODEL_KEYS: &str = "upstream, mode, call_format, reasoning_calls";
+const NAMED_UPSTREAM_KEYS: &str = "url, api, api_key_env, connect_timeout_secs, first_byte_timeout_secs, idle_timeout_secs, max_reply_bytes, max_line_bytes, mode, call_format, models, aliases, model, fallback";
 
 fn value<T: serde::de::DeserializeOwned>(
     value: &toml::Spanned<toml::de::DeValue<'_>>,
@@ -540,10 +606,26 @@ impl Walk<'_, '_> {
             let dotted = at.join(".");
             let parts: Vec<&str> = at.iter().map(String::as_str).collect();
             match (parts.as_slice(), item.get_ref()) {
-                (["upstream"] | ["models"] | ["models", _], toml::de::DeValue::Table(inner)) => {
+                (
+                    ["upstream"]
+                    | ["models"]
+                    | ["models", _]
+                    | ["upstreams"]
+                    | ["upstreams", _]
+                    | ["upstreams", _, "aliases"],
+                    toml::de::DeValue::Table(inner),
+                ) => {
                     self.table(inner, at);
                 }
-                (["upstream"] | ["models"] | ["models", _], _) => self
+                (
+                    ["upstream"]
+                    | ["models"]
+                    | ["models", _]
+                    | ["upstreams"]
+                    | ["upstreams", _]
+                    | ["upstreams", _, "aliases"],
+                    _,
+                ) => self
                     .problems
                     .push(format!("{} line {line}: {dotted}: must be a table", self.path)),
                 _ => match self.leaf(&parts, item) {
@@ -555,6 +637,7 @@ impl Walk<'_, '_> {
                         let keys = match parts.first() {
                             Some(&"upstream") => UPSTREAM_KEYS,
                             Some(&"models") => MODEL_KEYS,
+                            Some(&"upstreams") => NAMED_UPSTREAM_KEYS,
                             _ => TOP_KEYS,
                         };
                         self.unknown(&dotted, line, keys);
@@ -596,18 +679,22 @@ impl Walk<'_, '_> {
             ["body_read_timeout_secs"] => config.body_read_timeout_secs = value(item)?,
             ["keep_alive_timeout_secs"] => config.keep_alive_timeout_secs = value(item)?,
             ["stream_keepalive_secs"] => config.stream_keepalive_secs = value(item)?,
-            ["upstream", field] => {
-                let upstream = &mut config.upstream;
+            ["default_upstream"] => config.default_upstream = Some(value(item)?),
+            ["native_refusal_secs"] => config.native_refusal_secs = value(item)?,
+            ["upstream", field] => return upstream_field(&mut config.upstream, field, item),
+            ["upstreams", name, "aliases", client] => {
+                let upstream = config.upstreams.entry((*name).to_owned()).or_default();
+                upstream.aliases.insert((*client).to_owned(), value(item)?);
+            }
+            ["upstreams", name, field] => {
+                let upstream = config.upstreams.entry((*name).to_owned()).or_default();
                 match *field {
-                    "url" => upstream.url = value(item)?,
-                    "api" => upstream.api = value(item)?,
-                    "api_key_env" => upstream.api_key_env = value(item)?,
-                    "connect_timeout_secs" => upstream.connect_timeout_secs = value(item)?,
-                    "first_byte_timeout_secs" => upstream.first_byte_timeout_secs = value(item)?,
-                    "idle_timeout_secs" => upstream.idle_timeout_secs = value(item)?,
-                    "max_reply_bytes" => upstream.max_reply_bytes = value(item)?,
-                    "max_line_bytes" => upstream.max_line_bytes = value(item)?,
-                    _ => return Ok(false),
+                    "mode" => upstream.mode = Some(value(item)?),
+                    "call_format" => upstream.call_format = Some(value(item)?),
+                    "models" => upstream.models = value(item)?,
+                    "model" => upstream.model = Some(value(item)?),
+                    "fallback" => upstream.fallback = value(item)?,
+                    _ => return upstream_field(&mut upstream.upstream, field, item),
                 }
             }
             ["models", name, field] => {
@@ -661,12 +748,16 @@ mod tests {
     #[test]
     fn models_route_to_upstream_names_and_modes() {
         let (config, _) = Config::from_toml(
-            "mode = \"emulate\"\n[models.small]\nupstream = \"qwen2.5\"\nmode = \"native\"",
+            "mode = \"emulate\"\n[upstream]\nurl = \"http://127.0.0.1:1\"\n[models.small]\nupstream = \"qwen2.5\"\nmode = \"native\"",
             "t.toml",
         )
         .unwrap();
-        assert_eq!(config.route("small"), ("qwen2.5".into(), Mode::Native));
-        assert_eq!(config.route("other"), ("other".into(), Mode::Emulate));
+        let route = |model| config.resolve(model).map(|r| (r.chain, r.mode));
+        assert_eq!(
+            route("small"),
+            Some((vec![("default".into(), "qwen2.5".into())], Mode::Native))
+        );
+        assert_eq!(route("other"), Some((vec![("default".into(), "other".into())], Mode::Emulate)));
     }
 
     /// Issue 14: every problem of a file at once, each with its line: unknown keys at every

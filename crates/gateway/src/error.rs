@@ -21,8 +21,10 @@ pub enum ApiError {
     InvalidRequest { message: String, param: Option<String>, code: Option<String> },
     /// No valid gateway API key.
     Auth(AuthFailure),
-    /// An unknown route or model.
+    /// An unknown route.
     NotFound(String),
+    /// A model no upstream serves; the message names the models there are.
+    ModelNotFound(String),
     /// The request body is larger than the configured limit.
     BodyTooLarge { limit: usize },
     /// The request body did not arrive within `body_read_timeout_secs`.
@@ -59,7 +61,7 @@ impl ApiError {
         match self {
             ApiError::InvalidRequest { .. } => StatusCode::BAD_REQUEST,
             ApiError::Auth(_) => StatusCode::UNAUTHORIZED,
-            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::NotFound(_) | ApiError::ModelNotFound(_) => StatusCode::NOT_FOUND,
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             ApiError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
@@ -84,6 +86,7 @@ impl ApiError {
             ApiError::InvalidRequest { .. } => "invalid_request",
             ApiError::Auth(_) => "auth",
             ApiError::NotFound(_) => "not_found",
+            ApiError::ModelNotFound(_) => "model_not_found",
             ApiError::BodyTooLarge { .. } => "body_too_large",
             ApiError::RequestTimeout => "request_timeout",
             ApiError::ShuttingDown => "shutting_down",
@@ -122,7 +125,7 @@ impl ApiError {
             ApiError::ContextOverflow { tokens, limit } => format!(
                 "This model's maximum context length is {limit} tokens. However, your messages resulted in {tokens} tokens. Please reduce the length of the messages."
             ),
-            ApiError::NotFound(what) => what.clone(),
+            ApiError::NotFound(what) | ApiError::ModelNotFound(what) => what.clone(),
             ApiError::BodyTooLarge { limit } => {
                 format!("The request body is larger than the gateway's limit of {limit} bytes.")
             }

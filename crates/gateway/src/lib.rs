@@ -20,6 +20,7 @@ mod config;
 mod error;
 mod metrics;
 mod observe;
+mod routes;
 mod server;
 mod state;
 mod upstream;
@@ -35,8 +36,8 @@ use tokio_util::sync::CancellationToken;
 use tower_http::catch_panic::CatchPanicLayer;
 
 pub use crate::config::{
-    CallFormat, Config, Layer, Mode, ModelConfig, Origin, Origins, Overrides, ReasoningCalls,
-    UpstreamApi, UpstreamConfig,
+    CallFormat, Config, Layer, Mode, ModelConfig, NamedUpstream, Origin, Origins, Overrides,
+    ReasoningCalls, UpstreamApi, UpstreamConfig,
 };
 pub use crate::error::{ApiError, AuthFailure};
 pub use crate::server::ServeReport;
@@ -76,38 +77,59 @@ async fn metrics_text(State(state): State<AppState>) -> Response {
         .into_response()
 }
 
-/// `GET /readyz`: whether the upstream answers (liveness is `/healthz`).
+/// `GET /readyz`: whether the upstreams answer (liveness is `/healthz`). 200 `ready` when all
+/// do, 200 `degraded` when some do, 503 `unavailable` when none does; each upstream is listed
+/// with its own status, and the first failure's kind and message are repeated at the top.
 async fn ready(State(state): State<AppState>) -> Response {
-    let upstream = state.upstream.shown().to_owned();
-    match state.upstream.probe().await {
-        Ok(()) => {
-            axum::Json(serde_json::json!({"status": "ready", "upstream": upstream})).into_response()
-        }
-        Err(err) => (
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-            axum::Json(serde_json::json!({
-                "status": "unavailable",
-                "upstream": upstream,
-                "kind": err.kind(),
-                "error": err.message(),
-            })),
-        )
-            .into_response(),
+    let probes =
+        futures::future::join_all(state.upstreams.iter().map(|(name, client)| async move {
+            (name.clone(), client.shown().to_owned(), client.probe().await)
+        }))
+        .await;
+    let mut upstreams = serde_json::Map::new();
+    let mut first_failure = None;
+    let answering = probes.iter().filter(|(_, _, result)| result.is_ok()).count();
+    for (name, shown, result) in probes {
+        let entry = match result {
+            Ok(()) => serde_json::json!({"url": shown, "status": "ready"}),
+            Err(err) => {
+                let entry = serde_json::json!({
+                    "url": shown, "status": "unavailable", "kind": err.kind(), "error": err.message(),
+                });
+                first_failure.get_or_insert((err.kind(), err.message()));
+                entry
+            }
+        };
+        upstreams.insert(name, entry);
     }
+    let (status, code) = match first_failure {
+        None => ("ready", axum::http::StatusCode::OK),
+        Some(_) if answering > 0 => ("degraded", axum::http::StatusCode::OK),
+        Some(_) => ("unavailable", axum::http::StatusCode::SERVICE_UNAVAILABLE),
+    };
+    let mut body = serde_json::json!({"status": status, "upstreams": upstreams});
+    if let Some((kind, message)) = first_failure {
+        body["kind"] = kind.into();
+        body["error"] = message.into();
+    }
+    (code, axum::Json(body)).into_response()
 }
 
-/// Warns at startup when the upstream cannot be reached (the gateway serves anyway: the
-/// upstream may come up later).
+/// Warns at startup about each upstream that cannot be reached (the gateway serves anyway:
+/// an upstream may come up later).
 async fn probe_upstream(state: AppState) {
-    let upstream = state.upstream.shown().to_owned();
-    match state.upstream.probe().await {
-        Ok(()) => tracing::info!(upstream = %upstream, "the upstream answers"),
-        Err(err) => tracing::warn!(
-            upstream = %upstream,
-            kind = err.kind(),
-            detail = %err.detail(),
-            "the upstream cannot be reached now; requests will fail until it can (GET /readyz checks it)"
-        ),
+    for (name, client) in state.upstreams.iter() {
+        let upstream = client.shown().to_owned();
+        match client.probe().await {
+            Ok(()) => tracing::info!(upstream = %name, url = %upstream, "the upstream answers"),
+            Err(err) => tracing::warn!(
+                upstream = %name,
+                url = %upstream,
+                kind = err.kind(),
+                detail = %err.detail(),
+                "the upstream cannot be reached now; requests for it will fail until it can (GET /readyz checks it)"
+            ),
+        }
     }
 }
 

@@ -12,7 +12,7 @@ use crate::chat::shaper::{DeclaredTools, Shaper};
 use crate::chat::types::{
     ChatEvent, ChatRequest, Finish, Outcome, Retry, RetryReason, ToolChoice, Usage,
 };
-use crate::config::{CallFormat, Config, ReasoningCalls};
+use crate::config::{CallFormat, ReasoningCalls};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::upstream::{FinishReason, Upstream, UpstreamEvent};
@@ -28,18 +28,6 @@ pub(crate) struct Settings {
     pub(crate) max_retries: u32,
     /// Whether calls inside reasoning count.
     pub(crate) reasoning_calls: ReasoningCalls,
-}
-
-impl Settings {
-    /// The settings for a client model name, from the configuration.
-    pub(crate) fn for_model(config: &Config, model: &str) -> Settings {
-        Settings {
-            upstream_model: config.route(model).0,
-            call_format: config.call_format(model),
-            max_retries: config.max_retries,
-            reasoning_calls: config.reasoning_calls(model),
-        }
-    }
 }
 
 /// Runs a request in emulation mode against `upstream`.

@@ -36,6 +36,8 @@
 //!   out-of-range values.
 //! - `responses` (issue 16): the Responses API: event grammar, function, custom and namespaced
 //!   calls, reasoning items, hosted tools left out, stateless answers, errors.
+//! - `routing` (issue 18): several upstreams by model name: aliases, patterns, the default
+//!   route, fallbacks, a remembered refusal of native tools, the model list, `/readyz`.
 //! - `structured` (issue 18): structured outputs on the three APIs: native `response_format`
 //!   or the prompt, the schema check, retries with the error, tools alongside.
 //! - `shutdown`: cancelling the token refuses new connections and lets in-flight streams
@@ -61,6 +63,7 @@ mod openai;
 mod reasoning;
 mod requests;
 mod responses;
+mod routing;
 mod shutdown;
 mod streaming;
 mod structured;

@@ -105,13 +105,10 @@ pub(crate) async fn models(state: &AppState, headers: &HeaderMap) -> Response {
     if let Err(err) = authorize(state, headers) {
         return error::response(err, request_id(headers).as_deref());
     }
-    let mut ids: Vec<String> = state.config.models.keys().cloned().collect();
-    if ids.is_empty() {
-        ids = match state.upstream.model_ids().await {
-            Ok(ids) => ids,
-            Err(err) => return error::response(err, request_id(headers).as_deref()),
-        };
-    }
+    let ids = match state.model_ids().await {
+        Ok(ids) => ids,
+        Err(err) => return error::response(err, request_id(headers).as_deref()),
+    };
     let data: Vec<Value> = ids
         .iter()
         .map(|id| json!({"type": "model", "id": id, "display_name": id, "created_at": "2025-01-01T00:00:00Z", "lifecycle": "active"}))

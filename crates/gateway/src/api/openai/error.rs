@@ -20,6 +20,9 @@ fn body(err: &ApiError) -> serde_json::Value {
         ),
         ApiError::UpstreamOverloaded { .. } => ("server_error", Some("overloaded".into()), None),
         ApiError::NotFound(_) => ("invalid_request_error", Some("not_found".into()), None),
+        ApiError::ModelNotFound(_) => {
+            ("invalid_request_error", Some("model_not_found".into()), Some("model".into()))
+        }
         ApiError::BodyTooLarge { .. } => {
             ("invalid_request_error", Some("request_too_large".into()), None)
         }

@@ -14,7 +14,7 @@ use crate::api::openai::sse::{Collector, Encoder};
 use crate::api::openai::{error, wire};
 use crate::config::Mode;
 use crate::error::ApiError;
-use crate::state::AppState;
+use crate::state::{AppState, Chain};
 use crate::upstream::client::PayloadStream;
 use crate::upstream::reply::Payload;
 
@@ -63,23 +63,33 @@ async fn handle(state: AppState, headers: &HeaderMap, body: Body) -> Result<Resp
         )
     })?;
     let parsed = wire::from_wire(&value)?;
-    let (upstream_model, mode) = state.config.route(&parsed.chat.model);
+    let routed = state.route(&parsed.chat.model)?;
+    let Some((first, client, upstream_model)) = routed.chain.first().cloned() else {
+        return Err(ApiError::Internal("a route without upstreams".into()));
+    };
     // An Anthropic upstream cannot take OpenAI requests as they are: always emulate.
-    let mode = if state.upstream.is_anthropic() { Mode::Emulate } else { mode };
-    tracing::info!(model = %parsed.chat.model, upstream_model = %upstream_model, ?mode, stream = parsed.stream,
-        tools = parsed.chat.tools.len(), "chat completion");
+    let mode = if client.is_anthropic() { Mode::Emulate } else { routed.mode };
+    tracing::info!(model = %parsed.chat.model, upstream = %first, upstream_model = %upstream_model, ?mode,
+        stream = parsed.stream, tools = parsed.chat.tools.len(), "chat completion");
     match mode {
-        Mode::Native => return passthrough(&state, value, &upstream_model, parsed.stream).await,
+        Mode::Native => return passthrough(&state, &routed.chain, value, parsed.stream).await,
+        // An upstream that refused native tools lately is not asked again until
+        // native_refusal_secs have passed: each refusal costs a round trip.
+        Mode::Auto
+            if !parsed.chat.tools.is_empty() && state.refused_native(&first, &upstream_model) =>
+        {
+            tracing::debug!(upstream = %first, "this upstream refused native tools lately; emulating");
+        }
         Mode::Auto if !parsed.chat.tools.is_empty() => {
-            if let Some(response) =
-                try_native(&state, &value, &upstream_model, parsed.stream).await?
+            if let Some(response) = try_native(&state, &routed.chain, &value, parsed.stream).await?
             {
                 return Ok(response);
             }
-            tracing::info!("the upstream rejected native tools; emulating");
+            state.remember_native_refusal(&first, &upstream_model);
+            tracing::info!(upstream = %first, "the upstream rejected native tools; emulating");
         }
         Mode::Auto if value.get("tools").is_none() => {
-            return passthrough(&state, value, &upstream_model, parsed.stream).await;
+            return passthrough(&state, &routed.chain, value, parsed.stream).await;
         }
         Mode::Auto | Mode::Emulate => {}
     }
@@ -108,26 +118,23 @@ async fn emulate(state: AppState, parsed: wire::Parsed) -> Result<Response, ApiE
 /// reply comes back through the same checks and limits as an emulated one.
 async fn passthrough(
     state: &AppState,
-    mut value: Value,
-    upstream_model: &str,
+    chain: &Chain,
+    value: Value,
     stream: bool,
 ) -> Result<Response, ApiError> {
-    value["model"] = Value::String(upstream_model.to_owned());
-    let payloads = state.upstream.relay(&value).await?;
-    relay(state, payloads, stream).await
+    let payloads = chain.relay(&value).await?;
+    relay(state, chain, payloads, stream).await
 }
 
 /// Auto mode: native first; `None` when the upstream rejects the request (then emulate).
 async fn try_native(
     state: &AppState,
+    chain: &Chain,
     value: &Value,
-    upstream_model: &str,
     stream: bool,
 ) -> Result<Option<Response>, ApiError> {
-    let mut value = value.clone();
-    value["model"] = Value::String(upstream_model.to_owned());
-    match state.upstream.relay(&value).await {
-        Ok(payloads) => relay(state, payloads, stream).await.map(Some),
+    match chain.relay(value).await {
+        Ok(payloads) => relay(state, chain, payloads, stream).await.map(Some),
         Err(ApiError::Upstream { .. } | ApiError::UpstreamRejected { .. }) => Ok(None),
         Err(err) => Err(err),
     }
@@ -137,6 +144,7 @@ async fn try_native(
 /// `[DONE]` only when the upstream's did (else with an in-band error).
 async fn relay(
     state: &AppState,
+    chain: &Chain,
     mut payloads: PayloadStream,
     stream: bool,
 ) -> Result<Response, ApiError> {
@@ -149,7 +157,10 @@ async fn relay(
                 message:
                     "The upstream streamed its reply although the request asked for one JSON body."
                         .into(),
-                detail: format!("{}: streamed a reply to stream=false", state.upstream.shown()),
+                detail: format!(
+                    "{}: streamed a reply to stream=false",
+                    chain.first().map_or("upstream", |(_, client, _)| client.shown())
+                ),
             }),
             Some(Err(err)) => Err(err),
             None => Err(ApiError::Internal("the upstream reply ended without a payload".into())),
@@ -209,13 +220,10 @@ pub(crate) async fn models(State(state): State<AppState>, headers: HeaderMap) ->
         return error::response(err);
     }
     let created = now();
-    let mut ids: Vec<String> = state.config.models.keys().cloned().collect();
-    if ids.is_empty() {
-        ids = match state.upstream.model_ids().await {
-            Ok(ids) => ids,
-            Err(err) => return error::response(err),
-        };
-    }
+    let ids = match state.model_ids().await {
+        Ok(ids) => ids,
+        Err(err) => return error::response(err),
+    };
     let data: Vec<Value> = ids
         .into_iter()
         .map(|id| json!({"id": id, "object": "model", "created": created, "owned_by": "toolshim"}))

@@ -590,6 +590,11 @@ pub(crate) async fn spawn_gateway(tweak: impl FnOnce(&mut Config)) -> TestGatewa
     let upstream = MockUpstream::start().await;
     let mut config = base_config(&upstream.url());
     tweak(&mut config);
+    serve_config(upstream, config).await
+}
+
+/// Serves `config` in-process; `upstream` is the mock the returned gateway's helpers inspect.
+pub(crate) async fn serve_config(upstream: MockUpstream, config: Config) -> TestGateway {
     let token = CancellationToken::new();
     let (tx, rx) = oneshot::channel();
     let server = spawn(toolshim_gateway::serve(config, token.clone(), move |addr| {

@@ -1,0 +1,216 @@
+//! Several upstreams, routed by model name (`[upstreams.NAME]`), with the `[upstream]` table as
+//! the upstream named `default`: which upstream serves a client model, under which name, in
+//! which mode, and which upstreams to fall back to.
+
+use crate::config::{CallFormat, Config, Mode, NamedUpstream, ReasoningCalls, UpstreamConfig};
+
+/// The name the `[upstream]` table has among the upstreams.
+pub(crate) const LEGACY: &str = "default";
+
+/// How a client model is served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Route {
+    /// The upstreams to try, in order (the route's own, then its fallbacks), each with the
+    /// model name it is sent.
+    pub(crate) chain: Vec<(String, String)>,
+    pub(crate) mode: Mode,
+    pub(crate) call_format: CallFormat,
+    pub(crate) reasoning_calls: ReasoningCalls,
+}
+
+/// Whether `name` matches `pattern`, where `*` stands for any run of characters.
+pub(crate) fn matches(pattern: &str, name: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let Some(first) = parts.next() else { return pattern == name };
+    let Some(mut rest) = name.strip_prefix(first) else { return false };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else { return rest.is_empty() };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = rest.get(at + part.len()..).unwrap_or_default(),
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+impl Config {
+    /// Every upstream by name: the `[upstream]` table as `default` (when it has a URL), and
+    /// each `[upstreams.NAME]`.
+    pub(crate) fn upstream_configs(&self) -> Vec<(String, &UpstreamConfig)> {
+        let mut all = Vec::new();
+        if !self.upstream.url.trim().is_empty() {
+            all.push((LEGACY.to_owned(), &self.upstream));
+        }
+        all.extend(self.upstreams.iter().map(|(name, named)| (name.clone(), &named.upstream)));
+        all
+    }
+
+    /// The named upstream that names `model` itself (an alias or an exact name), else the
+    /// first whose pattern matches it.
+    fn named_for(&self, model: &str) -> Option<(&str, &NamedUpstream)> {
+        let exact = self.upstreams.iter().find(|(_, u)| {
+            u.aliases.contains_key(model) || u.models.iter().any(|m| !m.contains('*') && m == model)
+        });
+        exact
+            .or_else(|| {
+                self.upstreams
+                    .iter()
+                    .find(|(_, u)| u.models.iter().any(|m| m.contains('*') && matches(m, model)))
+            })
+            .map(|(name, u)| (name.as_str(), u))
+    }
+
+    /// The name upstream `name` is sent for client model `model`.
+    fn upstream_model(&self, name: &str, model: &str) -> String {
+        let legacy = self.models.get(model).and_then(|m| m.upstream.clone());
+        match self.upstreams.get(name) {
+            Some(named) => named
+                .aliases
+                .get(model)
+                .cloned()
+                .or(legacy)
+                .or_else(|| named.model.clone())
+                .unwrap_or_else(|| model.to_owned()),
+            None => legacy.unwrap_or_else(|| model.to_owned()),
+        }
+    }
+
+    /// How `model` is served, or `None` when no upstream serves it.
+    pub(crate) fn resolve(&self, model: &str) -> Option<Route> {
+        let name = match self.named_for(model) {
+            Some((name, _)) => name.to_owned(),
+            None => match &self.default_upstream {
+                Some(name) => name.clone(),
+                None if !self.upstream.url.trim().is_empty() => LEGACY.to_owned(),
+                None => return None,
+            },
+        };
+        let named = self.upstreams.get(&name);
+        let entry = self.models.get(model);
+        let mut chain = vec![(name.clone(), self.upstream_model(&name, model))];
+        for fallback in named.map(|n| n.fallback.as_slice()).unwrap_or_default() {
+            if !chain.iter().any(|(n, _)| n == fallback) {
+                chain.push((fallback.clone(), self.upstream_model(fallback, model)));
+            }
+        }
+        Some(Route {
+            chain,
+            mode: entry
+                .and_then(|e| e.mode)
+                .or_else(|| named.and_then(|n| n.mode))
+                .unwrap_or(self.mode),
+            call_format: entry
+                .and_then(|e| e.call_format)
+                .or_else(|| named.and_then(|n| n.call_format))
+                .unwrap_or(self.call_format),
+            reasoning_calls: entry.and_then(|e| e.reasoning_calls).unwrap_or(self.reasoning_calls),
+        })
+    }
+
+    /// The client model names the configuration names (exact names and aliases; patterns
+    /// are not listable), for `GET /v1/models`.
+    pub(crate) fn listed_models(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.models.keys().cloned().collect();
+        for named in self.upstreams.values() {
+            names.extend(named.aliases.keys().cloned());
+            names.extend(named.models.iter().filter(|m| !m.contains('*')).cloned());
+        }
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    /// The problems with the upstream names the routes use.
+    pub(crate) fn route_problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        let known: Vec<String> =
+            self.upstream_configs().into_iter().map(|(name, _)| name).collect();
+        if self.upstreams.contains_key(LEGACY) && !self.upstream.url.trim().is_empty() {
+            problems.push(format!(
+                "upstreams.{LEGACY}: the name is taken by the [upstream] table; name this upstream otherwise"
+            ));
+        }
+        if let Some(name) = &self.default_upstream {
+            if !known.contains(name) {
+                problems.push(format!(
+                    "default_upstream: no upstream is named `{name}`; the upstreams are: {}",
+                    known.join(", ")
+                ));
+            }
+        }
+        for (name, named) in &self.upstreams {
+            for fallback in &named.fallback {
+                if !known.contains(fallback) {
+                    problems.push(format!(
+                        "upstreams.{name}.fallback: no upstream is named `{fallback}`"
+                    ));
+                }
+            }
+            if named.models.iter().any(String::is_empty) {
+                problems.push(format!("upstreams.{name}.models: a model name is empty"));
+            }
+            if named.models.is_empty()
+                && named.aliases.is_empty()
+                && self.default_upstream.as_deref() != Some(name)
+            {
+                problems.push(format!(
+                    "upstreams.{name}: serves no model; list them in `models` (patterns like claude-* work), or make it the default_upstream"
+                ));
+            }
+        }
+        problems
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns() {
+        assert!(matches("claude-*", "claude-opus-4-5"));
+        assert!(matches("*", "anything"));
+        assert!(matches("qwen*-coder", "qwen2.5-coder"));
+        assert!(!matches("qwen*-coder", "qwen2.5-coder-7b"));
+        assert!(matches("gpt-5.5", "gpt-5.5") && !matches("gpt-5.5", "gpt-5.55"));
+        assert!(matches("a*b*c", "a-x-b-y-c") && !matches("a*b*c", "a-x-c"));
+    }
+
+    #[test]
+    fn models_route_to_their_upstreams_with_aliases_patterns_defaults_and_fallbacks() {
+        let (config, _) = Config::from_toml(
+            "default_upstream = \"local\"\n\
+             [upstreams.local]\nurl = \"http://127.0.0.1:1\"\nmodels = [\"qwen2.5\"]\nmodel = \"qwen2.5\"\nmode = \"emulate\"\nfallback = [\"hosted\"]\n\
+             [upstreams.local.aliases]\n\"gpt-5.5\" = \"qwen2.5-coder\"\n\
+             [upstreams.hosted]\nurl = \"http://127.0.0.1:2\"\nmodels = [\"claude-*\"]\nmode = \"native\"\ncall_format = \"xml\"\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert!(config.route_problems().is_empty(), "{:?}", config.route_problems());
+        let route = config.resolve("gpt-5.5").unwrap();
+        assert_eq!(
+            route.chain,
+            [("local".into(), "qwen2.5-coder".into()), ("hosted".into(), "gpt-5.5".into())]
+        );
+        assert_eq!(route.mode, Mode::Emulate);
+        let route = config.resolve("claude-haiku-4-5").unwrap();
+        assert_eq!(route.chain, [("hosted".into(), "claude-haiku-4-5".into())]);
+        assert_eq!((route.mode, route.call_format), (Mode::Native, CallFormat::Xml));
+        // Claude Code's side requests use names no upstream lists: the default route.
+        let route = config.resolve("some-other-model").unwrap();
+        assert_eq!(route.chain[0], ("local".into(), "qwen2.5".into()));
+        assert_eq!(config.listed_models(), ["gpt-5.5", "qwen2.5"]);
+    }
+
+    #[test]
+    fn without_a_default_an_unnamed_model_has_no_route() {
+        let (config, _) = Config::from_toml(
+            "[upstreams.local]\nurl = \"http://127.0.0.1:1\"\nmodels = [\"qwen2.5\"]\nfallback = [\"nowhere\"]\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert!(config.resolve("gpt-4o").is_none());
+        assert!(config.route_problems()[0].contains("`nowhere`"), "{:?}", config.route_problems());
+    }
+}
