@@ -2,8 +2,8 @@
 
 One real tool round trip: the upstream asks for `Read` on a file in a temp folder, Claude Code
 runs the tool and sends the `tool_result`, the gateway renders it as text for the upstream,
-and the upstream answers with what it was given. The gateway routes Claude Code's model
-names (`claude-*`) to that upstream under a local model name. The file holds a random secret that only the
+and the upstream answers with what it was given. The gateway's default route takes
+Claude Code's default model names to that upstream under a local model name. The file holds a random secret that only the
 tool result can carry, so the answer proves the whole loop ran.
 
 The binary comes from `CLAUDE_BIN`, else `target/claude-code/node_modules/.bin/claude`
@@ -106,12 +106,13 @@ def test_claude_code_reads_a_file_through_the_gateway(gateway_factory, tmp_path:
     note.write_text(f"The secret word is {secret}.\n")
     upstream = ScriptedUpstream(note)
     try:
-        # Routed by model name (issue 18): Claude Code's own model names (its main model and
-        # the small one for side requests) match `claude-*` and reach the scripted upstream
-        # as `local-qwen`; every other name would go to the `--upstream`, where nothing listens.
+        # A default route (issue 18): Claude Code's own model names (its main model and the
+        # small one for side requests), which no upstream lists, reach the scripted upstream
+        # as `local-qwen`; without the route they would go to the `--upstream`, where nothing
+        # listens.
         config = tmp_path / "gateway.toml"
         config.write_text(
-            f'[upstreams.local]\nurl = "{upstream.base_url}"\nmodels = ["claude-*"]\nmodel = "local-qwen"\n'
+            f'default_upstream = "local"\n[upstreams.local]\nurl = "{upstream.base_url}"\nmodel = "local-qwen"\n'
         )
         gw = gateway_factory("--config", str(config), upstream_url="http://127.0.0.1:9")
         home = tmp_path / "home"
