@@ -74,6 +74,14 @@ struct Args {
     /// The toolshim binary to run (default: the one this bench was built with).
     #[arg(long)]
     toolshim: Option<PathBuf>,
+    /// first-text: another toolshim binary (an older build) measured in the same run, before
+    /// the one under test.
+    #[arg(long, value_name = "PATH")]
+    before: Option<PathBuf>,
+    /// first-text: also measure against a real model's OpenAI-compatible base URL (such as
+    /// `scripts/local-model start` prints, http://127.0.0.1:PORT/v1).
+    #[arg(long, value_name = "URL")]
+    model_url: Option<String>,
     /// Accepted for `cargo bench`, which passes it.
     #[arg(long, hide = true)]
     bench: bool,
@@ -109,7 +117,7 @@ fn main() -> Result<(), Error> {
         attacks(&runtime, &bin, args.quick, &mut out)?;
     }
     if all || args.scenario == Scenario::FirstText {
-        first_text(&runtime, &bin, args.quick, &mut out)?;
+        first_text(&runtime, &bin, &args, &mut out)?;
     }
     Ok(())
 }
@@ -490,60 +498,104 @@ async fn first_text_after(
     Err("the reply ended without text".into())
 }
 
-/// Issue 18: how long a plain streamed answer waits in the gateway before its first byte.
+/// The p50 of some durations.
+fn p50(values: &[Duration]) -> Duration {
+    let mut sorted = values.to_vec();
+    sorted.sort();
+    percentile(&sorted, 0.5)
+}
+
+/// First-text times of `runs` requests in a row to `url` (a block, so that a real model's
+/// prompt cache serves every request after the first alike).
+async fn first_text_block(
+    client: &reqwest::Client,
+    url: &str,
+    body: &serde_json::Value,
+    runs: usize,
+) -> Result<Duration, Error> {
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        times.push(first_text_after(client, url, body).await?);
+    }
+    Ok(p50(&times))
+}
+
+/// Issue 18: how long a plain streamed answer waits in the gateway before its first byte:
+/// against the scripted upstream at a small model's pace and, with `--model-url`, against a
+/// real model; with `--before`, an older binary in the same run.
 fn first_text(
     runtime: &tokio::runtime::Runtime,
     bin: &std::path::Path,
-    quick: bool,
+    args: &Args,
     out: &mut impl Write,
 ) -> Result<(), Error> {
+    let mut binaries = Vec::new();
+    if let Some(before) = &args.before {
+        binaries.push(("before", before.as_path()));
+    }
+    binaries.push(("this build", bin));
+    let tools = serde_json::json!([{"type": "function", "function": {"name": "get_weather",
+        "description": "The current weather in a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]);
+    let runs = if args.quick { 3 } else { 20 };
+
     // About 40 tokens a second: 4 characters every 25 ms.
     let deltas = PLAIN_ANSWER.chars().count().div_ceil(4);
     let script = Script { text: PLAIN_ANSWER.to_owned(), deltas, delay: Duration::from_millis(25) };
     let upstream = Upstream::start(&script, 1)?;
-    let gateway = Gateway::start(bin, &upstream.url())?;
-    let client = loadgen::client(1)?;
     let body = serde_json::json!({"model": "m", "stream": true,
-        "messages": [{"role": "user", "content": "What is Paris like in spring?"}],
-        "tools": [{"type": "function", "function": {"name": "get_weather",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]});
-    let runs = if quick { 3 } else { 20 };
-    let (straight, through) = runtime.block_on(async {
-        let mut straight = Vec::new();
-        let mut through = Vec::new();
-        for _ in 0..runs {
-            straight.push(
-                first_text_after(
-                    &client,
-                    &format!("{}/v1/chat/completions", upstream.url()),
-                    &body,
-                )
-                .await?,
-            );
-            through.push(
-                first_text_after(&client, &format!("{}/v1/chat/completions", gateway.url()), &body)
-                    .await?,
-            );
-        }
-        Ok::<_, Error>((straight, through))
-    })?;
-    let p50 = |values: &[Duration]| {
-        let mut sorted = values.to_vec();
-        sorted.sort();
-        percentile(&sorted, 0.5)
-    };
+        "messages": [{"role": "user", "content": "What is Paris like in spring?"}], "tools": tools});
     writeln!(
         out,
-        "\n## Time to first text: a plain answer at a model's pace (4 characters every 25 ms), {runs} runs\n"
+        "\n## Time to first text: a plain answer at a model's pace (4 characters every 25 ms), {runs} runs each\n"
     )?;
+    first_text_table(runtime, &binaries, &upstream.url(), "/v1/chat/completions", &body, runs, out)?;
+
+    if let Some(url) = &args.model_url {
+        let url = url.trim_end_matches('/');
+        let body = serde_json::json!({"model": "local", "stream": true, "temperature": 0, "max_tokens": 48,
+            "messages": [{"role": "user", "content": "Tell me two facts about the history of the bicycle."}],
+            "tools": tools});
+        writeln!(
+            out,
+            "\n## Time to first text: a plain answer from the model at {url}, {runs} runs each\n"
+        )?;
+        first_text_table(runtime, &binaries, url, "/chat/completions", &body, runs, out)?;
+    }
+    Ok(())
+}
+
+/// One table: the upstream straight (the same request without tools, since it has none of
+/// its own) and through each binary (with tools, so the gateway holds the reply).
+fn first_text_table(
+    runtime: &tokio::runtime::Runtime,
+    binaries: &[(&str, &std::path::Path)],
+    base: &str,
+    path: &str,
+    body: &serde_json::Value,
+    runs: usize,
+    out: &mut impl Write,
+) -> Result<(), Error> {
+    let client = loadgen::client(1)?;
+    let mut plain = body.clone();
+    if let Some(object) = plain.as_object_mut() {
+        object.remove("tools");
+    }
+    let straight =
+        runtime.block_on(first_text_block(&client, &format!("{base}{path}"), &plain, runs))?;
     writeln!(out, "| path | first text byte p50 ms | added p50 ms |")?;
     writeln!(out, "|---|---|---|")?;
-    writeln!(out, "| upstream | {} | |", ms(p50(&straight)))?;
-    writeln!(
-        out,
-        "| gateway (with tools) | {} | {} |",
-        ms(p50(&through)),
-        signed_ms(p50(&through), p50(&straight))
-    )?;
+    writeln!(out, "| upstream, no tools | {} | |", ms(straight))?;
+    for (label, bin) in binaries {
+        let gateway = Gateway::start(bin, base)?;
+        let url = format!("{}/v1/chat/completions", gateway.url());
+        let through = runtime.block_on(first_text_block(&client, &url, body, runs))?;
+        writeln!(
+            out,
+            "| gateway ({label}), with tools | {} | {} |",
+            ms(through),
+            signed_ms(through, straight)
+        )?;
+    }
     Ok(())
 }

@@ -540,6 +540,10 @@ fn correction(req: &ChatRequest, retry: &Retry, format: CallFormat) -> String {
             "Your reply was cut off in the middle of a tool call. Write the call again, shorter."
                 .to_owned()
         }
+        RetryReason::Empty => format!(
+            "Your reply was empty. Tool results are never yours to write: call a tool by writing {}, or answer in plain text.",
+            syntax.block
+        ),
     };
     format!(
         "{what}\nReply again. The tools are: {}. To call one, write exactly:\n{}",

@@ -85,6 +85,8 @@ pub(crate) struct Shaper {
     n_calls: usize,
     /// Visible text so far (bounded), for refusal detection.
     text: String,
+    /// The model wrote reasoning (so an answer without text was not an empty reply).
+    reasoned: bool,
     /// Whitespace-only text not yet sent: dropped if a call follows (it is layout around
     /// the call, not content), sent with the next visible text otherwise.
     blank: String,
@@ -127,6 +129,7 @@ impl Shaper {
             map: Vec::new(),
             n_calls: 0,
             text: String::new(),
+            reasoned: false,
             blank: String::new(),
             rejected: 0,
             malformed: false,
@@ -201,6 +204,9 @@ impl Shaper {
             match event {
                 Event::Text(text) => self.text_event(text, out),
                 Event::Reasoning(text) => {
+                    if !text.trim().is_empty() {
+                        self.reasoned = true;
+                    }
                     if !text.is_empty() {
                         out.push(ChatEvent::Reasoning(text));
                     }
@@ -268,9 +274,6 @@ impl Shaper {
         }
     }
 
-    /// Whether held output may go to a streaming client now: a call has begun, or plain text
-    /// that is not a refusal (its first sentence, or the whole refusal window), and the
-    /// policy cannot fail any more.
     /// Calls that went to the client.
     pub(crate) fn n_calls(&self) -> usize {
         self.n_calls
@@ -286,6 +289,9 @@ impl Shaper {
         self.cut_off_call
     }
 
+    /// Whether held output may go to a streaming client now: a call has begun, or plain text
+    /// that is not a refusal (its first sentence, or the whole refusal window), and the
+    /// policy cannot fail any more.
     pub(crate) fn may_commit(&self) -> bool {
         if self.output.is_some() && self.n_calls == 0 {
             return false;
@@ -324,6 +330,9 @@ impl Shaper {
         }
         if matches!(self.choice, ToolChoice::Required | ToolChoice::Named(_)) {
             return Some(RetryReason::MissingCall);
+        }
+        if self.nothing_shown() && !self.reasoned {
+            return Some(RetryReason::Empty);
         }
         looks_like_refusal(&self.text).then_some(RetryReason::Refusal)
     }

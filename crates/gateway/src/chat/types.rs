@@ -115,6 +115,9 @@ pub(crate) enum RetryReason {
     Malformed,
     UnknownTool,
     Truncated,
+    /// Tools were offered and the reply had neither a call nor any text (a small model
+    /// that starts to write a tool result is cut off by the stop sequence at once).
+    Empty,
     /// The answer does not have the format the client asked for.
     InvalidOutput,
 }
@@ -135,6 +138,7 @@ impl RetryReason {
             RetryReason::Malformed => "malformed",
             RetryReason::UnknownTool => "unknown_tool",
             RetryReason::Truncated => "truncated",
+            RetryReason::Empty => "empty",
             RetryReason::InvalidOutput => "invalid_output",
         }
     }

@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use serde_json::json;
 
 use crate::common::api::Api;
-use crate::common::{Reply, hermes, spawn_gateway};
+use crate::common::{Reply, args, hermes, request, spawn_gateway};
 
 /// `allowed_tools` shows the model only the allowed tools, accepts only them, and honours its
 /// mode.
@@ -123,4 +123,27 @@ async fn a_plain_answer_is_released_after_its_first_sentence() {
     let text = gw.stream_ok(&body).await;
     assert!(!text.contains("sorry"), "a refusal is not released: {text}");
     assert!(text.contains("get_weather"), "{text}");
+}
+
+/// Found trying the README on the local model: a small model that starts its reply with a
+/// tool result ("Result of call 1 (get_weather): …") is cut off by the stop sequence at once,
+/// and the client got an empty answer. An empty reply to a request with tools is asked for
+/// again, with what was wrong; a reply with reasoning only is not empty.
+#[tokio::test]
+async fn an_empty_reply_to_a_request_with_tools_is_asked_for_again() {
+    let gw = spawn_gateway(|_| {}).await;
+    gw.upstream.push(Reply::text(""));
+    gw.upstream.push(Reply::text(hermes("get_weather", json!({"city": "Paris"}))));
+    let completion = gw.complete(&request("What is the weather in Paris?")).await;
+    let calls = completion["choices"][0]["message"]["tool_calls"].as_array().unwrap();
+    assert_eq!(args(&calls[0]), json!({"city": "Paris"}));
+    let sent = gw.upstream.requests();
+    assert_eq!(sent.len(), 2);
+    let retry = sent[1]["messages"].as_array().unwrap().last().unwrap()["content"].to_string();
+    assert!(retry.contains("Your reply was empty"), "{retry}");
+    // Without tools an empty reply is an answer.
+    gw.upstream.push(Reply::text(""));
+    let completion = gw.complete(&crate::common::plain_request("Say nothing.")).await;
+    assert_eq!(completion["choices"][0]["message"]["content"], "");
+    assert_eq!(gw.upstream.requests().len(), 3);
 }
