@@ -77,22 +77,22 @@
 mod complete;
 mod config;
 mod dialect;
+mod engine;
 mod error;
 mod event;
 mod format;
 mod json;
 mod outcome;
-mod stream;
 mod tools;
 
 pub use crate::{
     complete::parse,
     config::{Config, EXAMPLE_PHRASES, ExampleGuard, ReasoningCalls, RejectedText},
     dialect::{Builtin, CallText, Dialect, Dialects, TagPair},
+    engine::StreamParser,
     error::{Error, ErrorKind},
     event::{Event, Parsed, Rejected, ToolCall, Warning, WarningCode},
     format::native::{Format, MODELS, Support, formats},
     outcome::{AgentTools, Outcome, ToolParseError, agent_outcome},
-    stream::StreamParser,
     tools::{Tool, ToolSet},
 };

@@ -11,7 +11,8 @@ use std::ops::Range;
 
 use crate::WarningCode;
 use crate::config::RejectedText;
-use crate::format::call::{CallState, Out, Show};
+use crate::engine::call::CallState;
+use crate::engine::out::{Out, Show};
 use crate::json::canon::Canon;
 use crate::json::reader::{Frame, Reader, Sink, Status};
 

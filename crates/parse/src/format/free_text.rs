@@ -6,7 +6,8 @@
 //! required parameters (`city Paris`, `city = "Paris"`, `city: Paris`). The prose
 //! stays visible.
 
-use crate::format::call::{CallState, Out};
+use crate::engine::call::CallState;
+use crate::engine::out::Out;
 use crate::format::markup::write_param_value;
 use crate::json::reader::{Frame, Sink};
 use crate::tools::Tool;

@@ -13,13 +13,14 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use crate::dialect::{Dialect, Entry, TagPair};
-use crate::format::call::{CallState, Out, Show};
+use crate::engine::call::CallState;
+use crate::engine::out::{Out, Show};
+use crate::engine::region::{Region, RegionStep};
 use crate::format::envelope::{Decision, Origin};
 use crate::format::native;
 use crate::format::python::{self, Ahead, Mode as PyMode, PyGroup, PyStep};
 use crate::json::canon::canonical_json;
 use crate::json::reader::{Frame as JsonFrame, Reader, Sink, Status};
-use crate::stream::{Region, RegionStep};
 use crate::tools::ParamType;
 use crate::{Builtin, Config, WarningCode};
 
@@ -724,7 +725,7 @@ impl Region {
         out: &mut Out<'_>,
     ) -> usize {
         let mut show =
-            |out: &mut Out<'_>, range: Range<usize>| crate::stream::show(buf, base, out, range);
+            |out: &mut Out<'_>, range: Range<usize>| crate::engine::show(buf, base, out, range);
         match opener {
             Opener::Json => {
                 self.env.begin_value(Origin::Bare);
@@ -1028,7 +1029,7 @@ impl Region {
         let rest = buf.get(pos..).unwrap_or_default();
         let abs = base + pos;
         let mut show =
-            |out: &mut Out<'_>, range: Range<usize>| crate::stream::show(buf, base, out, range);
+            |out: &mut Out<'_>, range: Range<usize>| crate::engine::show(buf, base, out, range);
         if let Some(group) = self.python.as_mut() {
             match group.step(rest, abs, out.config, eof) {
                 PyStep::Consumed(n) => return RegionStep::Consumed(n),
@@ -1072,7 +1073,7 @@ impl Region {
             let too_deep = broke && reader.too_deep();
             if too_deep && self.env.decision != Decision::Data {
                 let at = abs + consumed;
-                let message = crate::format::call::too_deep_message(out.config.max_depth);
+                let message = crate::engine::out::too_deep_message(out.config.max_depth);
                 out.warn(WarningCode::LimitReached, message, None, at..at + 1);
             }
             let mut truncated = false;

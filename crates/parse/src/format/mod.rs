@@ -4,7 +4,6 @@
 //! reads tags and fences and hands JSON bodies to `envelope`; `call` holds the call
 //! being assembled and sends its events. None of them touches the input buffer.
 
-pub(crate) mod call;
 pub(crate) mod envelope;
 pub(crate) mod free_text;
 pub(crate) mod line;

@@ -9,7 +9,7 @@
 //! code, not calls. A call used as a value rejects the call.
 
 use crate::Config;
-use crate::format::call::{CallState, Status};
+use crate::engine::call::{CallState, Status};
 use crate::json::canon::ArgsNote;
 use crate::json::reader::{Frame, Reader, Sink, Status as ReadStatus};
 use crate::tools::ToolSet;
