@@ -258,7 +258,7 @@ impl Default for Dialects {
     fn default() -> Dialects {
         let mut dialects = Dialects { entries: Vec::new(), on: 0 };
         // Model-native markers first: they are the most specific.
-        for (id, pair) in crate::format::native::PAIRS.iter() {
+        for (id, pair) in crate::read::native::PAIRS.iter() {
             dialects.entries.push(Entry::Native(id, Arc::clone(pair)));
         }
         for builtin in Builtin::ALL {

@@ -80,9 +80,10 @@ mod dialect;
 mod engine;
 mod error;
 mod event;
-mod format;
 mod json;
 mod outcome;
+mod read;
+mod rows;
 mod tools;
 
 pub use crate::{
@@ -92,7 +93,7 @@ pub use crate::{
     engine::StreamParser,
     error::{Error, ErrorKind},
     event::{Event, Parsed, Rejected, ToolCall, Warning, WarningCode},
-    format::native::{Format, MODELS, Support, formats},
     outcome::{AgentTools, Outcome, ToolParseError, agent_outcome},
+    read::native::{Format, MODELS, Support, formats},
     tools::{Tool, ToolSet},
 };

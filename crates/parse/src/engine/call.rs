@@ -4,7 +4,7 @@ use std::ops::Range;
 
 use crate::engine::out::{Out, too_deep_message};
 use crate::json::canon::{ArgsNote, ArgsWriter};
-use crate::{Config, Event, Rejected, ToolCall, ToolSet, WarningCode};
+use crate::{Config, Rejected, ToolCall, ToolSet, WarningCode};
 #[derive(Debug)]
 pub(crate) enum Status {
     /// The name is not known yet.
@@ -73,7 +73,7 @@ impl CallState {
 
     /// Decides the call once its name is known: accepted (CallStart goes out with
     /// the arguments written so far) or rejected.
-    pub(crate) fn resolve(&mut self, out: &mut Out<'_>) {
+    pub(in crate::engine) fn resolve(&mut self, out: &mut Out<'_>) {
         if !matches!(self.status, Status::Unnamed) {
             return;
         }
@@ -85,7 +85,7 @@ impl CallState {
             };
             return;
         }
-        let (name, tool) = match &out.config.tools {
+        let (name, tool) = match &out.config().tools {
             None => (raw.to_owned(), None),
             Some(tools) => match ToolSet::resolve_shared(tools, raw) {
                 Some(tool) => {
@@ -106,19 +106,17 @@ impl CallState {
         if let Some(tool) = tool {
             self.args.set_tool(tool);
         }
-        let call_idx = *out.n_calls;
-        *out.n_calls += 1;
-        out.events.push(Event::CallStart { call_idx, id: self.id.clone(), name: name.clone() });
+        let call_idx = out.call_start(self.id.as_deref(), &name);
         self.status = Status::Accepted { call_idx, name, sent: 0 };
         self.flush(out);
     }
 
     /// Sends the arguments written since the last flush.
-    pub(crate) fn flush(&mut self, out: &mut Out<'_>) {
+    pub(in crate::engine) fn flush(&mut self, out: &mut Out<'_>) {
         if let Status::Accepted { call_idx, sent, .. } = &mut self.status {
             let text = &self.args.canon.out;
             if let Some(delta) = text.get(*sent..).filter(|d| !d.is_empty()) {
-                out.events.push(Event::ArgsDelta { call_idx: *call_idx, json: delta.to_owned() });
+                out.args_delta(*call_idx, delta);
                 *sent = text.len();
             }
         }
@@ -127,7 +125,11 @@ impl CallState {
     /// Ends the call with the span it covers; pushes warnings and CallEnd or Rejected.
     /// Returns false, and sends nothing, for a call that never got a name, so the
     /// caller can show its text instead.
-    pub(crate) fn end(mut self: Box<Self>, out: &mut Out<'_>, span: Range<usize>) -> bool {
+    pub(in crate::engine) fn end(
+        mut self: Box<Self>,
+        out: &mut Out<'_>,
+        span: Range<usize>,
+    ) -> bool {
         if matches!(self.status, Status::Unnamed) {
             return false;
         }
@@ -136,14 +138,14 @@ impl CallState {
         match std::mem::replace(&mut self.status, Status::Unnamed) {
             Status::Accepted { call_idx, name, sent } => {
                 if let Some(delta) = arguments.get(sent..).filter(|d| !d.is_empty()) {
-                    out.events.push(Event::ArgsDelta { call_idx, json: delta.to_owned() });
+                    out.args_delta(call_idx, delta);
                 }
                 self.warnings(out, call_idx, &span, &arguments);
                 let call = ToolCall { id: self.id.clone(), name, arguments, span };
-                out.events.push(Event::CallEnd { call_idx, call });
+                out.call_end(call_idx, call);
             }
             Status::Rejected { name, reason } => {
-                out.events.push(Event::Rejected(Rejected { name, reason, span }));
+                out.rejected(Rejected { name, reason, span });
             }
             Status::Unnamed => {}
         }

@@ -6,16 +6,16 @@
 //! read by resumable machines (the JSON reader, the tag reader), so every byte is
 //! looked at a bounded number of times and the total work is linear in the input.
 
-use std::ops::Range;
-
 pub(crate) mod call;
 pub(crate) mod out;
 pub(crate) mod region;
-mod text;
+pub(crate) mod settle;
+pub(crate) mod step;
+pub(crate) mod text;
 
-use crate::engine::out::{Out, Tail};
-use crate::format::free_text;
-use crate::{Builtin, Config, Event};
+use crate::engine::out::{Dest, Out, Tail};
+use crate::read::free_text;
+use crate::{Builtin, Config, Event, Parsed};
 
 /// Incremental parser for one model output: [`feed`](StreamParser::feed) chunks,
 /// then [`finish`](StreamParser::finish).
@@ -24,11 +24,19 @@ use crate::{Builtin, Config, Event};
 /// to exactly what [`crate::parse`] returns.
 #[derive(Debug)]
 pub struct StreamParser {
+    engine: Engine,
+    /// Unsettled input. `buf[0]` is at absolute offset `engine.base`. Empty when nothing
+    /// is held: the next chunk is then read where it is, without a copy.
+    buf: String,
+}
+
+/// Everything of the parser but its buffer, so it can read a chunk in place.
+#[derive(Debug)]
+struct Engine {
     config: Config,
-    /// Unsettled input. `buf[0]` is at absolute offset `base`.
+    /// Absolute offset of the first byte of the buffer being read.
     /// Invariant: `settled <= pos <= buf.len()`; `buf[..settled]` has been emitted
     /// or consumed; `buf[settled..pos]` is held back.
-    buf: String,
     base: usize,
     pos: usize,
     settled: usize,
@@ -49,9 +57,8 @@ pub struct StreamParser {
 
 #[derive(Debug)]
 pub(crate) enum State {
-    /// Plain text; inside reasoning when `think` (the index of its markers in
-    /// [`REASONING`], or [`ANY_THINK`]).
-    Text { think: Option<u8> },
+    /// Plain text; inside reasoning when `think` says so.
+    Text { think: Option<Think> },
     /// Tool-call syntax (or something that may turn out to be).
     Region(Box<Region>),
 }
@@ -83,20 +90,16 @@ fn trigger_table(config: &Config) -> Box<[bool; 256]> {
 impl StreamParser {
     /// A parser for one model output.
     pub fn new(config: &Config) -> StreamParser {
-        StreamParser {
+        let free_text = config.dialects.has(Builtin::FreeText) && config.tools.is_some();
+        let engine = Engine {
             config: config.clone(),
-            buf: String::new(),
             base: 0,
             pos: 0,
             settled: 0,
-            state: State::Text { think: config.reasoning_open.then_some(ANY_THINK) },
+            state: State::Text { think: config.reasoning_open.then_some(Think::Prompt) },
             n_calls: 0,
             spare: None,
-            tail: Tail {
-                prose: (config.dialects.has(Builtin::FreeText) && config.tools.is_some())
-                    .then(String::new),
-                ..Tail::default()
-            },
+            tail: if free_text { Tail::with_prose() } else { Tail::default() },
             triggers: trigger_table(config),
             heads: config
                 .dialects
@@ -109,26 +112,68 @@ impl StreamParser {
                 })
                 .collect(),
             structured: false,
-        }
+        };
+        StreamParser { engine, buf: String::new() }
     }
 
     /// Feeds the next chunk and pushes the events it settles.
     pub fn feed(&mut self, chunk: &str, out: &mut Vec<Event>) {
+        let first = out.len();
+        if self.buf.is_empty() {
+            // Nothing is held: read the chunk where it is, and keep what stays unsettled.
+            self.engine.run(chunk, Dest::Events { events: out, first }, false);
+            let engine = &mut self.engine;
+            self.buf.push_str(chunk.get(engine.settled..).unwrap_or_default());
+            engine.base += engine.settled;
+            engine.pos -= engine.settled;
+            engine.settled = 0;
+            return;
+        }
         self.buf.push_str(chunk);
-        self.run(out, false);
+        self.engine.run(&self.buf, Dest::Events { events: out, first }, false);
         self.compact();
     }
 
     /// Ends the input and pushes the remaining events: held text, and calls cut
     /// off by the end of the output (closed, with a warning).
     pub fn finish(mut self, out: &mut Vec<Event>) {
-        self.run(out, true);
+        let first = out.len();
+        self.engine.run(&self.buf, Dest::Events { events: out, first }, true);
     }
 
-    fn run(&mut self, events: &mut Vec<Event>, eof: bool) {
-        let StreamParser {
+    /// Complete parsing: `feed(input)` then `finish()`, reading `input` where it is and
+    /// folding the result directly (no events are built).
+    pub(crate) fn parse(mut self, input: &str) -> Parsed {
+        let mut parsed = Parsed::default();
+        self.engine.run(input, Dest::Parsed(&mut parsed), false);
+        self.engine.run(input, Dest::Parsed(&mut parsed), true);
+        parsed
+    }
+
+    /// Drops settled input so the buffer holds only what is still undecided.
+    fn compact(&mut self) {
+        let engine = &mut self.engine;
+        if engine.settled == 0 {
+            return;
+        }
+        // Keep the buffer when it is small relative to what is held; draining is
+        // linear in what remains, so do it only when it pays.
+        if engine.settled < self.buf.len() / 2 && engine.settled < 4096 {
+            return;
+        }
+        self.buf.drain(..engine.settled);
+        engine.base += engine.settled;
+        engine.pos -= engine.settled;
+        engine.settled = 0;
+    }
+}
+
+impl Engine {
+    /// Reads `buf` (all input not yet settled, at absolute offset `base`) as far as it
+    /// decides, sending what it settles to `dest`.
+    fn run(&mut self, buf: &str, dest: Dest<'_>, eof: bool) {
+        let Engine {
             config,
-            buf,
             base,
             pos,
             settled,
@@ -140,8 +185,7 @@ impl StreamParser {
             heads,
             structured,
         } = self;
-        let first = events.len();
-        let mut out = Out { events, config, n_calls, first, think: false, tail };
+        let mut out = Out::new(dest, config, n_calls, tail, structured);
         loop {
             let progressed = match state {
                 State::Text { think } => {
@@ -172,9 +216,7 @@ impl StreamParser {
             }
         }
         if let State::Region(region) = state {
-            if region.mute.is_none() {
-                region.env.flush(&mut out);
-            }
+            region.flush(buf, *base, &mut out);
         }
         if eof {
             // Anything still held is text.
@@ -185,43 +227,17 @@ impl StreamParser {
                 out.text(rest);
             }
             *settled = buf.len();
-        }
-        if out.tail.prose.is_some() {
-            *structured |= out
-                .events
-                .iter()
-                .skip(first)
-                .any(|event| matches!(event, Event::CallStart { .. } | Event::Rejected(_)));
-            if eof && !*structured {
-                if let (Some(prose), Some(tools)) = (out.tail.prose.take(), &out.config.tools) {
-                    let tools = std::sync::Arc::clone(tools);
-                    free_text::extract(&prose, &tools, *base + buf.len(), &mut out);
+            if out.tail().keeps_prose() && !out.made_calls() {
+                let prose = out.tail_mut().take_prose().unwrap_or_default();
+                if let Some(tools) = &out.config().tools {
+                    if let Some(mut call) = free_text::extract(&prose, tools, *base + buf.len()) {
+                        let end = call.start;
+                        call.resolve(&mut out);
+                        call.end(&mut out, end..end);
+                    }
                 }
             }
         }
-    }
-
-    /// Drops settled input so the buffer holds only what is still undecided.
-    fn compact(&mut self) {
-        if self.settled == 0 {
-            return;
-        }
-        // Keep the buffer when it is small relative to what is held; draining is
-        // linear in what remains, so do it only when it pays.
-        if self.settled < self.buf.len() / 2 && self.settled < 4096 {
-            return;
-        }
-        self.buf.drain(..self.settled);
-        self.base += self.settled;
-        self.pos -= self.settled;
-        self.settled = 0;
-    }
-}
-
-/// Pushes `range` (absolute offsets) of the input as text.
-pub(crate) fn show(buf: &str, base: usize, out: &mut Out<'_>, range: Range<usize>) {
-    if let Some(text) = buf.get(range.start.saturating_sub(base)..range.end.saturating_sub(base)) {
-        out.text(text);
     }
 }
 
@@ -247,4 +263,4 @@ pub(super) fn emit_text(buf: &str, settled: &mut usize, upto: usize, out: &mut O
 }
 
 use self::region::{Region, RegionRun};
-use self::text::{ANY_THINK, TextStep};
+use self::text::{TextStep, Think};

@@ -1,33 +1,47 @@
-//! One call being assembled, and the output it goes to.
+//! The engine's output: where text, calls and warnings go, and what the visible text
+//! looked like (for the example guard). Only the engine emits; readers report to it
+//! through [`crate::engine::Ctx`].
 
 use std::ops::Range;
 
-use crate::{Config, Event, Warning, WarningCode};
+use crate::{Config, Event, Parsed, Rejected, ToolCall, Warning, WarningCode};
 
-/// Shows a range of the input (absolute offsets) as text.
-pub(crate) type Show<'s> = dyn FnMut(&mut Out<'_>, Range<usize>) + 's;
-
-/// Where dialects send what they find. Owned by the engine.
-pub(crate) struct Out<'a> {
-    pub(crate) events: &'a mut Vec<Event>,
-    pub(crate) config: &'a Config,
-    pub(crate) n_calls: &'a mut usize,
-    /// `events[..first]` were there before this call into the parser; they are never changed.
-    pub(crate) first: usize,
-    /// Inside reasoning: text goes out as [`Event::Reasoning`].
-    pub(crate) think: bool,
-    /// What the recent visible text looked like.
-    pub(crate) tail: &'a mut Tail,
+/// Where the output goes.
+#[derive(Debug)]
+pub(crate) enum Dest<'a> {
+    /// Streaming: events for the caller. `events[..first]` were there before this call
+    /// into the parser and are never changed.
+    Events { events: &'a mut Vec<Event>, first: usize },
+    /// Complete parsing: folded straight into the result, as [`Parsed::push`] would.
+    Parsed(&'a mut Parsed),
+    /// A muted region (an example, or reasoning): the names of its calls are noted, the
+    /// rest is dropped (the engine shows the region's bytes as text itself).
+    Muted(&'a mut Vec<String>),
 }
+
+/// The engine's output for one run.
+pub(crate) struct Out<'a> {
+    dest: Dest<'a>,
+    config: &'a Config,
+    n_calls: &'a mut usize,
+    /// Inside reasoning: text goes out as reasoning.
+    pub(in crate::engine) think: bool,
+    tail: &'a mut Tail,
+    /// Set once a call, accepted or rejected, went out (free-text calls are then off).
+    structured: &'a mut bool,
+}
+
+/// The most names a muted region notes for its warning.
+const MAX_MUTED_NAMES: usize = 8;
 
 /// The end of the visible text so far, for the example guard. It is computed from
 /// the text as it goes out, which is the same for every chunking.
 #[derive(Debug, Default)]
 pub(crate) struct Tail {
     /// The last few hundred bytes of text.
-    pub(crate) recent: String,
+    recent: String,
     /// All the text (up to a limit), kept only when free-text calls are on.
-    pub(crate) prose: Option<String>,
+    prose: Option<String>,
 }
 
 /// The most prose kept for free-text calls.
@@ -36,9 +50,32 @@ const MAX_PROSE: usize = 1 << 20;
 const TAIL_KEEP: usize = 256;
 
 impl Tail {
+    /// A tail that keeps all the prose too (free-text calls are on).
+    pub(in crate::engine) fn with_prose() -> Tail {
+        Tail { recent: String::new(), prose: Some(String::new()) }
+    }
+
+    pub(in crate::engine) fn keeps_prose(&self) -> bool {
+        self.prose.is_some()
+    }
+
+    pub(in crate::engine) fn take_prose(&mut self) -> Option<String> {
+        self.prose.take()
+    }
+
     fn track(&mut self, text: &str) {
         if let Some(prose) = self.prose.as_mut().filter(|p| p.len() < MAX_PROSE) {
             prose.push_str(text);
+        }
+        if text.len() > 2 * TAIL_KEEP {
+            // What pushing it all and cutting back to `TAIL_KEEP` would leave.
+            let mut cut = text.len() - TAIL_KEEP;
+            while !text.is_char_boundary(cut) {
+                cut += 1;
+            }
+            self.recent.clear();
+            self.recent.push_str(text.get(cut..).unwrap_or_default());
+            return;
         }
         self.recent.push_str(text);
         if self.recent.len() > 2 * TAIL_KEEP {
@@ -52,7 +89,7 @@ impl Tail {
 
     /// The text ends with one backtick that follows other text on its line: what
     /// comes next is inline code quoted in a sentence.
-    pub(crate) fn in_quoted_code(&self) -> bool {
+    pub(in crate::engine) fn in_quoted_code(&self) -> bool {
         let Some(before) = self.recent.strip_suffix('`') else { return false };
         if before.ends_with('`') {
             return false;
@@ -65,7 +102,7 @@ impl Tail {
     }
 
     /// The last sentence of the last line of text that is not blank.
-    pub(crate) fn intro(&self) -> &str {
+    pub(in crate::engine) fn intro(&self) -> &str {
         // Only the last bytes every chunking keeps (`recent` holds between `TAIL_KEEP`
         // and twice that, depending on where chunks ended).
         let mut from = self.recent.len().saturating_sub(TAIL_KEEP - 4);
@@ -109,10 +146,37 @@ pub(crate) fn too_deep_message(max_depth: usize) -> String {
     )
 }
 
-impl Out<'_> {
-    /// Pushes text, merged into the previous text event when this same call pushed it.
+impl<'a> Out<'a> {
+    pub(in crate::engine) fn new(
+        dest: Dest<'a>,
+        config: &'a Config,
+        n_calls: &'a mut usize,
+        tail: &'a mut Tail,
+        structured: &'a mut bool,
+    ) -> Out<'a> {
+        Out { dest, config, n_calls, think: false, tail, structured }
+    }
+
+    pub(crate) fn config(&self) -> &'a Config {
+        self.config
+    }
+
+    /// Whether a call, accepted or rejected, went out.
+    pub(in crate::engine) fn made_calls(&self) -> bool {
+        *self.structured
+    }
+
+    pub(in crate::engine) fn tail(&self) -> &Tail {
+        self.tail
+    }
+
+    pub(in crate::engine) fn tail_mut(&mut self) -> &mut Tail {
+        self.tail
+    }
+
+    /// Pushes text, merged into the previous text event when this same run pushed it.
     /// Inside reasoning it is reasoning text.
-    pub(crate) fn text(&mut self, text: &str) {
+    pub(in crate::engine) fn text(&mut self, text: &str) {
         if text.is_empty() {
             return;
         }
@@ -120,37 +184,132 @@ impl Out<'_> {
             self.reasoning(text);
             return;
         }
-        self.tail.track(text);
-        if self.events.len() > self.first {
-            if let Some(Event::Text(last)) = self.events.last_mut() {
-                last.push_str(text);
-                return;
+        match &mut self.dest {
+            Dest::Events { events, first } => {
+                self.tail.track(text);
+                if events.len() > *first {
+                    if let Some(Event::Text(last)) = events.last_mut() {
+                        last.push_str(text);
+                        return;
+                    }
+                }
+                events.push(Event::Text(text.to_owned()));
             }
+            Dest::Parsed(parsed) => {
+                self.tail.track(text);
+                parsed.content.push_str(text);
+            }
+            Dest::Muted(_) => {}
         }
-        self.events.push(Event::Text(text.to_owned()));
     }
 
     /// Pushes reasoning text, merged like [`Out::text`].
-    pub(crate) fn reasoning(&mut self, text: &str) {
+    pub(in crate::engine) fn reasoning(&mut self, text: &str) {
         if text.is_empty() {
             return;
         }
-        if self.events.len() > self.first {
-            if let Some(Event::Reasoning(last)) = self.events.last_mut() {
-                last.push_str(text);
-                return;
+        match &mut self.dest {
+            Dest::Events { events, first } => {
+                if events.len() > *first {
+                    if let Some(Event::Reasoning(last)) = events.last_mut() {
+                        last.push_str(text);
+                        return;
+                    }
+                }
+                events.push(Event::Reasoning(text.to_owned()));
             }
+            Dest::Parsed(parsed) => parsed.reasoning.push_str(text),
+            Dest::Muted(_) => {}
         }
-        self.events.push(Event::Reasoning(text.to_owned()));
     }
 
-    pub(crate) fn warn(
+    pub(in crate::engine) fn warn(
         &mut self,
         code: WarningCode,
         message: String,
         call_idx: Option<usize>,
         span: Range<usize>,
     ) {
-        self.events.push(Event::Warning(Warning { code, message, call_idx, span }));
+        let warning = Warning { code, message, call_idx, span };
+        match &mut self.dest {
+            Dest::Events { events, .. } => events.push(Event::Warning(warning)),
+            Dest::Parsed(parsed) => parsed.push(Event::Warning(warning)),
+            Dest::Muted(_) => {}
+        }
+    }
+
+    /// A call is accepted: it gets the next index, and `CallStart` goes out.
+    pub(in crate::engine) fn call_start(&mut self, id: Option<&str>, name: &str) -> usize {
+        let call_idx = *self.n_calls;
+        *self.n_calls += 1;
+        match &mut self.dest {
+            Dest::Events { events, .. } => {
+                *self.structured = true;
+                events.push(Event::CallStart {
+                    call_idx,
+                    id: id.map(str::to_owned),
+                    name: name.to_owned(),
+                });
+            }
+            Dest::Parsed(_) => *self.structured = true,
+            Dest::Muted(seen) => note(seen, name),
+        }
+        call_idx
+    }
+
+    /// A fragment of a call's arguments.
+    pub(in crate::engine) fn args_delta(&mut self, call_idx: usize, json: &str) {
+        if let Dest::Events { events, .. } = &mut self.dest {
+            events.push(Event::ArgsDelta { call_idx, json: json.to_owned() });
+        }
+    }
+
+    pub(in crate::engine) fn call_end(&mut self, call_idx: usize, call: ToolCall) {
+        match &mut self.dest {
+            Dest::Events { events, .. } => events.push(Event::CallEnd { call_idx, call }),
+            Dest::Parsed(parsed) => parsed.push(Event::CallEnd { call_idx, call }),
+            Dest::Muted(_) => {}
+        }
+    }
+
+    pub(in crate::engine) fn rejected(&mut self, rejected: Rejected) {
+        match &mut self.dest {
+            Dest::Events { events, .. } => {
+                *self.structured = true;
+                events.push(Event::Rejected(rejected));
+            }
+            Dest::Parsed(parsed) => {
+                *self.structured = true;
+                parsed.push(Event::Rejected(rejected));
+            }
+            Dest::Muted(seen) => note(seen, &rejected.name),
+        }
+    }
+
+    /// Runs `f` with an output for a muted region: its calls are noted in `seen` and
+    /// counted apart, and nothing it reports goes out.
+    pub(in crate::engine) fn muted<R>(
+        &mut self,
+        seen: &mut Vec<String>,
+        f: impl FnOnce(&mut Out<'_>) -> R,
+    ) -> R {
+        let mut n_calls = 0;
+        let mut tail = Tail::default();
+        let mut structured = false;
+        let mut muted = Out {
+            dest: Dest::Muted(seen),
+            config: self.config,
+            n_calls: &mut n_calls,
+            think: self.think,
+            tail: &mut tail,
+            structured: &mut structured,
+        };
+        f(&mut muted)
+    }
+}
+
+fn note(seen: &mut Vec<String>, name: &str) {
+    if seen.len() < MAX_MUTED_NAMES && !seen.iter().any(|s| s == name) {
+        seen.push(name.to_owned());
     }
 }

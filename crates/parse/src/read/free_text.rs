@@ -6,10 +6,11 @@
 //! required parameters (`city Paris`, `city = "Paris"`, `city: Paris`). The prose
 //! stays visible.
 
+use std::sync::Arc;
+
 use crate::engine::call::CallState;
-use crate::engine::out::Out;
-use crate::format::markup::write_param_value;
 use crate::json::reader::{Frame, Sink};
+use crate::read::markup::write_param_value;
 use crate::tools::Tool;
 use crate::{ToolSet, WarningCode};
 
@@ -19,9 +20,9 @@ type Values = Vec<(String, String)>;
 /// The longest stretch after a tool name searched for its parameters.
 const WINDOW: usize = 300;
 
-/// Looks for one call in `prose` and sends it. `end` is the absolute end of the
-/// input (the call's span is empty there: its text stays visible).
-pub(crate) fn extract(prose: &str, tools: &ToolSet, end: usize, out: &mut Out<'_>) {
+/// Looks for one call in `prose`. `end` is the absolute end of the input: the call
+/// starts there and its span is empty (its text stays visible).
+pub(crate) fn extract(prose: &str, tools: &Arc<ToolSet>, end: usize) -> Option<Box<CallState>> {
     let mut best: Option<(usize, &Tool, Values)> = None;
     for tool in tools.tools() {
         let Some((at, values)) = find_call(prose, tool) else { continue };
@@ -29,10 +30,12 @@ pub(crate) fn extract(prose: &str, tools: &ToolSet, end: usize, out: &mut Out<'_
             best = Some((at, tool, values));
         }
     }
-    let Some((_, tool, values)) = best else { return };
+    let (_, tool, values) = best?;
     let mut call = Box::new(CallState::new(end));
     call.name = Some(tool.name().to_owned());
-    call.bind_tool(out.config);
+    if let Some(tool) = ToolSet::resolve_shared(tools, tool.name().trim()) {
+        call.args.set_tool(tool);
+    }
     call.args.open(Frame::Object, end);
     call.args_seen = true;
     let mut pairs = Vec::new();
@@ -43,12 +46,11 @@ pub(crate) fn extract(prose: &str, tools: &ToolSet, end: usize, out: &mut Out<'_
     if call.args.canon.depth() > 0 {
         call.args.close(end);
     }
-    call.resolve(out);
     call.extra_notes.push((
         WarningCode::FreeText,
         format!("the call was guessed from prose ({}); its text stays visible", pairs.join(", ")),
     ));
-    call.end(out, end..end);
+    Some(call)
 }
 
 /// The first sentence that names `tool` and gives all its required parameters.

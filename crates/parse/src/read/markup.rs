@@ -14,13 +14,14 @@ use std::sync::Arc;
 
 use crate::dialect::{Dialect, Entry, TagPair};
 use crate::engine::call::CallState;
-use crate::engine::out::{Out, Show};
-use crate::engine::region::{Region, RegionStep};
-use crate::format::envelope::{Decision, Origin};
-use crate::format::native;
-use crate::format::python::{self, Ahead, Mode as PyMode, PyGroup, PyStep};
+use crate::engine::settle::{Ctx, Decision};
+use crate::engine::step::{Look, Need, Step, Took};
 use crate::json::canon::canonical_json;
 use crate::json::reader::{Frame as JsonFrame, Reader, Sink, Status};
+use crate::read::envelope::Origin;
+use crate::read::native;
+use crate::read::python::{self, Ahead, Mode as PyMode, PyGroup, PyStep};
+use crate::read::{Body, Until};
 use crate::tools::ParamType;
 use crate::{Builtin, Config, WarningCode};
 
@@ -68,13 +69,6 @@ fn is_opener(name: &str) -> bool {
     (CONTAINERS.contains(&name) && name != "tool_use") || OTHER_OPENERS.contains(&name)
 }
 
-/// What plain text at a trigger byte starts.
-pub(crate) enum Open {
-    No,
-    NeedMore,
-    Region(Opener),
-}
-
 pub(crate) enum Opener {
     /// A bare `{` or `[`.
     Json,
@@ -91,6 +85,17 @@ pub(crate) enum Opener {
     Labelled { name: Range<usize>, len: usize },
     /// The start marker of the registry entry with this index.
     Marker(usize),
+}
+
+impl Opener {
+    /// Whether the example guard may take the region for an example: a bracket, a
+    /// fence or a Python line may be one; markup, markers and labels are calls.
+    pub(crate) fn is_guarded(&self) -> bool {
+        match self {
+            Opener::Json | Opener::Fence(_) | Opener::PyFence { .. } | Opener::Python(_) => true,
+            Opener::Tag | Opener::Labelled { .. } | Opener::Marker(_) => false,
+        }
+    }
 }
 
 /// A tag as read from the input.
@@ -438,8 +443,8 @@ fn is_prefix_of_any(partial: &str, names: &[&str]) -> bool {
 
 /// Decides what plain text at a trigger byte starts, trying the dialects in the
 /// registry's order. An earlier dialect that cannot decide yet holds the text.
-pub(crate) fn open(rest: &str, eof: bool, config: &Config, heads: &[[u8; 2]]) -> Open {
-    let Some(&b) = rest.as_bytes().first() else { return Open::No };
+pub(crate) fn open(rest: &str, eof: bool, config: &Config, heads: &[[u8; 2]]) -> Look<Opener> {
+    let Some(&b) = rest.as_bytes().first() else { return Ok(None) };
     let second = rest.as_bytes().get(1).copied();
     let markers =
         heads.iter().any(|h| h[0] == b && (h[1] == 0 || second.is_none_or(|c| c == h[1])));
@@ -460,53 +465,53 @@ pub(crate) fn open(rest: &str, eof: bool, config: &Config, heads: &[[u8; 2]]) ->
                     continue;
                 }
                 if rest.starts_with(marker) {
-                    Open::Region(Opener::Marker(idx))
+                    Ok(Some(Opener::Marker(idx)))
                 } else if !eof && rest.len() < marker.len() && marker.starts_with(rest) {
-                    Open::NeedMore
+                    Err(Need)
                 } else {
-                    Open::No
+                    Ok(None)
                 }
             }
             Entry::Builtin(Builtin::Markup) if b == b'<' => open_markup(rest, eof),
             Entry::Builtin(Builtin::Fenced) if b == b'`' => open_fence(rest, eof, config),
-            Entry::Builtin(Builtin::Json) if b == b'{' || b == b'[' => Open::Region(Opener::Json),
+            Entry::Builtin(Builtin::Json) if b == b'{' || b == b'[' => Ok(Some(Opener::Json)),
             Entry::Builtin(Builtin::Python) if b == b'[' => {
                 match python::list_ahead(rest, eof, config) {
-                    Ahead::Yes => Open::Region(Opener::Python(PyMode::List)),
-                    Ahead::NeedMore => Open::NeedMore,
-                    Ahead::No => Open::No,
+                    Ahead::Yes => Ok(Some(Opener::Python(PyMode::List))),
+                    Ahead::NeedMore => Err(Need),
+                    Ahead::No => Ok(None),
                 }
             }
             Entry::Builtin(_) => continue,
         };
         match found {
-            Open::No => {}
-            Open::NeedMore => need_more = true,
+            Ok(None) => {}
+            Err(Need) => need_more = true,
             found if need_more => {
                 let _ = found;
-                return Open::NeedMore;
+                return Err(Need);
             }
             found => return found,
         }
     }
-    if need_more { Open::NeedMore } else { Open::No }
+    if need_more { Err(Need) } else { Ok(None) }
 }
 
 /// Tool-call markup at a `<`.
-fn open_markup(rest: &str, eof: bool) -> Open {
+fn open_markup(rest: &str, eof: bool) -> Look<Opener> {
     let b = rest.as_bytes();
     if b.get(1) == Some(&b'|') || (b.len() == 1 && !eof) {
         if b.len() == 1 {
-            return Open::NeedMore;
+            return Err(Need);
         }
         return match read_xtml(rest, eof) {
-            TagMatch::NeedMore => Open::NeedMore,
-            TagMatch::Tag(tag) if !tag.closing && is_opener(tag.name) => Open::Region(Opener::Tag),
-            _ => Open::No,
+            TagMatch::NeedMore => Err(Need),
+            TagMatch::Tag(tag) if !tag.closing && is_opener(tag.name) => Ok(Some(Opener::Tag)),
+            _ => Ok(None),
         };
     }
     let Some(prefix) = tag_prefix(rest.get(1..).unwrap_or_default(), eof) else {
-        return Open::NeedMore;
+        return Err(Need);
     };
     let start = 1 + prefix;
     // Decide early for ordinary `<` so text is not held.
@@ -518,35 +523,35 @@ fn open_markup(rest: &str, eof: bool) -> Open {
         let could_grow = partial.len() < MAX_NAME && !full.is_empty();
         let prefix_of_opener =
             is_prefix_of_any(partial, CONTAINERS) || is_prefix_of_any(partial, OTHER_OPENERS);
-        return if !eof && (prefix_of_opener || could_grow) { Open::NeedMore } else { Open::No };
+        return if !eof && (prefix_of_opener || could_grow) { Err(Need) } else { Ok(None) };
     }
     if !is_opener(partial) {
-        return Open::No;
+        return Ok(None);
     }
     match read_tag(rest, eof) {
-        TagMatch::NeedMore => Open::NeedMore,
-        TagMatch::No => Open::No,
-        TagMatch::Tag(tag) if tag.closing => Open::No,
+        TagMatch::NeedMore => Err(Need),
+        TagMatch::No => Ok(None),
+        TagMatch::Tag(tag) if tag.closing => Ok(None),
         TagMatch::Tag(tag) => {
             let call_element = matches!(tag.name, "function" | "invoke" | "func_call");
             if call_element && tool_name_of(&tag).is_none() {
-                return Open::No;
+                return Ok(None);
             }
-            Open::Region(Opener::Tag)
+            Ok(Some(Opener::Tag))
         }
     }
 }
 
 /// A fence opener: "```label\n" followed by something that may be a call.
-fn open_fence(rest: &str, eof: bool, config: &Config) -> Open {
+fn open_fence(rest: &str, eof: bool, config: &Config) -> Look<Opener> {
     let b = rest.as_bytes();
     // Bounded look-ahead: a long run of backticks must not be recounted per byte.
     let ticks = b.iter().take(4).take_while(|&&c| c == b'`').count();
     if ticks < 3 {
-        return if ticks == b.len() && !eof { Open::NeedMore } else { Open::No };
+        return if ticks == b.len() && !eof { Err(Need) } else { Ok(None) };
     }
     if ticks > 3 {
-        return Open::No;
+        return Ok(None);
     }
     let mut i = 3;
     while i < MAX_FENCE_LINE
@@ -561,7 +566,7 @@ fn open_fence(rest: &str, eof: bool, config: &Config) -> Open {
     // A second word: "```json action".
     let second = rest.get(i..).unwrap_or_default();
     if i > 3 + label.len() && !eof && second.len() < 6 && "action".starts_with(second) {
-        return Open::NeedMore;
+        return Err(Need);
     }
     if second.starts_with("action") && i > 3 + label.len() {
         i += "action".len();
@@ -571,33 +576,33 @@ fn open_fence(rest: &str, eof: bool, config: &Config) -> Open {
         }
     }
     if i >= MAX_FENCE_LINE {
-        return Open::No;
+        return Ok(None);
     }
     match b.get(i) {
-        None if !eof => return Open::NeedMore,
+        None if !eof => return Err(Need),
         Some(b'\n') => i += 1,
-        _ => return Open::No,
+        _ => return Ok(None),
     }
     let python = PYTHON_LABELS.contains(&label.as_str()) && config.dialects.has(Builtin::Python);
     if !FENCE_LABELS.contains(&label.as_str()) && !python {
-        return Open::No;
+        return Ok(None);
     }
     let line = i;
     while i - line < MAX_FENCE_GAP && b.get(i).is_some_and(|c| c.is_ascii_whitespace()) {
         i += 1;
     }
     if i - line >= MAX_FENCE_GAP {
-        return Open::No;
+        return Ok(None);
     }
     match b.get(i) {
-        Some(b'{' | b'<') => Open::Region(Opener::Fence(line)),
-        Some(b'[') if !python => Open::Region(Opener::Fence(line)),
+        Some(b'{' | b'<') => Ok(Some(Opener::Fence(line))),
+        Some(b'[') if !python => Ok(Some(Opener::Fence(line))),
         Some(&c) if python && (c.is_ascii_alphabetic() || c == b'_' || c == b'#' || c == b'[') => {
             let tool_code = label == "tool_code";
-            Open::Region(Opener::PyFence { len: line, tool_code })
+            Ok(Some(Opener::PyFence { len: line, tool_code }))
         }
-        None if !eof => Open::NeedMore,
-        _ => Open::No,
+        None if !eof => Err(Need),
+        _ => Ok(None),
     }
 }
 
@@ -713,54 +718,52 @@ impl Elem {
     }
 }
 
-impl Region {
+impl Body {
     /// Sets the region up for its opener; returns how many bytes the opener took.
     pub(crate) fn begin(
         &mut self,
         opener: Opener,
         rest: &str,
         abs: usize,
-        buf: &str,
-        base: usize,
-        out: &mut Out<'_>,
+        ctx: &mut Ctx<'_, '_>,
     ) -> usize {
-        let mut show =
-            |out: &mut Out<'_>, range: Range<usize>| crate::engine::show(buf, base, out, range);
         match opener {
             Opener::Json => {
-                self.env.begin_value(Origin::Bare);
-                self.env.decision = Decision::Pending;
-                self.start_reader(out.config.max_depth);
+                self.env.begin_value(Origin::Bare, ctx);
+                ctx.set_decision(Decision::Pending);
+                self.start_reader(ctx.config().max_depth);
                 0
             }
             Opener::Fence(len) => {
-                self.env.decision = Decision::Pending;
+                ctx.set_decision(Decision::Pending);
                 self.markup.frames.push(Elem::Fence);
                 len
             }
             Opener::PyFence { len, tool_code } => {
-                self.env.decision = Decision::Pending;
+                ctx.set_decision(Decision::Pending);
                 self.markup.frames.push(Elem::Fence);
-                self.python =
-                    Some(Box::new(PyGroup::new(PyMode::Fence { tool_code }, out.config.max_depth)));
+                self.python = Some(Box::new(PyGroup::new(
+                    PyMode::Fence { tool_code },
+                    ctx.config().max_depth,
+                )));
                 len
             }
             Opener::Python(mode) => {
-                self.env.decision = Decision::Pending;
-                self.python = Some(Box::new(PyGroup::new(mode, out.config.max_depth)));
+                ctx.set_decision(Decision::Pending);
+                self.python = Some(Box::new(PyGroup::new(mode, ctx.config().max_depth)));
                 0
             }
             Opener::Labelled { name, len } => {
-                self.tagged = true;
-                let mut call = self.env.open_call(abs, out, &mut show);
-                call.name =
-                    Some(crate::format::line::clean_name(rest.get(name).unwrap_or_default()));
+                ctx.markup();
+                self.until = Until::Value;
+                let mut call = ctx.open_call(abs);
+                call.name = Some(crate::read::line::clean_name(rest.get(name).unwrap_or_default()));
                 self.markup.inner = Inner::LabelArgs { call };
                 len
             }
             Opener::Marker(idx) => {
-                self.tagged = true;
-                match out.config.dialects.entries().get(idx) {
+                ctx.markup();
+                match ctx.config().dialects.entries().get(idx) {
                     Some(Entry::Pair(pair) | Entry::Native(_, pair)) => {
                         self.markup.frames.push(Elem::Pair { close: Arc::clone(pair) });
                         pair.start.len()
@@ -778,13 +781,13 @@ impl Region {
                 }
             }
             Opener::Tag => {
-                self.tagged = true;
+                ctx.markup();
                 // `open` found a complete opening tag here; reading it again gives the same.
                 let TagMatch::Tag(tag) = read_tag(rest, false) else {
                     debug_assert!(false, "the opener tag could not be read again");
                     return 0;
                 };
-                self.open_tag(&tag, abs, out, &mut show);
+                self.open_tag(&tag, abs, ctx);
                 tag.len
             }
         }
@@ -792,7 +795,7 @@ impl Region {
 
     /// Starts reading a JSON value, reusing the last reader's allocations.
     fn start_reader(&mut self, max_depth: usize) {
-        let mut reader = match self.spare_reader.take() {
+        let mut reader = match self.spare.take() {
             Some(mut reader) => {
                 reader.recycle(max_depth);
                 reader
@@ -809,31 +812,19 @@ impl Region {
 
     /// Opens a tag inside the region (or as its opener). Returns false when the
     /// tag does not belong to tool-call markup.
-    fn open_tag(
-        &mut self,
-        tag: &Tag<'_>,
-        at: usize,
-        out: &mut Out<'_>,
-        show: &mut Show<'_>,
-    ) -> bool {
-        let opened = self.open_tag_inner(tag, at, out, show);
+    fn open_tag(&mut self, tag: &Tag<'_>, at: usize, ctx: &mut Ctx<'_, '_>) -> bool {
+        let opened = self.open_tag_inner(tag, at, ctx);
         if opened {
             // Tool-call markup (inside a fence, say) settles that this is call syntax.
-            self.tagged = true;
-            if self.env.decision == Decision::Pending {
-                self.env.decision = Decision::Calls;
+            ctx.markup();
+            if ctx.decision() == Decision::Pending {
+                ctx.set_decision(Decision::Calls);
             }
         }
         opened
     }
 
-    fn open_tag_inner(
-        &mut self,
-        tag: &Tag<'_>,
-        at: usize,
-        out: &mut Out<'_>,
-        show: &mut Show<'_>,
-    ) -> bool {
+    fn open_tag_inner(&mut self, tag: &Tag<'_>, at: usize, ctx: &mut Ctx<'_, '_>) -> bool {
         let name = tag.name;
         let named = tool_name_of(tag);
         if name == "func_name" {
@@ -856,7 +847,7 @@ impl Region {
                 (None, None) => None,
             };
             if let Some(value) = attr(tag.attrs, "value").filter(|_| tag.self_closing) {
-                self.write_param(&key, &value, string, at, out, show);
+                self.write_param(&key, &value, string, at, ctx);
                 return true;
             }
             if tag.self_closing {
@@ -892,28 +883,28 @@ impl Region {
         }
         if ARGS_FIELDS.contains(&name) && (self.container_can_call() || self.call_frame().is_some())
         {
-            self.ensure_container_call(at, out, show);
+            self.ensure_container_call(at, ctx);
             self.markup.frames.push(Elem::ArgsField { close: static_name(name) });
             return true;
         }
         let is_call_element = CALL_ELEMENTS.contains(&name) && named.is_some();
         let is_container = CONTAINERS.contains(&name) || (name == "function" && named.is_none());
         if is_call_element || (is_container && named.is_some()) {
-            self.close_open_calls(at, out, show);
-            let mut call = self.env.open_call(at, out, show);
+            self.close_open_calls(at, ctx);
+            let mut call = ctx.open_call(at);
             call.name = named;
             // Kimi K3 numbers its calls: `<|open|>call tool="…" index="1"<|sep|>`.
             call.id = attr(tag.attrs, "index").filter(|_| name == "call");
-            call.resolve(out);
+            ctx.resolve(&mut call);
             if tag.self_closing {
-                self.env.finish(call, out, show);
+                ctx.finish_call(call);
                 return true;
             }
             self.markup.frames.push(Elem::Call { close: static_name(name), call: Some(call) });
             return true;
         }
         if is_container {
-            self.close_open_calls(at, out, show);
+            self.close_open_calls(at, ctx);
             self.markup.frames.push(Elem::Container { close: static_name(name), at, call: None });
             return true;
         }
@@ -941,7 +932,7 @@ impl Region {
 
     /// Calls do not nest: a call that begins while another is open ends that one
     /// (its end tag was missing).
-    fn close_open_calls(&mut self, at: usize, out: &mut Out<'_>, show: &mut Show<'_>) {
+    fn close_open_calls(&mut self, at: usize, ctx: &mut Ctx<'_, '_>) {
         let first = self.markup.frames.iter().position(|f| {
             matches!(f, Elem::Call { call: Some(_), .. } | Elem::Container { call: Some(_), .. })
         });
@@ -958,7 +949,7 @@ impl Region {
                 }
             }
         }
-        self.close_frames(first, at, out, show);
+        self.close_frames(first, at, ctx);
     }
 
     /// The innermost call element, if the innermost frame is one.
@@ -974,14 +965,14 @@ impl Region {
         matches!(self.markup.frames.last(), Some(Elem::Container { .. }))
     }
 
-    fn ensure_container_call(&mut self, _at: usize, out: &mut Out<'_>, show: &mut Show<'_>) {
+    fn ensure_container_call(&mut self, _at: usize, ctx: &mut Ctx<'_, '_>) {
         let needs = matches!(self.markup.frames.last(), Some(Elem::Container { call: None, .. }));
         if needs {
             let at = match self.markup.frames.last() {
                 Some(Elem::Container { at, .. }) => *at,
                 _ => 0,
             };
-            let call = self.env.open_call(at, out, show);
+            let call = ctx.open_call(at);
             if let Some(Elem::Container { call: slot, .. }) = self.markup.frames.last_mut() {
                 *slot = Some(call);
             }
@@ -1008,32 +999,26 @@ impl Region {
         raw: &str,
         string: Option<bool>,
         at: usize,
-        out: &mut Out<'_>,
-        show: &mut Show<'_>,
+        ctx: &mut Ctx<'_, '_>,
     ) {
-        self.ensure_container_call(at, out, show);
+        self.ensure_container_call(at, ctx);
         let Some(call) = self.current_call() else { return };
         write_typed_value(call, key, raw, string);
-        call.flush(out);
+        ctx.flush(call);
     }
 
-    /// One step of the region at `buf[pos..]` (absolute `base + pos`).
+    /// One step of the region over the unread input `rest` (at absolute offset `abs`).
     pub(crate) fn step(
         &mut self,
-        buf: &str,
-        base: usize,
-        pos: usize,
-        out: &mut Out<'_>,
+        rest: &str,
+        abs: usize,
+        ctx: &mut Ctx<'_, '_>,
         eof: bool,
-    ) -> RegionStep {
-        let rest = buf.get(pos..).unwrap_or_default();
-        let abs = base + pos;
-        let mut show =
-            |out: &mut Out<'_>, range: Range<usize>| crate::engine::show(buf, base, out, range);
+    ) -> Step {
         if let Some(group) = self.python.as_mut() {
-            match group.step(rest, abs, out.config, eof) {
-                PyStep::Consumed(n) => return RegionStep::Consumed(n),
-                PyStep::NeedMore => return RegionStep::NeedMore,
+            match group.step(rest, abs, ctx.config(), eof) {
+                PyStep::Consumed(n) => return Ok(Took::Go(n)),
+                PyStep::NeedMore => return Err(Need),
                 PyStep::Done(n) => {
                     if let Some(group) = self.python.take() {
                         if let PyMode::Fence { .. } = group.mode() {
@@ -1041,64 +1026,57 @@ impl Region {
                                 self.markup.frames.pop();
                             }
                         }
-                        let text = buf.get(self.env.seg.saturating_sub(base)..pos + n);
-                        self.commit_python(
-                            group,
-                            abs + n,
-                            text.unwrap_or_default(),
-                            out,
-                            &mut show,
-                        );
+                        self.commit_python(group, abs + n, ctx);
                     }
-                    if self.markup.frames.is_empty() || self.env.decision == Decision::Data {
-                        return RegionStep::End(n);
+                    if self.markup.frames.is_empty() || ctx.decision() == Decision::Data {
+                        return Ok(Took::End(n));
                     }
-                    return RegionStep::Consumed(n);
+                    return Ok(Took::Go(n));
                 }
             }
         }
         if let Some(reader) = self.json.as_mut() {
             if rest.is_empty() {
-                return RegionStep::NeedMore;
+                return Err(Need);
             }
-            let mut sink = self.env.sink(out, &mut show);
+            let mut sink = self.env.sink(ctx);
             let status = reader.feed(rest, abs, &mut sink);
             let (consumed, broke) = match status {
-                Status::NeedMore => return RegionStep::Consumed(rest.len()),
+                Status::NeedMore => return Ok(Took::Go(rest.len())),
                 Status::Done(n) => (n, false),
                 Status::Invalid(k) => (k, true),
             };
             // Past `max_depth` the call (or what looked like one) ends at the bracket, and
             // the rest of the input is read as if the region had ended there.
             let too_deep = broke && reader.too_deep();
-            if too_deep && self.env.decision != Decision::Data {
+            if too_deep && ctx.decision() != Decision::Data {
                 let at = abs + consumed;
-                let message = crate::engine::out::too_deep_message(out.config.max_depth);
-                out.warn(WarningCode::LimitReached, message, None, at..at + 1);
+                let message = crate::engine::out::too_deep_message(ctx.config().max_depth);
+                ctx.warn(WarningCode::LimitReached, message, at..at + 1);
             }
             let mut truncated = false;
             if broke {
                 self.env.repairing = true;
-                let mut sink = self.env.sink(out, &mut show);
+                let mut sink = self.env.sink(ctx);
                 truncated = reader.finish(abs + consumed, &mut sink);
                 self.env.repairing = false;
             }
-            self.spare_reader = self.json.take();
+            self.spare = self.json.take();
             if let Some(mut call) = self.env.take_args_call() {
                 call.truncated |= truncated;
                 self.put_back(call);
             }
             if self.markup.frames.is_empty()
-                || self.env.decision == Decision::Data
-                || self.labelled
+                || ctx.decision() == Decision::Data
+                || self.until == Until::Value
                 || too_deep
             {
-                return RegionStep::End(consumed);
+                return Ok(Took::End(consumed));
             }
-            return RegionStep::Consumed(consumed);
+            return Ok(Took::Go(consumed));
         }
         match std::mem::take(&mut self.markup.inner) {
-            Inner::Between => self.between(rest, abs, out, &mut show, eof),
+            Inner::Between => self.between(rest, abs, ctx, eof),
             Inner::LabelArgs { mut call } => {
                 let b = rest.as_bytes();
                 let ws = b.iter().take_while(|&&c| c == b' ' || c == b'\t').count();
@@ -1107,47 +1085,43 @@ impl Region {
                 match (b.get(ws), b.get(ws + more)) {
                     (None, _) if !eof => {
                         self.markup.inner = Inner::LabelArgs { call };
-                        if ws > 0 { RegionStep::Consumed(ws) } else { RegionStep::NeedMore }
+                        if ws > 0 { Ok(Took::Go(ws)) } else { Err(Need) }
                     }
                     (Some(b'\r' | b'\n'), None) if !eof && more < 64 => {
                         self.markup.inner = Inner::LabelArgs { call };
-                        RegionStep::NeedMore
+                        Err(Need)
                     }
                     (Some(b'{'), _) | (Some(b'\r' | b'\n'), Some(b'{')) => {
-                        call.resolve(out);
+                        ctx.resolve(&mut call);
                         self.markup.frames.push(Elem::Call { close: "", call: Some(call) });
                         let n = if b.get(ws) == Some(&b'{') { ws } else { ws + more };
-                        RegionStep::Consumed(n)
+                        Ok(Took::Go(n))
                     }
                     (None | Some(b'\r' | b'\n'), _) => {
-                        self.finish_label(call, "", abs, out, &mut show);
-                        RegionStep::End(ws)
+                        self.finish_label(call, "", abs, ctx);
+                        Ok(Took::End(ws))
                     }
                     _ => {
                         self.markup.inner = Inner::LabelText { call, text: String::new() };
-                        RegionStep::Consumed(ws)
+                        Ok(Took::Go(ws))
                     }
                 }
             }
             Inner::LabelText { call, mut text } => match memchr::memchr(b'\n', rest.as_bytes()) {
                 Some(n) => {
                     text.push_str(rest.get(..n).unwrap_or_default());
-                    self.finish_label(call, &text, abs + n, out, &mut show);
-                    RegionStep::End(n)
+                    self.finish_label(call, &text, abs + n, ctx);
+                    Ok(Took::End(n))
                 }
                 None if eof => {
                     text.push_str(rest);
-                    self.finish_label(call, &text, abs + rest.len(), out, &mut show);
-                    RegionStep::End(rest.len())
+                    self.finish_label(call, &text, abs + rest.len(), ctx);
+                    Ok(Took::End(rest.len()))
                 }
                 None => {
                     text.push_str(rest);
                     self.markup.inner = Inner::LabelText { call, text };
-                    if rest.is_empty() {
-                        RegionStep::NeedMore
-                    } else {
-                        RegionStep::Consumed(rest.len())
-                    }
+                    if rest.is_empty() { Err(Need) } else { Ok(Took::Go(rest.len())) }
                 }
             },
             Inner::Custom { dialect, mut body, at } => {
@@ -1157,21 +1131,13 @@ impl Region {
                     Some(k) => {
                         body.push_str(rest.get(..k).unwrap_or_default());
                         let n = if consume_end { k + end_marker.len() } else { k };
-                        self.custom_calls(&*dialect, &body, at, abs + n, false, out, &mut show);
-                        RegionStep::End(n)
+                        self.custom_calls(&*dialect, &body, at, abs + n, false, ctx);
+                        Ok(Took::End(n))
                     }
                     None if eof => {
                         body.push_str(rest);
-                        self.custom_calls(
-                            &*dialect,
-                            &body,
-                            at,
-                            abs + rest.len(),
-                            true,
-                            out,
-                            &mut show,
-                        );
-                        RegionStep::End(rest.len())
+                        self.custom_calls(&*dialect, &body, at, abs + rest.len(), true, ctx);
+                        Ok(Took::End(rest.len()))
                     }
                     None => {
                         // Hold a tail that may be the start of the end marker.
@@ -1188,7 +1154,7 @@ impl Region {
                         let n = rest.len() - keep;
                         body.push_str(rest.get(..n).unwrap_or_default());
                         self.markup.inner = Inner::Custom { dialect, body, at };
-                        if n == 0 { RegionStep::NeedMore } else { RegionStep::Consumed(n) }
+                        if n == 0 { Err(Need) } else { Ok(Took::Go(n)) }
                     }
                 }
             }
@@ -1202,19 +1168,19 @@ impl Region {
                                 text.truncate(text.len() - token.len());
                             }
                         }
-                        self.write_param(&key, &text, string, abs, out, &mut show);
+                        self.write_param(&key, &text, string, abs, ctx);
                         if tag_len == 0 {
                             // The output ended inside the value.
                             if let Some(call) = self.current_call() {
                                 call.truncated = true;
                             }
                         }
-                        RegionStep::Consumed(text_len + tag_len)
+                        Ok(Took::Go(text_len + tag_len))
                     }
                     Scan::Partial(n) => {
                         text.push_str(rest.get(..n).unwrap_or_default());
                         self.markup.inner = Inner::Param { key, close, text, string };
-                        if n == 0 { RegionStep::NeedMore } else { RegionStep::Consumed(n) }
+                        if n == 0 { Err(Need) } else { Ok(Took::Go(n)) }
                     }
                 }
             }
@@ -1228,12 +1194,12 @@ impl Region {
                         self.markup.key = Some(text.trim().to_owned());
                         self.markup.key_string = None;
                     }
-                    RegionStep::Consumed(text_len + tag_len)
+                    Ok(Took::Go(text_len + tag_len))
                 }
                 Scan::Partial(n) => {
                     text.push_str(rest.get(..n).unwrap_or_default());
                     self.markup.inner = Inner::Key { text, close };
-                    if n == 0 { RegionStep::NeedMore } else { RegionStep::Consumed(n) }
+                    if n == 0 { Err(Need) } else { Ok(Took::Go(n)) }
                 }
             },
             Inner::Name { close, mut text, func_name, at } => {
@@ -1242,24 +1208,24 @@ impl Region {
                         text.push_str(rest.get(..text_len).unwrap_or_default());
                         let name = text.trim().to_owned();
                         if func_name {
-                            self.close_open_calls(at, out, &mut show);
-                            let mut call = self.env.open_call(at, out, &mut show);
+                            self.close_open_calls(at, ctx);
+                            let mut call = ctx.open_call(at);
                             call.name = Some(name);
-                            call.resolve(out);
+                            ctx.resolve(&mut call);
                             self.markup.frames.push(Elem::Call { close: "", call: Some(call) });
                         } else {
-                            self.ensure_container_call(at, out, &mut show);
+                            self.ensure_container_call(at, ctx);
                             if let Some(call) = self.current_call() {
                                 call.name.get_or_insert(name);
-                                call.resolve(out);
+                                ctx.resolve(call);
                             }
                         }
-                        RegionStep::Consumed(text_len + tag_len)
+                        Ok(Took::Go(text_len + tag_len))
                     }
                     Scan::Partial(n) => {
                         text.push_str(rest.get(..n).unwrap_or_default());
                         self.markup.inner = Inner::Name { close, text, func_name, at };
-                        if n == 0 { RegionStep::NeedMore } else { RegionStep::Consumed(n) }
+                        if n == 0 { Err(Need) } else { Ok(Took::Go(n)) }
                     }
                 }
             }
@@ -1280,29 +1246,22 @@ impl Region {
     }
 
     /// Between items: whitespace, a JSON value, a tag, a fence, or the region's end.
-    fn between(
-        &mut self,
-        rest: &str,
-        abs: usize,
-        out: &mut Out<'_>,
-        show: &mut Show<'_>,
-        eof: bool,
-    ) -> RegionStep {
+    fn between(&mut self, rest: &str, abs: usize, ctx: &mut Ctx<'_, '_>, eof: bool) -> Step {
         let ws = rest.bytes().take_while(u8::is_ascii_whitespace).count();
         if ws > 0 {
-            return RegionStep::Consumed(ws);
+            return Ok(Took::Go(ws));
         }
         let Some(&b) = rest.as_bytes().first() else {
-            return RegionStep::NeedMore;
+            return Err(Need);
         };
         let at = abs;
         // The end of the reasoning the region is in.
         if let Some(stop) = self.stop {
             if rest.starts_with(stop) {
-                return RegionStep::End(0);
+                return Ok(Took::End(0));
             }
             if !eof && rest.len() < stop.len() && stop.starts_with(rest) {
-                return RegionStep::NeedMore;
+                return Err(Need);
             }
         }
         // The end markers of open pairs, innermost first; then what the innermost pair
@@ -1321,13 +1280,13 @@ impl Region {
         for (idx, pair) in &pairs {
             match native::end_of(pair, rest, eof) {
                 Some(Ok(len)) => {
-                    self.close_frames(*idx, at, out, show);
+                    self.close_frames(*idx, at, ctx);
                     if self.markup.frames.is_empty() {
-                        return RegionStep::End(len);
+                        return Ok(Took::End(len));
                     }
-                    return RegionStep::Consumed(len);
+                    return Ok(Took::Go(len));
                 }
-                Some(Err(())) => return RegionStep::NeedMore,
+                Some(Err(())) => return Err(Need),
                 None => {}
             }
         }
@@ -1335,33 +1294,33 @@ impl Region {
             let innermost_pair = matches!(self.markup.frames.last(), Some(Elem::Pair { .. }));
             match native::pair_step(close, rest, eof) {
                 native::PairStep::None => {}
-                native::PairStep::NeedMore => return RegionStep::NeedMore,
+                native::PairStep::NeedMore => return Err(Need),
                 native::PairStep::Skip(len) => {
                     // The pair's own start again (the next call), or a separator.
-                    self.close_open_calls(at, out, show);
-                    return RegionStep::Consumed(len);
+                    self.close_open_calls(at, ctx);
+                    return Ok(Took::Go(len));
                 }
-                native::PairStep::Ignore(len) => return RegionStep::Consumed(len),
+                native::PairStep::Ignore(len) => return Ok(Took::Go(len)),
                 native::PairStep::Inner(inner) => {
-                    self.close_open_calls(at, out, show);
+                    self.close_open_calls(at, ctx);
                     let len = inner.start.len();
                     self.markup.frames.push(Elem::Pair { close: inner });
-                    return RegionStep::Consumed(len);
+                    return Ok(Took::Go(len));
                 }
                 native::PairStep::Name if innermost_pair => {
                     match native::read_name(close, rest, eof) {
-                        native::NameStep::NeedMore => return RegionStep::NeedMore,
+                        native::NameStep::NeedMore => return Err(Need),
                         native::NameStep::Fail => {}
                         native::NameStep::Done { len, .. } if close.header_only => {
-                            return RegionStep::Consumed(len);
+                            return Ok(Took::Go(len));
                         }
                         native::NameStep::Done { name, id, len } => {
-                            let mut call = self.env.open_call(at, out, show);
+                            let mut call = ctx.open_call(at);
                             call.name = Some(name);
                             call.id = id;
-                            call.resolve(out);
+                            ctx.resolve(&mut call);
                             self.markup.frames.push(Elem::Call { close: "", call: Some(call) });
-                            return RegionStep::Consumed(len);
+                            return Ok(Took::Go(len));
                         }
                     }
                 }
@@ -1373,20 +1332,21 @@ impl Region {
             self.markup.frames.last(),
             Some(Elem::Container { call: None, .. } | Elem::Pair { .. })
         );
-        if holds_calls && out.config.dialects.has(Builtin::Python) {
+        if holds_calls && ctx.config().dialects.has(Builtin::Python) {
             let ahead = match b {
-                b'[' => python::list_ahead(rest, eof, out.config),
+                b'[' => python::list_ahead(rest, eof, ctx.config()),
                 _ if b.is_ascii_alphabetic() || b == b'_' => {
-                    python::call_ahead(rest, eof, out.config, false)
+                    python::call_ahead(rest, eof, ctx.config(), false)
                 }
                 _ => Ahead::No,
             };
             match ahead {
                 Ahead::Yes => {
-                    self.python = Some(Box::new(PyGroup::new(PyMode::Inner, out.config.max_depth)));
-                    return RegionStep::Consumed(0);
+                    self.python =
+                        Some(Box::new(PyGroup::new(PyMode::Inner, ctx.config().max_depth)));
+                    return Ok(Took::Go(0));
                 }
-                Ahead::NeedMore => return RegionStep::NeedMore,
+                Ahead::NeedMore => return Err(Need),
                 Ahead::No => {}
             }
         }
@@ -1395,16 +1355,16 @@ impl Region {
             matches!(self.markup.frames.last(), Some(Elem::Container { call: None, .. }));
         if bare_container && (b.is_ascii_alphabetic() || b == b'_') {
             match glm_name(rest, eof) {
-                GlmName::NeedMore => return RegionStep::NeedMore,
+                GlmName::NeedMore => return Err(Need),
                 GlmName::No => {}
                 GlmName::Yes(len) => {
                     let name = rest.get(..len).unwrap_or_default().to_owned();
-                    self.ensure_container_call(at, out, show);
+                    self.ensure_container_call(at, ctx);
                     if let Some(call) = self.current_call() {
                         call.name = Some(name);
-                        call.resolve(out);
+                        ctx.resolve(call);
                     }
-                    return RegionStep::Consumed(len);
+                    return Ok(Took::Go(len));
                 }
             }
         }
@@ -1422,21 +1382,20 @@ impl Region {
                     }
                 }
                 match lend {
-                    Some(call) if !call.args.started() => self.env.begin_args(call),
+                    Some(call) if !call.args.started() => self.env.begin_args(call, ctx),
                     lent => {
                         // A second JSON value after the call's arguments: the call is
                         // over, and the value is read on its own.
                         if let Some(call) = lent {
                             self.put_back(call);
-                            self.close_open_calls(at, out, show);
+                            self.close_open_calls(at, ctx);
                         }
                         let fenced_only =
                             self.markup.frames.iter().all(|f| matches!(f, Elem::Fence));
-                        self.env.begin_value(if fenced_only {
-                            Origin::Bare
-                        } else {
-                            Origin::Marked
-                        });
+                        self.env.begin_value(
+                            if fenced_only { Origin::Bare } else { Origin::Marked },
+                            ctx,
+                        );
                         // Apertus: `{"NAME": {args}}` objects inside its pair.
                         self.env.single_key =
                             self.markup.frames.iter().any(
@@ -1444,66 +1403,56 @@ impl Region {
                             );
                     }
                 }
-                self.start_reader(out.config.max_depth);
-                RegionStep::Consumed(0)
+                self.start_reader(ctx.config().max_depth);
+                Ok(Took::Go(0))
             }
             b'`' => {
                 let ticks = rest.bytes().take(3).take_while(|&c| c == b'`').count();
                 if ticks < 3 {
-                    return if ticks == rest.len() && !eof {
-                        RegionStep::NeedMore
-                    } else {
-                        RegionStep::End(0)
-                    };
+                    return if ticks == rest.len() && !eof { Err(Need) } else { Ok(Took::End(0)) };
                 }
                 if matches!(self.markup.frames.last(), Some(Elem::Fence)) {
                     self.markup.frames.pop();
                     if self.markup.frames.is_empty() {
-                        return RegionStep::End(ticks);
+                        return Ok(Took::End(ticks));
                     }
-                    return RegionStep::Consumed(ticks);
+                    return Ok(Took::Go(ticks));
                 }
                 // A fence inside markup: skip its opener line.
                 let line = rest.as_bytes().iter().take(MAX_FENCE_LINE).position(|&c| c == b'\n');
                 match line {
                     Some(n) => {
                         self.markup.frames.push(Elem::Fence);
-                        RegionStep::Consumed(n + 1)
+                        Ok(Took::Go(n + 1))
                     }
-                    None if !eof && rest.len() < MAX_FENCE_LINE => RegionStep::NeedMore,
-                    _ => RegionStep::End(0),
+                    None if !eof && rest.len() < MAX_FENCE_LINE => Err(Need),
+                    _ => Ok(Took::End(0)),
                 }
             }
             b'<' => match read_tag(rest, eof) {
-                TagMatch::NeedMore => RegionStep::NeedMore,
-                TagMatch::No => RegionStep::End(0),
-                TagMatch::Tag(tag) if tag.closing => self.close_tag(&tag, at, out, show),
+                TagMatch::NeedMore => Err(Need),
+                TagMatch::No => Ok(Took::End(0)),
+                TagMatch::Tag(tag) if tag.closing => self.close_tag(&tag, at, ctx),
                 TagMatch::Tag(tag) => {
                     // The same container opening again: the previous one missed its end tag.
                     let reopen = self.markup.frames.iter().any(|f| {
-                        matches!(f, Elem::Container { close, call, .. } if same_name(close, tag.name) && (call.is_some() || self.env.has_calls()))
+                        matches!(f, Elem::Container { close, call, .. } if same_name(close, tag.name) && (call.is_some() || ctx.has_calls()))
                     });
                     if reopen {
-                        return RegionStep::End(0);
+                        return Ok(Took::End(0));
                     }
-                    if self.open_tag(&tag, at, out, show) {
-                        RegionStep::Consumed(tag.len)
+                    if self.open_tag(&tag, at, ctx) {
+                        Ok(Took::Go(tag.len))
                     } else {
-                        RegionStep::End(0)
+                        Ok(Took::End(0))
                     }
                 }
             },
-            _ => RegionStep::End(0),
+            _ => Ok(Took::End(0)),
         }
     }
 
-    fn close_tag(
-        &mut self,
-        tag: &Tag<'_>,
-        at: usize,
-        out: &mut Out<'_>,
-        show: &mut Show<'_>,
-    ) -> RegionStep {
+    fn close_tag(&mut self, tag: &Tag<'_>, at: usize, ctx: &mut Ctx<'_, '_>) -> Step {
         let target =
             self.markup.frames.iter().rposition(|f| {
                 f.close_name().is_some_and(|c| !c.is_empty() && same_tag(c, tag.name))
@@ -1526,10 +1475,10 @@ impl Region {
                         ));
                     }
                 }
-                self.close_frames(0, at, out, show);
-                return RegionStep::End(tag.len);
+                self.close_frames(0, at, ctx);
+                return Ok(Took::End(tag.len));
             }
-            return RegionStep::End(0);
+            return Ok(Took::End(0));
         };
         let exact = self.markup.frames.get(target).and_then(Elem::close_name) == Some(tag.name);
         if !exact || tag.unfinished {
@@ -1540,20 +1489,20 @@ impl Region {
                 ));
             }
         }
-        self.close_frames(target, at, out, show);
+        self.close_frames(target, at, ctx);
         if self.markup.frames.is_empty() {
-            return RegionStep::End(tag.len);
+            return Ok(Took::End(tag.len));
         }
-        RegionStep::Consumed(tag.len)
+        Ok(Took::Go(tag.len))
     }
 
     /// Closes frames from the innermost down to index `keep` (inclusive).
-    fn close_frames(&mut self, keep: usize, _at: usize, out: &mut Out<'_>, show: &mut Show<'_>) {
+    fn close_frames(&mut self, keep: usize, _at: usize, ctx: &mut Ctx<'_, '_>) {
         while self.markup.frames.len() > keep {
             let Some(frame) = self.markup.frames.pop() else { break };
             match frame {
                 Elem::Call { call: Some(call), .. } | Elem::Container { call: Some(call), .. } => {
-                    self.env.finish(call, out, show);
+                    ctx.finish_call(call);
                 }
                 _ => {}
             }
@@ -1561,70 +1510,55 @@ impl Region {
     }
 }
 
-impl Region {
+impl Body {
     /// Sends the calls of a finished Python group, or decides the group is code.
     pub(crate) fn commit_python(
         &mut self,
         mut group: Box<PyGroup>,
         end: usize,
-        text: &str,
-        out: &mut Out<'_>,
-        show: &mut Show<'_>,
+        ctx: &mut Ctx<'_, '_>,
     ) {
         let unusable = group.not_calls.is_some() || group.done.is_empty();
-        if unusable && self.env.has_calls() {
+        if unusable && ctx.has_calls() {
             // Calls came before in this region: only the group's own bytes are text.
-            let start = self.env.seg;
-            self.env.settle_before(start, out, show);
-            if start < end {
-                show(out, start..end);
-                out.warn(
-                    WarningCode::MalformedCall,
-                    format!(
-                        "text in tool-call markup was not a call ({}); it was kept as content",
-                        group.not_calls.as_deref().unwrap_or("no call")
-                    ),
-                    None,
-                    start..end,
-                );
-            }
-            self.env.seg = self.env.seg.max(end);
+            let message = format!(
+                "text in tool-call markup was not a call ({}); it was kept as content",
+                group.not_calls.as_deref().unwrap_or("no call")
+            );
+            ctx.not_calls(end, Some((WarningCode::MalformedCall, message)));
             return;
         }
         if let Some(why) = group.not_calls.take() {
-            let mentions_tool = out.config.tools.as_ref().is_some_and(|tools| {
-                tools.tools().iter().any(|tool| text.contains(&format!("{}(", tool.name())))
-            });
-            if matches!(group.mode(), PyMode::Fence { .. }) && (group.saw_call() || mentions_tool) {
-                out.warn(
+            let fence = matches!(group.mode(), PyMode::Fence { .. });
+            if fence && (group.saw_call() || ctx.unsettled_calls_a_tool(end)) {
+                ctx.warn_unsettled(
                     WarningCode::Example,
                     format!(
                         "a Python block that is a program, not calls, was kept as text ({why})"
                     ),
-                    None,
-                    self.env.seg..end,
+                    end,
                 );
             }
-            self.env.decision = Decision::Data;
+            ctx.set_decision(Decision::Data);
             return;
         }
         if group.done.is_empty() {
             if group.mode() != PyMode::Inner {
-                self.env.decision = Decision::Data;
+                ctx.set_decision(Decision::Data);
             }
             return;
         }
-        if self.env.decision == Decision::Data {
+        if ctx.decision() == Decision::Data {
             return;
         }
-        self.env.decision = Decision::Calls;
-        self.tagged = true;
+        ctx.set_decision(Decision::Calls);
+        ctx.markup();
         for mut call in group.done.drain(..) {
-            self.env.settle_before(call.start, out, show);
+            ctx.settle_before(call.start);
             if !call.is_rejected() {
-                call.resolve(out);
+                ctx.resolve(&mut call);
             }
-            self.env.finish(call, out, show);
+            ctx.finish_call(call);
         }
     }
 
@@ -1634,14 +1568,13 @@ impl Region {
         mut call: Box<CallState>,
         text: &str,
         end: usize,
-        out: &mut Out<'_>,
-        show: &mut Show<'_>,
+        ctx: &mut Ctx<'_, '_>,
     ) {
         let text = text.trim();
         if !text.is_empty() {
-            call.bind_tool(out.config);
+            call.bind_tool(ctx.config());
             // The one parameter, or the one required parameter; `input` without a schema.
-            let key = match (&out.config.tools, call.args.tool()) {
+            let key = match (&ctx.config().tools, call.args.tool()) {
                 (_, Some(tool)) if tool.param_names().len() == 1 => {
                     tool.param_names().first().cloned()
                 }
@@ -1651,26 +1584,24 @@ impl Region {
                 _ => None,
             };
             let Some(key) = key else {
-                out.warn(
+                ctx.warn_unsettled(
                     WarningCode::MalformedCall,
                     format!(
                         "the input of `{}` is plain text, and the tool has no single parameter it can fill: {text:?}",
                         call.name.as_deref().unwrap_or_default()
                     ),
-                    None,
-                    self.env.seg..end,
+                    end,
                 );
-                self.env.decision = Decision::Data;
+                ctx.set_decision(Decision::Data);
                 return;
             };
             write_param_value(&mut call, &key, text);
         }
-        call.resolve(out);
-        self.env.finish(call, out, show);
+        ctx.resolve(&mut call);
+        ctx.finish_call(call);
     }
 
     /// Turns the body of a custom dialect into calls.
-    #[expect(clippy::too_many_arguments, reason = "the region's call context")]
     fn custom_calls(
         &mut self,
         dialect: &dyn Dialect,
@@ -1678,35 +1609,33 @@ impl Region {
         at: usize,
         end: usize,
         truncated: bool,
-        out: &mut Out<'_>,
-        show: &mut Show<'_>,
+        ctx: &mut Ctx<'_, '_>,
     ) {
         let calls = match dialect.read(body) {
             Ok(calls) if !calls.is_empty() => calls,
             Ok(_) => {
-                self.env.decision = Decision::Data;
+                ctx.set_decision(Decision::Data);
                 return;
             }
             Err(message) => {
-                out.warn(
+                ctx.warn(
                     WarningCode::MalformedCall,
                     format!("`{}` could not read its call ({message}): {body:?}", dialect.id()),
-                    None,
                     at..end,
                 );
-                self.env.decision = Decision::Data;
+                ctx.set_decision(Decision::Data);
                 return;
             }
         };
         for text in calls {
-            let mut call = self.env.open_call(at, out, show);
+            let mut call = ctx.open_call(at);
             call.name = Some(text.name);
             call.id = text.id;
             call.truncated = truncated;
-            call.bind_tool(out.config);
+            call.bind_tool(ctx.config());
             let arguments = text.arguments.trim();
             if !arguments.is_empty() {
-                let mut reader = Reader::new(out.config.max_depth);
+                let mut reader = Reader::new(ctx.config().max_depth);
                 let status = reader.feed(arguments, 0, &mut call.args);
                 reader.finish(0, &mut call.args);
                 let object = call.args.canon.out.starts_with('{');
@@ -1717,79 +1646,82 @@ impl Region {
                     ));
                     if !object {
                         call.args = Default::default();
-                        call.bind_tool(out.config);
+                        call.bind_tool(ctx.config());
                     }
                 }
             }
             call.args_seen = true;
-            call.resolve(out);
-            self.env.finish(call, out, show);
+            ctx.resolve(&mut call);
+            ctx.finish_call(call);
         }
     }
 }
 
-/// Closes whatever markup is still open when the region ends at `end`.
-pub(crate) fn end(
-    region: &mut Region,
-    buf: &str,
-    base: usize,
-    end: usize,
-    truncated: bool,
-    out: &mut Out<'_>,
-    show: &mut Show<'_>,
-) {
-    if let Some(mut call) = region.env.take_args_call() {
-        call.truncated |= truncated;
-        region.put_back(call);
-    }
-    if let Some(mut group) = region.python.take() {
-        group.finish(end);
-        let text = buf.get(region.env.seg.saturating_sub(base)..end.saturating_sub(base));
-        region.commit_python(group, end, text.unwrap_or_default(), out, show);
-    }
-    let inner = std::mem::take(&mut region.markup.inner);
-    match inner {
-        Inner::LabelArgs { call } => region.finish_label(call, "", end, out, show),
-        Inner::LabelText { mut call, text } => {
-            call.truncated = true;
-            region.finish_label(call, &text, end, out, show);
+impl Body {
+    /// The region ends at `end`: closes the JSON value, the Python group and the markup
+    /// still open, and hands the calls they held to the engine.
+    pub(crate) fn end(&mut self, end: usize, ctx: &mut Ctx<'_, '_>) {
+        let region = self;
+        let mut truncated = false;
+        if let Some(mut reader) = region.json.take() {
+            region.env.repairing = true;
+            truncated = reader.finish(end, &mut region.env.sink(ctx));
+            region.env.repairing = false;
+            region.spare = Some(reader);
         }
-        Inner::Custom { dialect, body, at } => {
-            region.custom_calls(&*dialect, &body, at, end, true, out, show);
+        if let Some(mut call) = region.env.take_args_call() {
+            call.truncated |= truncated;
+            region.put_back(call);
         }
-        Inner::Key { .. } => {}
+        if let Some(mut group) = region.python.take() {
+            group.finish(end);
+            region.commit_python(group, end, ctx);
+        }
+        let inner = std::mem::take(&mut region.markup.inner);
+        match inner {
+            Inner::LabelArgs { call } => region.finish_label(call, "", end, ctx),
+            Inner::LabelText { mut call, text } => {
+                call.truncated = true;
+                region.finish_label(call, &text, end, ctx);
+            }
+            Inner::Custom { dialect, body, at } => {
+                region.custom_calls(&*dialect, &body, at, end, true, ctx);
+            }
+            Inner::Key { .. } => {}
 
-        Inner::Param { key, text, string, .. } => {
-            region.write_param(&key, &text, string, end, out, show);
-            if let Some(call) = region.current_call() {
-                call.truncated = true;
+            Inner::Param { key, text, string, .. } => {
+                region.write_param(&key, &text, string, end, ctx);
+                if let Some(call) = region.current_call() {
+                    call.truncated = true;
+                }
+            }
+            Inner::Name { text, func_name, at, .. } => {
+                if func_name {
+                    region.close_open_calls(at, ctx);
+                    let mut call = ctx.open_call(at);
+                    call.name = Some(text.trim().to_owned());
+                    ctx.resolve(&mut call);
+                    call.truncated = true;
+                    region.markup.frames.push(Elem::Call { close: "", call: Some(call) });
+                }
+            }
+            Inner::Between => {}
+        }
+        for frame in &mut region.markup.frames {
+            if let Elem::Call { close, call: Some(call) }
+            | Elem::Container { close, call: Some(call), .. } = frame
+            {
+                if !close.is_empty() && !call.truncated {
+                    call.extra_notes.push((
+                        WarningCode::MissingEndMarker,
+                        format!("the end tag `</{close}>` is missing"),
+                    ));
+                }
             }
         }
-        Inner::Name { text, func_name, at, .. } => {
-            if func_name {
-                region.close_open_calls(at, out, show);
-                let mut call = region.env.open_call(at, out, show);
-                call.name = Some(text.trim().to_owned());
-                call.resolve(out);
-                call.truncated = true;
-                region.markup.frames.push(Elem::Call { close: "", call: Some(call) });
-            }
-        }
-        Inner::Between => {}
+        region.close_frames(0, end, ctx);
+        region.env.end(truncated, ctx);
     }
-    for frame in &mut region.markup.frames {
-        if let Elem::Call { close, call: Some(call) }
-        | Elem::Container { close, call: Some(call), .. } = frame
-        {
-            if !close.is_empty() && !call.truncated {
-                call.extra_notes.push((
-                    WarningCode::MissingEndMarker,
-                    format!("the end tag `</{close}>` is missing"),
-                ));
-            }
-        }
-    }
-    region.close_frames(0, end, out, show);
 }
 
 enum Scan {

@@ -4,7 +4,7 @@
 
 use std::ops::Range;
 
-use crate::format::python::{self, Ahead};
+use crate::read::python::{self, Ahead};
 use crate::{Builtin, Config};
 
 /// A pair of labels: the first names the tool, the second (on the next line)
