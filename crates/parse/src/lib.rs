@@ -74,6 +74,7 @@
 #![deny(clippy::indexing_slicing)]
 #![warn(missing_docs)]
 
+mod catalog;
 mod complete;
 mod config;
 mod dialect;
@@ -87,6 +88,7 @@ mod rows;
 mod tools;
 
 pub use crate::{
+    catalog::{Format, MODELS, Support, formats},
     complete::parse,
     config::{Config, EXAMPLE_PHRASES, ExampleGuard, ReasoningCalls, RejectedText},
     dialect::{Builtin, CallText, Dialect, Dialects, TagPair},
@@ -94,6 +96,5 @@ pub use crate::{
     error::{Error, ErrorKind},
     event::{Event, Parsed, Rejected, ToolCall, Warning, WarningCode},
     outcome::{AgentTools, Outcome, ToolParseError, agent_outcome},
-    read::native::{Format, MODELS, Support, formats},
     tools::{Tool, ToolSet},
 };

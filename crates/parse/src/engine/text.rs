@@ -2,6 +2,7 @@
 //! it can no longer be the start of something; reasoning and channel markers are taken
 //! out of it; a trigger byte may open a region.
 
+use crate::dialect::Entry;
 use crate::engine::out::Out;
 use crate::engine::region::{MuteWhy, Region};
 use crate::engine::step::{Look, Need};
@@ -9,6 +10,7 @@ use crate::engine::{State, emit_text};
 use crate::read::line::{LineOpen, line_open};
 use crate::read::python::Mode as PyMode;
 use crate::read::{self, Opener};
+use crate::rows::native::Leading;
 use crate::rows::reasoning::{CHANNELS, PREAMBLES, Preamble, REASONING, Reasoning, THINK};
 use crate::{Config, ReasoningCalls, WarningCode};
 
@@ -31,31 +33,41 @@ impl Think {
     }
 }
 
-/// Functionary v3.2 starts its output with the recipient, the prompt having ended in
-/// `>>>`: `NAME\n{json}` where NAME is a declared tool. The name's length.
-fn functionary_start(rest: &str, eof: bool, config: &Config) -> Look<usize> {
+/// A call that opens the output without its format's start marker, the prompt having
+/// ended in it (`Leading`, Functionary v3.2's `NAME\n{json}`): the name's length and the
+/// length of the head (name and end marker).
+fn leading_call(rest: &str, eof: bool, config: &Config) -> Look<(usize, usize)> {
     let Some(tools) = config.tools.as_deref() else { return Ok(None) };
-    if !config.dialects.entries().iter().any(|e| e.id() == "functionary_v3_2") {
-        return Ok(None);
-    }
+    let leading = config.dialects.entries().iter().find_map(|entry| match entry {
+        Entry::Native(pair) => pair.leading,
+        _ => None,
+    });
+    let Some(Leading { end }) = leading else { return Ok(None) };
     let b = rest.as_bytes();
     let n = b
         .iter()
-        .take(65)
+        .take(MAX_LEADING_NAME + 1)
         .take_while(|&&c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-' || c == b'.')
         .count();
-    if n > 64 || (n == 0 && !b.is_empty()) {
+    if n > MAX_LEADING_NAME || (n == 0 && !b.is_empty()) {
         return Ok(None);
     }
-    match (b.get(n), b.get(n + 1)) {
-        (Some(b'\n'), Some(b'{')) => {
+    let after = rest.get(n..).unwrap_or_default();
+    if !after.starts_with(end) {
+        return if !eof && end.starts_with(after) { Err(Need) } else { Ok(None) };
+    }
+    match after.as_bytes().get(end.len()) {
+        Some(b'{') => {
             let name = rest.get(..n).unwrap_or_default();
-            Ok(tools.tools().iter().any(|t| t.name() == name).then_some(n))
+            Ok(tools.tools().iter().any(|t| t.name() == name).then_some((n, n + end.len())))
         }
-        (None, _) | (Some(b'\n'), None) if !eof => Err(Need),
+        None if !eof => Err(Need),
         _ => Ok(None),
     }
 }
+
+/// The longest name of a leading call.
+const MAX_LEADING_NAME: usize = 64;
 
 /// The first of `markers` at the start of `rest`: its index and length.
 fn marker_at<'m>(
@@ -234,9 +246,9 @@ impl TextStep<'_> {
                 Err(Need) => return Found::Hold(i),
                 Ok(None) => {}
             }
-            match functionary_start(rest, eof, config) {
-                Ok(Some(name)) => {
-                    let opener = Opener::Labelled { name: 0..name, len: name + 1 };
+            match leading_call(rest, eof, config) {
+                Ok(Some((name, len))) => {
+                    let opener = Opener::Labelled { name: 0..name, len };
                     return Found::Region { at: i, opener };
                 }
                 Err(Need) => return Found::Hold(i),
@@ -308,10 +320,12 @@ impl TextStep<'_> {
         let (indent, open) = line_open(rest, self.eof, config);
         let at = at + indent;
         match open {
-            LineOpen::No => None,
-            LineOpen::NeedMore => Some(Found::Hold(at - indent)),
-            LineOpen::Python => Some(Found::Region { at, opener: Opener::Python(PyMode::Line) }),
-            LineOpen::Labelled { name, len } => {
+            Ok(None) => None,
+            Err(Need) => Some(Found::Hold(at - indent)),
+            Ok(Some(LineOpen::Python)) => {
+                Some(Found::Region { at, opener: Opener::Python(PyMode::Line) })
+            }
+            Ok(Some(LineOpen::Labelled { name, len })) => {
                 Some(Found::Region { at, opener: Opener::Labelled { name, len } })
             }
         }

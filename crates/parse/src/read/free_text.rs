@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::engine::call::CallState;
 use crate::json::reader::{Frame, Sink};
-use crate::read::markup::write_param_value;
+use crate::read::value::write_param_value;
 use crate::tools::Tool;
 use crate::{ToolSet, WarningCode};
 

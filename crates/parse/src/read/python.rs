@@ -10,6 +10,7 @@
 
 use crate::Config;
 use crate::engine::call::{CallState, Status};
+use crate::engine::step::{Look, Need, Step, Took};
 use crate::json::canon::ArgsNote;
 use crate::json::reader::{Frame, Reader, Sink, Status as ReadStatus};
 use crate::tools::ToolSet;
@@ -21,9 +22,9 @@ pub(crate) enum Mode {
     Line,
     /// A list `[…]` of calls.
     List,
-    /// The body of a Python fence; ends at its closing fence. `tool_code` fences may
-    /// wrap calls in `print(…)`.
-    Fence { tool_code: bool },
+    /// The body of a Python fence; ends at its closing fence. Calls may be wrapped in
+    /// a call to `wrapper` (`print(…)` in `tool_code` fences).
+    Fence { wrapper: Option<&'static str> },
     /// Calls inside tool-call markup; ends at the first byte that is not a call.
     Inner,
 }
@@ -56,14 +57,6 @@ enum St {
     Comment,
     /// Not calls: the rest of the group is skipped (shown as text later).
     Rest,
-}
-
-/// What one step did.
-pub(crate) enum PyStep {
-    Consumed(usize),
-    NeedMore,
-    /// The group ended after consuming this many bytes.
-    Done(usize),
 }
 
 const MAX_NAME: usize = 128;
@@ -143,61 +136,54 @@ fn is_name_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b == b'.'
 }
 
-/// Whether `rest` starts with a call: a name, then `(` (spaces allowed between).
-pub(crate) enum Ahead {
-    Yes,
-    No,
-    NeedMore,
-}
-
 /// Looks for `name(` at the start of `rest`. With `strict`, the name must be a
 /// declared tool (when there is a tool list) and not a Python built-in.
-pub(crate) fn call_ahead(rest: &str, eof: bool, config: &Config, strict: bool) -> Ahead {
+pub(crate) fn call_ahead(rest: &str, eof: bool, config: &Config, strict: bool) -> Look<()> {
     let b = rest.as_bytes();
     if !b.first().is_some_and(|&c| is_name_start(c)) {
-        return if b.is_empty() && !eof { Ahead::NeedMore } else { Ahead::No };
+        return if b.is_empty() && !eof { Err(Need) } else { Ok(None) };
     }
     let len = b.iter().take(MAX_NAME + 1).take_while(|&&c| is_name_byte(c)).count();
     if len > MAX_NAME {
-        return Ahead::No;
+        return Ok(None);
     }
     let mut i = len;
     while b.get(i).is_some_and(|&c| c == b' ') && i < len + 4 {
         i += 1;
     }
     match b.get(i) {
-        None if !eof => return Ahead::NeedMore,
+        None if !eof => return Err(Need),
         Some(b'(') => {}
-        _ => return Ahead::No,
+        _ => return Ok(None),
     }
     let name = rest.get(..len).unwrap_or_default();
     if name.ends_with('.') || name.contains("..") {
-        return Ahead::No;
+        return Ok(None);
     }
     if strict {
         if NOT_TOOLS.contains(&name) {
-            return Ahead::No;
+            return Ok(None);
         }
         if let Some(tools) = &config.tools {
             if tools.resolve(name).is_none() {
-                return Ahead::No;
+                return Ok(None);
             }
         }
     }
-    Ahead::Yes
+    Ok(Some(()))
 }
 
 /// Whether `rest` starts a list of calls: `[`, spaces, `name(`.
-pub(crate) fn list_ahead(rest: &str, eof: bool, config: &Config) -> Ahead {
+pub(crate) fn list_ahead(rest: &str, eof: bool, config: &Config) -> Look<()> {
     let b = rest.as_bytes();
     let ws = b.iter().skip(1).take(17).take_while(|c| c.is_ascii_whitespace()).count();
     if ws > 16 {
-        return Ahead::No;
+        return Ok(None);
     }
     match rest.get(1 + ws..) {
         Some(after) if !after.is_empty() => call_ahead(after, eof, config, false),
-        _ if eof => Ahead::No,
-        _ => Ahead::NeedMore,
+        _ if eof => Ok(None),
+        _ => Err(Need),
     }
 }
 
@@ -355,7 +341,7 @@ impl PyGroup {
     }
 
     /// Reads as far as `rest` allows. `abs` is the absolute offset of `rest`.
-    pub(crate) fn step(&mut self, rest: &str, abs: usize, config: &Config, eof: bool) -> PyStep {
+    pub(crate) fn step(&mut self, rest: &str, abs: usize, config: &Config, eof: bool) -> Step {
         let bytes = rest.as_bytes();
         let mut i = 0;
         loop {
@@ -400,7 +386,7 @@ impl PyGroup {
                             let ticks = bytes.iter().skip(i).take(3).take_while(|&&c| c == b'`');
                             let n = ticks.count();
                             if n == 3 {
-                                return PyStep::Done(i + 3);
+                                return Ok(Took::End(i + 3));
                             }
                             if i + n == bytes.len() && !eof {
                                 break;
@@ -414,7 +400,7 @@ impl PyGroup {
                             self.line_start = true;
                             i += 1;
                             if self.mode == Mode::Line {
-                                return PyStep::Done(i - 1);
+                                return Ok(Took::End(i - 1));
                             }
                             continue;
                         }
@@ -434,7 +420,7 @@ impl PyGroup {
                             self.code("not a list");
                         }
                         (Mode::List, b']') | (Mode::Inner, b']') if self.depth == 0 => {
-                            return PyStep::Done(i + usize::from(self.mode == Mode::List));
+                            return Ok(Took::End(i + usize::from(self.mode == Mode::List)));
                         }
                         (Mode::Inner | Mode::Fence { .. }, b']') if self.depth > 0 => {
                             self.depth -= 1;
@@ -451,13 +437,13 @@ impl PyGroup {
                             let strict = false;
                             match call_ahead(rest.get(i..).unwrap_or_default(), eof, config, strict)
                             {
-                                Ahead::Yes => {
+                                Ok(Some(())) => {
                                     self.word.clear();
                                     self.word_at = abs + i;
                                     self.st = St::Name;
                                 }
-                                Ahead::NeedMore => break,
-                                Ahead::No => return PyStep::Done(i),
+                                Err(Need) => break,
+                                Ok(None) => return Ok(Took::End(i)),
                             }
                         }
                         (_, _) if is_name_start(b) => {
@@ -483,8 +469,7 @@ impl PyGroup {
                 St::Open => match b {
                     b' ' | b'\t' => i += 1,
                     b'(' => {
-                        let wrapper = self.word == "print"
-                            && self.mode == Mode::Fence { tool_code: true }
+                        let wrapper = matches!(self.mode, Mode::Fence { wrapper: Some(w) } if self.word == w)
                             && self.wrappers == 0
                             && self.call.is_none();
                         if wrapper {
@@ -651,7 +636,7 @@ impl PyGroup {
                         }
                         (Mode::Line | Mode::Fence { .. }, b' ' | b'\t' | b';' | b'\r') => i += 1,
                         (Mode::Line | Mode::Fence { .. }, b'#') => self.st = St::Comment,
-                        (Mode::Line, b'\n') => return PyStep::Done(i),
+                        (Mode::Line, b'\n') => return Ok(Took::End(i)),
                         (Mode::Fence { .. }, b'\n') => self.st = St::Start,
                         (Mode::Line | Mode::Fence { .. }, _) => {
                             self.code("the line goes on after the call");
@@ -665,7 +650,7 @@ impl PyGroup {
                             None if !eof => break,
                             // `[f()](url)` is a Markdown link.
                             Some(b'(') => self.code("a Markdown link, not a list of calls"),
-                            _ => return PyStep::Done(i + 1),
+                            _ => return Ok(Took::End(i + 1)),
                         },
 
                         (Mode::List, _) => self.code("the list holds more than calls"),
@@ -676,7 +661,7 @@ impl PyGroup {
                     Some(n) => {
                         i += n;
                         if self.mode == Mode::Line {
-                            return PyStep::Done(i);
+                            return Ok(Took::End(i));
                         }
                         self.st = St::Start;
                     }
@@ -687,10 +672,10 @@ impl PyGroup {
                 },
                 St::Value => {}
                 St::Rest => match self.mode {
-                    Mode::Inner => return PyStep::Done(i),
+                    Mode::Inner => return Ok(Took::End(i)),
                     Mode::Line | Mode::List => {
                         match memchr::memchr(b'\n', bytes.get(i..).unwrap_or_default()) {
-                            Some(n) => return PyStep::Done(i + n),
+                            Some(n) => return Ok(Took::End(i + n)),
                             None => {
                                 i = bytes.len();
                                 break;
@@ -707,7 +692,7 @@ impl PyGroup {
                             let n =
                                 bytes.iter().skip(i).take(3).take_while(|&&c| c == b'`').count();
                             if n == 3 {
-                                return PyStep::Done(i + 3);
+                                return Ok(Took::End(i + 3));
                             }
                             if i + n == bytes.len() && !eof {
                                 break;
@@ -728,7 +713,7 @@ impl PyGroup {
                 },
             }
         }
-        if i == 0 { PyStep::NeedMore } else { PyStep::Consumed(i) }
+        if i == 0 { Err(Need) } else { Ok(Took::Go(i)) }
     }
 
     /// The input ended (or the region was cut) at `end`: closes what is open.
