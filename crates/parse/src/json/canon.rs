@@ -220,12 +220,12 @@ impl ArgsWriter {
                 let number = trimmed.strip_prefix('+').unwrap_or(trimmed);
                 let integral = number.strip_suffix(".0").unwrap_or(number);
                 if held.to == ParamType::Integer
-                    && crate::json::reader::is_json_number(integral)
+                    && crate::json::scalar::is_json_number(integral)
                     && !integral.contains(['.', 'e', 'E'])
                 {
                     Some(integral.to_owned())
                 } else if held.to == ParamType::Number
-                    && crate::json::reader::is_json_number(number)
+                    && crate::json::scalar::is_json_number(number)
                 {
                     Some(number.to_owned())
                 } else {
@@ -355,7 +355,7 @@ impl Sink for ArgsWriter {
 
     fn str_escaped(&mut self, json: &str) {
         match &mut self.held {
-            Some(held) => held.text.push_str(&crate::json::reader::decode_escaped(json)),
+            Some(held) => held.text.push_str(&crate::json::scalar::decode_escaped(json)),
             None => self.canon.str_escaped(json),
         }
     }

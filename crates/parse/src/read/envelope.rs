@@ -597,7 +597,7 @@ impl Sink for EnvSink<'_, '_, '_> {
             }
             return;
         }
-        self.str_part(&crate::json::reader::decode_escaped(json), false);
+        self.str_part(&crate::json::scalar::decode_escaped(json), false);
     }
 
     fn str_end(&mut self) {

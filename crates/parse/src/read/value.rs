@@ -56,7 +56,7 @@ fn write_value(call: &mut CallState, key: &str, raw: &str, declared: ParamType) 
             }
         }
         let literal = matches!(trimmed, "true" | "false" | "null")
-            || crate::json::reader::is_json_number(trimmed);
+            || crate::json::scalar::is_json_number(trimmed);
         if literal {
             args.scalar(trimmed);
             return;
