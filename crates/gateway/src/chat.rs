@@ -380,7 +380,7 @@ impl Shaper {
     fn shape(&mut self, events: Vec<Event>, out: &mut Vec<ChatEvent>) {
         for event in events {
             match event {
-                Event::Text(text) => self.text_event(text, out),
+                Event::Text(text) => self.text_event(text.into(), out),
                 Event::Reasoning(_) => {}
                 Event::CallStart { call_idx, name, .. } => {
                     let allowed = match &self.choice {
@@ -405,7 +405,7 @@ impl Shaper {
                 }
                 Event::ArgsDelta { call_idx, json } => {
                     if let Some(Some(index)) = self.map.get(call_idx) {
-                        out.push(ChatEvent::CallArgs { index: *index, json });
+                        out.push(ChatEvent::CallArgs { index: *index, json: json.into() });
                     }
                 }
                 Event::CallEnd { call_idx, .. } => {

@@ -94,7 +94,7 @@ pub use crate::{
     dialect::{Builtin, CallText, Dialect, Dialects, TagPair},
     engine::StreamParser,
     error::{Error, ErrorKind},
-    event::{Event, Parsed, Rejected, ToolCall, Warning, WarningCode},
+    event::{Event, Fragment, Parsed, Rejected, ToolCall, Warning, WarningCode},
     outcome::{AgentTools, Outcome, ToolParseError, agent_outcome},
     tools::{Tool, ToolSet},
 };

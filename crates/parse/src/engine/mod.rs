@@ -119,6 +119,14 @@ impl StreamParser {
     /// Feeds the next chunk and pushes the events it settles.
     pub fn feed(&mut self, chunk: &str, out: &mut Vec<Event>) {
         let first = out.len();
+        if self.engine.pos == self.buf.len() && self.engine.extend_args_string(chunk, out) {
+            // What reading the chunk would have done: it is consumed, and held with the
+            // call's other bytes.
+            self.buf.push_str(chunk);
+            self.engine.pos += chunk.len();
+            self.compact();
+            return;
+        }
         if self.buf.is_empty() {
             // Nothing is held: read the chunk where it is, and keep what stays unsettled.
             self.engine.run(chunk, Dest::Events { events: out, first }, false);
@@ -169,6 +177,16 @@ impl StreamParser {
 }
 
 impl Engine {
+    /// The fast lane of streaming: the chunk continues a string in the arguments of the
+    /// call being read, with nothing in it that ends or escapes the string.
+    fn extend_args_string(&mut self, chunk: &str, events: &mut Vec<Event>) -> bool {
+        let Engine { config, base, pos, state, n_calls, tail, structured, .. } = self;
+        let State::Region(region) = state else { return false };
+        let first = events.len();
+        let mut out = Out::new(Dest::Events { events, first }, config, n_calls, tail, structured);
+        region.extend_args_string(chunk, *base + *pos, &mut out)
+    }
+
     /// Reads `buf` (all input not yet settled, at absolute offset `base`) as far as it
     /// decides, sending what it settles to `dest`.
     fn run(&mut self, buf: &str, dest: Dest<'_>, eof: bool) {

@@ -4,7 +4,7 @@
 
 use std::ops::Range;
 
-use crate::{Config, Event, Parsed, Rejected, ToolCall, Warning, WarningCode};
+use crate::{Config, Event, Fragment, Parsed, Rejected, ToolCall, Warning, WarningCode};
 
 /// Where the output goes.
 #[derive(Debug)]
@@ -193,7 +193,10 @@ impl<'a> Out<'a> {
                         return;
                     }
                 }
-                events.push(Event::Text(text.to_owned()));
+                events.push(Event::Text(Fragment::default()));
+                if let Some(Event::Text(last)) = events.last_mut() {
+                    last.push_str(text);
+                }
             }
             Dest::Parsed(parsed) => {
                 self.tail.track(text);
@@ -216,7 +219,10 @@ impl<'a> Out<'a> {
                         return;
                     }
                 }
-                events.push(Event::Reasoning(text.to_owned()));
+                events.push(Event::Reasoning(Fragment::default()));
+                if let Some(Event::Reasoning(last)) = events.last_mut() {
+                    last.push_str(text);
+                }
             }
             Dest::Parsed(parsed) => parsed.reasoning.push_str(text),
             Dest::Muted(_) => {}
@@ -260,7 +266,11 @@ impl<'a> Out<'a> {
     /// A fragment of a call's arguments.
     pub(in crate::engine) fn args_delta(&mut self, call_idx: usize, json: &str) {
         if let Dest::Events { events, .. } = &mut self.dest {
-            events.push(Event::ArgsDelta { call_idx, json: json.to_owned() });
+            // Written in place: the event is built where it goes.
+            events.push(Event::ArgsDelta { call_idx, json: Fragment::default() });
+            if let Some(Event::ArgsDelta { json: last, .. }) = events.last_mut() {
+                last.push_str(json);
+            }
         }
     }
 

@@ -236,6 +236,12 @@ impl Region {
         n
     }
 
+    /// The fast lane of streaming (see [`crate::read::Body::extend_args_string`]).
+    pub(super) fn extend_args_string(&mut self, text: &str, at: usize, out: &mut Out<'_>) -> bool {
+        self.mute.is_none()
+            && self.body.extend_args_string(text, at, &mut Ctx::new(out, &mut self.seg, "", 0))
+    }
+
     /// Sends the arguments of the call being read, written so far.
     pub(super) fn flush(&mut self, buf: &str, base: usize, out: &mut Out<'_>) {
         if self.mute.is_none() {

@@ -223,6 +223,12 @@ impl Reader {
         self.top_scalar = true;
     }
 
+    /// Whether the reader is inside a value string in double quotes: text without a `"`
+    /// leaves it there, whatever its escapes.
+    pub(crate) fn in_value_string(&self) -> bool {
+        matches!(self.lex, Lex::Str { quote: Quote::Double, key: false, .. })
+    }
+
     /// Whether a whole value has been read.
     pub(crate) fn complete(&self) -> bool {
         self.started

@@ -215,6 +215,13 @@ impl Envelope {
         }
     }
 
+    /// Whether the reader's tokens go to the arguments of an accepted call.
+    pub(crate) fn in_accepted_args(&self, ctx: &Ctx<'_, '_>) -> bool {
+        self.levels.last() == Some(&Level::Args)
+            && ctx.decision() == Decision::Calls
+            && self.calls.last().is_some_and(|call| call.is_accepted())
+    }
+
     /// Starts reading a new JSON value in this region.
     pub(crate) fn begin_value(&mut self, origin: Origin, ctx: &mut Ctx<'_, '_>) {
         self.origin = origin;

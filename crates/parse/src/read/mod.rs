@@ -131,6 +131,30 @@ impl Body {
         self.env.flush(ctx);
     }
 
+    /// The fast lane of streaming: `text` (at absolute `at`) continues a string in the
+    /// arguments of an accepted call and holds no `"`, so it cannot end the string: the
+    /// reader takes it whole and what it wrote goes out, as a step would do. Returns
+    /// false, doing nothing, in any other case.
+    pub(crate) fn extend_args_string(
+        &mut self,
+        text: &str,
+        at: usize,
+        ctx: &mut Ctx<'_, '_>,
+    ) -> bool {
+        let Reading::Json(reader) = &mut self.reading else { return false };
+        if text.is_empty()
+            || !reader.in_value_string()
+            || memchr::memchr(b'"', text.as_bytes()).is_some()
+            || !self.env.in_accepted_args(ctx)
+        {
+            return false;
+        }
+        let status = reader.feed(text, at, &mut self.env.sink(ctx));
+        debug_assert_eq!(status, Status::NeedMore, "text without a quote left the string");
+        self.env.flush(ctx);
+        true
+    }
+
     /// Sets the region up for its opener at `rest` (absolute `at`); returns how many
     /// bytes the opener took.
     pub(crate) fn begin(

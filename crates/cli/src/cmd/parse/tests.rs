@@ -76,8 +76,8 @@ fn pretty_parsed_is_the_same_json_indented_by_two() {
 #[test]
 fn events_render_as_typed_objects() {
     let cases = [
-        (Event::Text("a\"b".to_owned()), r#"{"type":"text","text":"a\"b"}"#),
-        (Event::Reasoning("hm".to_owned()), r#"{"type":"reasoning","text":"hm"}"#),
+        (Event::Text("a\"b".into()), r#"{"type":"text","text":"a\"b"}"#),
+        (Event::Reasoning("hm".into()), r#"{"type":"reasoning","text":"hm"}"#),
         (
             Event::CallStart { call_idx: 0, id: None, name: "get_time".to_owned() },
             r#"{"type":"call_start","call_idx":0,"id":null,"name":"get_time"}"#,
@@ -87,7 +87,7 @@ fn events_render_as_typed_objects() {
             r#"{"type":"call_start","call_idx":2,"id":"c","name":"f"}"#,
         ),
         (
-            Event::ArgsDelta { call_idx: 0, json: r#"{"city":"Pa"#.to_owned() },
+            Event::ArgsDelta { call_idx: 0, json: r#"{"city":"Pa"#.into() },
             r#"{"type":"args_delta","call_idx":0,"json":"{\"city\":\"Pa"}"#,
         ),
         (
