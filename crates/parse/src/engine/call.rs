@@ -5,6 +5,7 @@ use std::ops::Range;
 use crate::engine::out::{Out, too_deep_message};
 use crate::json::canon::{ArgsNote, ArgsWriter};
 use crate::{Config, Rejected, ToolCall, ToolSet, WarningCode};
+
 #[derive(Debug)]
 pub(crate) enum Status {
     /// The name is not known yet.
@@ -49,6 +50,20 @@ impl CallState {
             truncated: false,
             extra_notes: Vec::new(),
         }
+    }
+
+    /// A new call at `start` in `spare`'s place (its allocations kept), or a new box.
+    pub(crate) fn reuse(spare: Option<Box<CallState>>, start: usize) -> Box<CallState> {
+        let Some(mut call) = spare else { return Box::new(CallState::new(start)) };
+        call.name = None;
+        call.id = None;
+        call.args.recycle();
+        call.status = Status::Unnamed;
+        call.args_seen = false;
+        call.start = start;
+        call.truncated = false;
+        call.extra_notes.clear();
+        call
     }
 
     pub(crate) fn is_accepted(&self) -> bool {
@@ -141,7 +156,7 @@ impl CallState {
                     out.args_delta(call_idx, delta);
                 }
                 self.warnings(out, call_idx, &span, &arguments);
-                let call = ToolCall { id: self.id.clone(), name, arguments, span };
+                let call = ToolCall { id: self.id.take(), name, arguments, span };
                 out.call_end(call_idx, call);
             }
             Status::Rejected { name, reason } => {
@@ -149,6 +164,7 @@ impl CallState {
             }
             Status::Unnamed => {}
         }
+        out.keep_call(self);
         true
     }
 

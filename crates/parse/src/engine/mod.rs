@@ -13,8 +13,10 @@ pub(crate) mod settle;
 pub(crate) mod step;
 pub(crate) mod text;
 
+use crate::engine::call::CallState;
 use crate::engine::out::{Dest, Out, Tail};
 use crate::read::free_text;
+use crate::read::open::Openers;
 use crate::{Builtin, Config, Event, Parsed};
 
 /// Incremental parser for one model output: [`feed`](StreamParser::feed) chunks,
@@ -48,11 +50,12 @@ struct Engine {
     tail: Tail,
     /// Bytes that may start call syntax in plain text.
     triggers: Box<[bool; 256]>,
-    /// The first two bytes of every marker dialect's start marker (0: the marker is one
-    /// byte), so most trigger bytes skip the marker dialects at once.
-    heads: Vec<[u8; 2]>,
+    /// What the openers need at hand.
+    openers: Openers,
     /// A call (accepted or rejected) has gone out: free-text calls are off.
     structured: bool,
+    /// The last call that went out, kept for its allocations.
+    spare_call: Option<Box<CallState>>,
 }
 
 #[derive(Debug)]
@@ -101,17 +104,9 @@ impl StreamParser {
             spare: None,
             tail: if free_text { Tail::with_prose() } else { Tail::default() },
             triggers: trigger_table(config),
-            heads: config
-                .dialects
-                .entries()
-                .iter()
-                .filter_map(|entry| entry.start_marker())
-                .map(|m| {
-                    let b = m.as_bytes();
-                    [b.first().copied().unwrap_or(0), b.get(1).copied().unwrap_or(0)]
-                })
-                .collect(),
+            openers: Openers::new(config),
             structured: false,
+            spare_call: None,
         };
         StreamParser { engine, buf: String::new() }
     }
@@ -180,10 +175,11 @@ impl Engine {
     /// The fast lane of streaming: the chunk continues a string in the arguments of the
     /// call being read, with nothing in it that ends or escapes the string.
     fn extend_args_string(&mut self, chunk: &str, events: &mut Vec<Event>) -> bool {
-        let Engine { config, base, pos, state, n_calls, tail, structured, .. } = self;
+        let Engine { config, base, pos, state, n_calls, tail, structured, spare_call, .. } = self;
         let State::Region(region) = state else { return false };
         let first = events.len();
-        let mut out = Out::new(Dest::Events { events, first }, config, n_calls, tail, structured);
+        let dest = Dest::Events { events, first };
+        let mut out = Out::new(dest, config, n_calls, tail, structured, spare_call);
         region.extend_args_string(chunk, *base + *pos, &mut out)
     }
 
@@ -200,16 +196,17 @@ impl Engine {
             spare,
             tail,
             triggers,
-            heads,
+            openers,
             structured,
+            spare_call,
         } = self;
-        let mut out = Out::new(dest, config, n_calls, tail, structured);
+        let mut out = Out::new(dest, config, n_calls, tail, structured, spare_call);
         loop {
             let progressed = match state {
                 State::Text { think } => {
                     out.think = think.is_some();
                     let mut text =
-                        TextStep { buf, base: *base, pos, settled, triggers, heads, eof };
+                        TextStep { buf, base: *base, pos, settled, triggers, openers, eof };
                     text.step(state, spare, &mut out)
                 }
                 State::Region(region) => {

@@ -4,6 +4,7 @@
 
 use std::ops::Range;
 
+use crate::engine::call::CallState;
 use crate::{Config, Event, Fragment, Parsed, Rejected, ToolCall, Warning, WarningCode};
 
 /// Where the output goes.
@@ -29,6 +30,8 @@ pub(crate) struct Out<'a> {
     tail: &'a mut Tail,
     /// Set once a call, accepted or rejected, went out (free-text calls are then off).
     structured: &'a mut bool,
+    /// The last call that went out, kept for its allocations.
+    spare_call: &'a mut Option<Box<CallState>>,
 }
 
 /// The most names a muted region notes for its warning.
@@ -153,8 +156,19 @@ impl<'a> Out<'a> {
         n_calls: &'a mut usize,
         tail: &'a mut Tail,
         structured: &'a mut bool,
+        spare_call: &'a mut Option<Box<CallState>>,
     ) -> Out<'a> {
-        Out { dest, config, n_calls, think: false, tail, structured }
+        Out { dest, config, n_calls, think: false, tail, structured, spare_call }
+    }
+
+    /// A new call at `start`, in the place of the last one that went out.
+    pub(in crate::engine) fn new_call(&mut self, start: usize) -> Box<CallState> {
+        CallState::reuse(self.spare_call.take(), start)
+    }
+
+    /// Keeps a call that went out, for the next one.
+    pub(in crate::engine) fn keep_call(&mut self, call: Box<CallState>) {
+        *self.spare_call = Some(call);
     }
 
     pub(crate) fn config(&self) -> &'a Config {
@@ -313,6 +327,7 @@ impl<'a> Out<'a> {
             think: self.think,
             tail: &mut tail,
             structured: &mut structured,
+            spare_call: &mut *self.spare_call,
         };
         f(&mut muted)
     }

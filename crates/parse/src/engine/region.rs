@@ -215,7 +215,7 @@ impl Region {
     /// bytes the opener took.
     pub(super) fn begin(
         &mut self,
-        opener: Opener,
+        opener: Opener<'_>,
         rest: &str,
         at: usize,
         buf: &str,

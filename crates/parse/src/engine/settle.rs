@@ -133,6 +133,13 @@ impl<'c, 'o> Ctx<'c, 'o> {
         self.seg.syntax = Syntax::Markup;
     }
 
+    /// Whether the engine shows the region's unsettled bytes after a step that leaves
+    /// `open` as the innermost call of a JSON body. A reader may go on in the same step
+    /// only when it does not: streaming then sends text at the same points.
+    pub(crate) fn shows_text(&self, open: Option<&CallState>) -> bool {
+        self.seg.shows_text(self.config(), open)
+    }
+
     /// Whether any call (accepted or rejected) was finished in the region.
     pub(crate) fn has_calls(&self) -> bool {
         self.seg.has_calls()
@@ -184,7 +191,7 @@ impl<'c, 'o> Ctx<'c, 'o> {
         if self.seg.pending.is_some() {
             self.settle(at);
         }
-        Box::new(CallState::new(at))
+        self.out.new_call(at)
     }
 
     /// A call's syntax begins at `at`: the previous finished call's span ends there.

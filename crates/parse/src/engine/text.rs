@@ -8,10 +8,13 @@ use crate::engine::region::{MuteWhy, Region};
 use crate::engine::step::{Look, Need};
 use crate::engine::{State, emit_text};
 use crate::read::line::{LineOpen, line_open};
+use crate::read::open::Openers;
 use crate::read::python::Mode as PyMode;
 use crate::read::{self, Opener};
 use crate::rows::native::Leading;
-use crate::rows::reasoning::{CHANNELS, PREAMBLES, Preamble, REASONING, Reasoning, THINK};
+use crate::rows::reasoning::{
+    CHANNELS, MARKER_PAIRS, PREAMBLES, Preamble, REASONING, Reasoning, THINK, marker_row,
+};
 use crate::{Config, ReasoningCalls, WarningCode};
 
 /// The reasoning the text is in.
@@ -76,7 +79,12 @@ fn marker_at<'m>(
     markers: impl Iterator<Item = &'m str>,
 ) -> Look<(usize, usize)> {
     let mut hold = false;
+    let second = rest.as_bytes().get(1);
     for (idx, marker) in markers.enumerate() {
+        // Most markers differ from the text in their second byte: compare it first.
+        if second.is_some_and(|b| marker.as_bytes().get(1) != Some(b)) {
+            continue;
+        }
         if rest.starts_with(marker) {
             return Ok(Some((idx, marker.len())));
         }
@@ -95,6 +103,7 @@ enum ThinkMark {
 
 fn think_mark(rest: &str, think: Option<Think>, eof: bool) -> Look<ThinkMark> {
     let mut hold = false;
+    let second = rest.as_bytes().get(1);
     for reasoning in REASONING {
         let marker = match think {
             Some(Think::Block(open)) if std::ptr::eq(open, reasoning) => reasoning.close,
@@ -102,6 +111,10 @@ fn think_mark(rest: &str, think: Option<Think>, eof: bool) -> Look<ThinkMark> {
             Some(Think::Block(_)) => continue,
             None => reasoning.open,
         };
+        // Most markers differ from the text in their second byte: compare it first.
+        if second.is_some_and(|b| marker.as_bytes().get(1) != Some(b)) {
+            continue;
+        }
         if rest.starts_with(marker) {
             return Ok(Some(match think {
                 Some(_) => ThinkMark::Close(marker.len()),
@@ -113,6 +126,15 @@ fn think_mark(rest: &str, think: Option<Think>, eof: bool) -> Look<ThinkMark> {
     if hold { Err(Need) } else { Ok(None) }
 }
 
+/// Whether `rest` (at `<`, `[` or `>`) may start a reasoning or channel marker, or the
+/// stray `</think>`: its first two bytes say (text too short to say may).
+fn may_be_marker(rest: &str) -> bool {
+    let bytes = rest.as_bytes();
+    let (Some(&first), Some(&second)) = (bytes.first(), bytes.get(1)) else { return true };
+    let Some(row) = marker_row(first) else { return false };
+    MARKER_PAIRS.get(row).and_then(|row| row.get(usize::from(second))).copied().unwrap_or(true)
+}
+
 /// The engine's cursor over plain text.
 pub(super) struct TextStep<'a> {
     pub(super) buf: &'a str,
@@ -120,15 +142,15 @@ pub(super) struct TextStep<'a> {
     pub(super) pos: &'a mut usize,
     pub(super) settled: &'a mut usize,
     pub(super) triggers: &'a [bool; 256],
-    pub(super) heads: &'a [[u8; 2]],
+    pub(super) openers: &'a Openers,
     pub(super) eof: bool,
 }
 
 /// What plain text at the cursor starts.
-enum Found {
+enum Found<'s> {
     Region {
         at: usize,
-        opener: Opener,
+        opener: Opener<'s>,
     },
     /// Plain text up to here; look again from there.
     Text(usize),
@@ -150,7 +172,7 @@ enum Found {
     },
 }
 
-impl TextStep<'_> {
+impl<'a> TextStep<'a> {
     /// One step in plain text. Returns whether it made progress.
     pub(super) fn step(
         &mut self,
@@ -225,7 +247,7 @@ impl TextStep<'_> {
     }
 
     /// Scans from the cursor to the next thing that is not plain text.
-    fn find(&self, think: Option<Think>, out: &Out<'_>) -> Found {
+    fn find(&self, think: Option<Think>, out: &Out<'_>) -> Found<'a> {
         let buf = self.buf;
         let bytes = buf.as_bytes();
         let eof = self.eof;
@@ -277,7 +299,7 @@ impl TextStep<'_> {
                     }
                 }
             }
-            if b == b'<' || b == b'[' || b == b'>' {
+            if (b == b'<' || b == b'[' || b == b'>') && may_be_marker(rest) {
                 match think_mark(rest, think, eof) {
                     Ok(Some(ThinkMark::Open(reasoning, len))) => {
                         return Found::Think { at: i, len, think: Think::Block(reasoning) };
@@ -302,7 +324,7 @@ impl TextStep<'_> {
                     }
                 }
             }
-            match read::open(rest, eof, config, self.heads) {
+            match read::open(rest, eof, config, self.openers) {
                 Ok(None) => {
                     i += 1;
                     // Emit up to here now: the text before a held marker goes out early.
@@ -315,7 +337,7 @@ impl TextStep<'_> {
     }
 
     /// Checks the line that starts at `at`. `None`: nothing there.
-    fn line_start(&self, at: usize, config: &Config) -> Option<Found> {
+    fn line_start(&self, at: usize, config: &Config) -> Option<Found<'a>> {
         let rest = self.buf.get(at..).unwrap_or_default();
         let (indent, open) = line_open(rest, self.eof, config);
         let at = at + indent;
@@ -333,7 +355,7 @@ impl TextStep<'_> {
 }
 
 /// Whether a region that starts here is to be muted, and why.
-fn mute_for(opener: &Opener, think: bool, out: &Out<'_>) -> Option<MuteWhy> {
+fn mute_for(opener: &Opener<'_>, think: bool, out: &Out<'_>) -> Option<MuteWhy> {
     let config = out.config();
     if think {
         return (config.reasoning_calls == ReasoningCalls::Ignore).then_some(MuteWhy::Reasoning);

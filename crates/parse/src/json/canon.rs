@@ -175,6 +175,19 @@ pub(crate) struct ArgsWriter {
 }
 
 impl ArgsWriter {
+    /// Makes this writer a new one, keeping the allocations it still has (not `canon.out`,
+    /// which went into a call).
+    pub(crate) fn recycle(&mut self) {
+        self.canon.out.clear();
+        self.canon.open.clear();
+        self.canon.key.clear();
+        self.canon.in_str = false;
+        self.key.clear();
+        self.held = None;
+        self.notes.clear();
+        self.tool = None;
+    }
+
     pub(crate) fn set_tool(&mut self, tool: ToolRef) {
         self.tool = Some(tool);
     }

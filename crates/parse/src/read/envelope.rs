@@ -12,6 +12,8 @@ use crate::engine::call::CallState;
 use crate::engine::settle::{Ctx, Decision};
 use crate::json::canon::Canon;
 use crate::json::reader::{Frame, Reader, Sink, Status};
+use crate::rows;
+use crate::rows::envelope::Key;
 
 /// How strong the evidence is that the JSON is a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,28 +56,15 @@ enum Role {
     Dropped(String),
 }
 
-const NAME_KEYS: &[&str] =
-    &["name", "tool", "tool_name", "function_name", "toolName", "action", "recipient_name"];
-const ARGS_KEYS: &[&str] =
-    &["arguments", "parameters", "input", "params", "args", "action_input", "tool_input"];
-const ID_KEYS: &[&str] = &["id", "call_id", "tool_call_id"];
-const CALLS_KEYS: &[&str] = &["tool_calls", "calls", "function_calls", "tool_uses"];
-
 fn classify(key: &str) -> Role {
-    if key == "function" {
-        Role::Function
-    } else if NAME_KEYS.contains(&key) {
-        Role::Name
-    } else if ARGS_KEYS.contains(&key) {
-        Role::Args
-    } else if ID_KEYS.contains(&key) {
-        Role::Id
-    } else if CALLS_KEYS.contains(&key) {
-        Role::Calls
-    } else if key == "type" {
-        Role::Ignore
-    } else {
-        Role::Other(key.to_owned())
+    match rows::envelope::key(key) {
+        Some(Key::Function) => Role::Function,
+        Some(Key::Name) => Role::Name,
+        Some(Key::Arguments) => Role::Args,
+        Some(Key::Id) => Role::Id,
+        Some(Key::Calls) => Role::Calls,
+        Some(Key::Ignore) => Role::Ignore,
+        None => Role::Other(key.to_owned()),
     }
 }
 

@@ -88,7 +88,9 @@ impl Body {
     fn open_element(&mut self, tag: &Tag<'_>, at: usize, ctx: &mut Ctx<'_, '_>) -> bool {
         let in_call = self.call_frame().is_some();
         let in_container = self.container_can_call();
-        match crate::rows::markup::tag(tag.name) {
+        let row = crate::rows::markup::tag(tag.name);
+        let role = row.map(|(_, role)| role);
+        match row {
             Some((close, Role::CallName { .. })) => {
                 self.reading = Reading::Field(Field::CallName { close, text: String::new(), at });
                 return true;
@@ -114,20 +116,22 @@ impl Body {
                 self.markup.frames.push(Elem::ArgsField { close });
                 return true;
             }
-            Some((close, Role::Call { id, unnamed_holds_calls, .. })) => match tool_name_of(tag) {
-                Some(name) => {
-                    let id = id.and_then(|key| attr(tag.attrs, key));
-                    self.open_call_element(tag, close, name, id, at, ctx);
-                    return true;
+            Some((close, Role::Call { id, unnamed_holds_calls, .. })) => {
+                match tool_name_of(tag, role) {
+                    Some(name) => {
+                        let id = id.and_then(|key| attr(tag.attrs, key));
+                        self.open_call_element(tag, close, name, id, at, ctx);
+                        return true;
+                    }
+                    None if unnamed_holds_calls => {
+                        self.open_container(close, at, ctx);
+                        return true;
+                    }
+                    None => {}
                 }
-                None if unnamed_holds_calls => {
-                    self.open_container(close, at, ctx);
-                    return true;
-                }
-                None => {}
-            },
+            }
             Some((close, Role::Container { .. })) => {
-                match tool_name_of(tag) {
+                match tool_name_of(tag, role) {
                     Some(name) => self.open_call_element(tag, close, name, None, at, ctx),
                     None => self.open_container(close, at, ctx),
                 }

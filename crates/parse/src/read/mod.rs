@@ -159,7 +159,7 @@ impl Body {
     /// bytes the opener took.
     pub(crate) fn begin(
         &mut self,
-        opener: Opener,
+        opener: Opener<'_>,
         rest: &str,
         at: usize,
         ctx: &mut Ctx<'_, '_>,
@@ -218,13 +218,8 @@ impl Body {
                     _ => 0,
                 }
             }
-            Opener::Tag => {
+            Opener::Tag(tag) => {
                 ctx.markup();
-                // `open` found a complete opening tag here; reading it again gives the same.
-                let Ok(Some(tag)) = read_tag(rest, false) else {
-                    debug_assert!(false, "the opener tag could not be read again");
-                    return 0;
-                };
                 self.open_tag(&tag, at, ctx);
                 tag.len
             }
@@ -262,14 +257,14 @@ impl Body {
         match &mut self.reading {
             Reading::Python(_) => return self.step_python(rest, abs, ctx, eof),
             Reading::Json(_) => return self.step_json(rest, abs, ctx),
-            _ => {}
+            Reading::Between => return self.between(rest, abs, ctx, eof),
+            Reading::Field(_) | Reading::Label(_) | Reading::Custom(_) => {}
         }
         match std::mem::take(&mut self.reading) {
-            Reading::Between => self.between(rest, abs, ctx, eof),
             Reading::Field(field) => self.step_field(field, rest, ctx, eof),
             Reading::Label(label) => self.step_label(label, rest, abs, ctx, eof),
             Reading::Custom(custom) => self.step_custom(custom, rest, abs, ctx, eof),
-            Reading::Json(_) | Reading::Python(_) => Err(Need),
+            Reading::Between | Reading::Json(_) | Reading::Python(_) => Err(Need),
         }
     }
 
@@ -344,12 +339,31 @@ impl Body {
         })
     }
 
-    /// Between items: whitespace, a JSON value, a tag, a fence, or the region's end.
+    /// Between items: whitespace, then a JSON value, a tag, a fence, or the region's end.
     fn between(&mut self, rest: &str, abs: usize, ctx: &mut Ctx<'_, '_>, eof: bool) -> Step {
         let ws = rest.bytes().take_while(u8::is_ascii_whitespace).count();
-        if ws > 0 {
+        if ws == 0 {
+            return self.item(rest, abs, ctx, eof);
+        }
+        // Whitespace is skipped in the same step as the item after it, unless the engine
+        // does something between the two steps: it checks the hold limit while the
+        // decision is pending, and it may show text.
+        let after = rest.get(ws..).unwrap_or_default();
+        if ctx.decision() == Decision::Pending
+            || after.is_empty()
+            || ctx.shows_text(self.env.open_call())
+        {
             return Ok(Took::Go(ws));
         }
+        match self.item(after, abs + ws, ctx, eof) {
+            Ok(Took::Go(n)) => Ok(Took::Go(ws + n)),
+            Ok(Took::End(n)) => Ok(Took::End(ws + n)),
+            Err(Need) => Ok(Took::Go(ws)),
+        }
+    }
+
+    /// An item: a JSON value, a tag, a fence, a marker, or the region's end.
+    fn item(&mut self, rest: &str, abs: usize, ctx: &mut Ctx<'_, '_>, eof: bool) -> Step {
         let Some(&b) = rest.as_bytes().first() else {
             return Err(Need);
         };
@@ -420,7 +434,13 @@ impl Body {
         match b {
             b'{' | b'[' => {
                 self.begin_json(at, ctx);
-                Ok(Took::Go(0))
+                // The value is read in the same step unless the engine does something
+                // first: it caps what the reader sees while the decision is pending, and
+                // it may show text.
+                if ctx.decision() == Decision::Pending || ctx.shows_text(self.env.open_call()) {
+                    return Ok(Took::Go(0));
+                }
+                self.step_json(rest, at, ctx)
             }
             b'`' => self.fence_mark(rest, eof),
             b'<' => match read_tag(rest, eof)? {

@@ -14,7 +14,7 @@ use crate::{Builtin, Config};
 
 /// What a region starts with.
 #[derive(Debug)]
-pub(crate) enum Opener {
+pub(crate) enum Opener<'s> {
     /// A bare `{` or `[`.
     Json,
     /// A fence opener line, this many bytes long.
@@ -22,8 +22,8 @@ pub(crate) enum Opener {
     /// A Python fence opener line, this many bytes long, and the call its calls may be
     /// wrapped in.
     PyFence { len: usize, wrapper: Option<&'static str> },
-    /// A markup tag (read again by the region, from the same bytes).
-    Tag,
+    /// A markup tag.
+    Tag(Tag<'s>),
     /// Python calls: a list, or a call alone on its line.
     Python(PyMode),
     /// A labelled call (`Action:` … `Action Input:`); the name is at `name` within
@@ -33,13 +33,13 @@ pub(crate) enum Opener {
     Marker(usize),
 }
 
-impl Opener {
+impl Opener<'_> {
     /// Whether the example guard may take the region for an example: a bracket, a
     /// fence or a Python line may be one; markup, markers and labels are calls.
     pub(crate) fn is_guarded(&self) -> bool {
         match self {
             Opener::Json | Opener::Fence(_) | Opener::PyFence { .. } | Opener::Python(_) => true,
-            Opener::Tag | Opener::Labelled { .. } | Opener::Marker(_) => false,
+            Opener::Tag(_) | Opener::Labelled { .. } | Opener::Marker(_) => false,
         }
     }
 }
@@ -49,20 +49,66 @@ pub(crate) const MAX_FENCE_LINE: usize = 40;
 /// The most whitespace between a fence opener and what it holds.
 pub(crate) const MAX_FENCE_GAP: usize = 64;
 
+/// What the openers of one registry need at hand: the first two bytes of every marker
+/// (0: the marker is one byte), so most trigger bytes skip the marker dialects at once,
+/// and the built-in dialects in order.
+#[derive(Debug)]
+pub(crate) struct Openers {
+    heads: Vec<[u8; 2]>,
+    builtins: Vec<Builtin>,
+}
+
+impl Openers {
+    pub(crate) fn new(config: &Config) -> Openers {
+        let entries = config.dialects.entries();
+        let heads = entries
+            .iter()
+            .filter_map(Entry::start_marker)
+            .map(|m| {
+                let b = m.as_bytes();
+                [b.first().copied().unwrap_or(0), b.get(1).copied().unwrap_or(0)]
+            })
+            .collect();
+        let builtins = entries
+            .iter()
+            .filter_map(|entry| match entry {
+                Entry::Builtin(builtin) => Some(*builtin),
+                _ => None,
+            })
+            .collect();
+        Openers { heads, builtins }
+    }
+}
+
 /// Decides what plain text at a trigger byte starts, trying the dialects in the
 /// registry's order. An earlier dialect that cannot decide yet holds the text.
-pub(crate) fn open(rest: &str, eof: bool, config: &Config, heads: &[[u8; 2]]) -> Look<Opener> {
+pub(crate) fn open<'s>(
+    rest: &'s str,
+    eof: bool,
+    config: &Config,
+    openers: &Openers,
+) -> Look<Opener<'s>> {
     let Some(&b) = rest.as_bytes().first() else { return Ok(None) };
     let second = rest.as_bytes().get(1).copied();
     let markers =
-        heads.iter().any(|h| h[0] == b && (h[1] == 0 || second.is_none_or(|c| c == h[1])));
+        openers.heads.iter().any(|h| h[0] == b && (h[1] == 0 || second.is_none_or(|c| c == h[1])));
+    if !markers {
+        // No marker can start here: only the built-ins, in the registry's order.
+        let mut need_more = false;
+        for builtin in &openers.builtins {
+            match open_builtin(*builtin, b, rest, eof, config) {
+                Ok(None) => {}
+                Err(Need) => need_more = true,
+                Ok(Some(_)) if need_more => return Err(Need),
+                found => return found,
+            }
+        }
+        return if need_more { Err(Need) } else { Ok(None) };
+    }
     let mut need_more = false;
     for (idx, entry) in config.dialects.entries().iter().enumerate() {
         let found = match entry {
             Entry::Pair(_) | Entry::Native(..) | Entry::Custom(_) => {
-                if !markers {
-                    continue;
-                }
                 let Some(marker) = entry.start_marker() else { continue };
                 // Most markers share at most their first byte with the text: compare two
                 // bytes before the whole marker.
@@ -80,12 +126,7 @@ pub(crate) fn open(rest: &str, eof: bool, config: &Config, heads: &[[u8; 2]]) ->
                     Ok(None)
                 }
             }
-            Entry::Builtin(Builtin::Markup) if b == b'<' => open_markup(rest, eof),
-            Entry::Builtin(Builtin::Fenced) if b == b'`' => open_fence(rest, eof, config),
-            Entry::Builtin(Builtin::Json) if b == b'{' || b == b'[' => Ok(Some(Opener::Json)),
-            Entry::Builtin(Builtin::Python) if b == b'[' => python::list_ahead(rest, eof, config)
-                .map(|yes| yes.map(|()| Opener::Python(PyMode::List))),
-            Entry::Builtin(_) => continue,
+            Entry::Builtin(builtin) => open_builtin(*builtin, b, rest, eof, config),
         };
         match found {
             Ok(None) => {}
@@ -95,6 +136,24 @@ pub(crate) fn open(rest: &str, eof: bool, config: &Config, heads: &[[u8; 2]]) ->
         }
     }
     if need_more { Err(Need) } else { Ok(None) }
+}
+
+/// What a built-in dialect makes of a trigger byte `b` at the start of `rest`.
+fn open_builtin<'s>(
+    builtin: Builtin,
+    b: u8,
+    rest: &'s str,
+    eof: bool,
+    config: &Config,
+) -> Look<Opener<'s>> {
+    match builtin {
+        Builtin::Markup if b == b'<' => open_markup(rest, eof),
+        Builtin::Fenced if b == b'`' => open_fence(rest, eof, config),
+        Builtin::Json if b == b'{' || b == b'[' => Ok(Some(Opener::Json)),
+        Builtin::Python if b == b'[' => python::list_ahead(rest, eof, config)
+            .map(|yes| yes.map(|()| Opener::Python(PyMode::List))),
+        _ => Ok(None),
+    }
 }
 
 /// Whether a tag with this role opens a region in plain text (the calls among them
@@ -119,16 +178,18 @@ fn may_become_opener(partial: &str) -> bool {
 }
 
 /// Whether an opening tag opens a region in plain text.
-fn opens(tag: &Tag<'_>) -> bool {
-    match self::tag(tag.name) {
-        Some((_, role @ Role::Call { .. })) => opens_in_text(role) && tool_name_of(tag).is_some(),
-        Some((_, role)) => opens_in_text(role),
+fn opens(tag: &Tag<'_>, role: Option<Role>) -> bool {
+    match role {
+        Some(role @ Role::Call { .. }) => {
+            opens_in_text(role) && tool_name_of(tag, Some(role)).is_some()
+        }
+        Some(role) => opens_in_text(role),
         None => false,
     }
 }
 
 /// Tool-call markup at a `<`.
-fn open_markup(rest: &str, eof: bool) -> Look<Opener> {
+fn open_markup(rest: &str, eof: bool) -> Look<Opener<'_>> {
     let b = rest.as_bytes();
     let token_lead = TOKEN_TAGS.open.as_bytes().get(1);
     if b.get(1).is_some_and(|c| Some(c) == token_lead) || (b.len() == 1 && !eof) {
@@ -139,7 +200,7 @@ fn open_markup(rest: &str, eof: bool) -> Look<Opener> {
             Some(tag)
                 if !tag.closing && self::tag(tag.name).is_some_and(|(_, r)| opens_in_text(r)) =>
             {
-                Ok(Some(Opener::Tag))
+                Ok(Some(Opener::Tag(tag)))
             }
             _ => Ok(None),
         };
@@ -158,17 +219,18 @@ fn open_markup(rest: &str, eof: bool) -> Look<Opener> {
             Ok(None)
         };
     }
-    if !tag(partial).is_some_and(|(_, role)| opens_in_text(role)) {
+    let role = tag(partial).map(|(_, role)| role);
+    if !role.is_some_and(opens_in_text) {
         return Ok(None);
     }
     match read_tag(rest, eof)? {
-        Some(tag) if !tag.closing && opens(&tag) => Ok(Some(Opener::Tag)),
+        Some(tag) if !tag.closing && opens(&tag, role) => Ok(Some(Opener::Tag(tag))),
         _ => Ok(None),
     }
 }
 
 /// A fence opener: "```label\n" followed by something that may be a call.
-fn open_fence(rest: &str, eof: bool, config: &Config) -> Look<Opener> {
+fn open_fence<'s>(rest: &'s str, eof: bool, config: &Config) -> Look<Opener<'s>> {
     let b = rest.as_bytes();
     // Bounded look-ahead: a long run of backticks must not be recounted per byte.
     let ticks = b.iter().take(4).take_while(|&&c| c == b'`').count();

@@ -3,9 +3,10 @@
 //! tags (`rows::markup::TOKEN_TAGS`). It reads one tag at the start of its input.
 
 use crate::engine::step::{Look, Need};
-use crate::rows::markup::{Role, TAG_PREFIXES, TOKEN_TAGS, TokenTags, tag};
+use crate::rows::markup::{Role, TAG_PREFIXES, TOKEN_TAGS, TokenTags};
 
 /// A tag as read from the input.
+#[derive(Debug)]
 pub(crate) struct Tag<'a> {
     pub(crate) closing: bool,
     pub(crate) name: &'a str,
@@ -300,10 +301,11 @@ pub(crate) fn attr(attrs: &str, key: &str) -> Option<String> {
     None
 }
 
-/// The tool name a tag carries (`<function=NAME>`, `<invoke name="NAME">`), if not empty.
-pub(crate) fn tool_name_of(tag: &Tag<'_>) -> Option<String> {
-    let names: &[&str] = match self::tag(tag.name) {
-        Some((_, Role::Call { names, .. })) => names,
+/// The tool name a tag with this role carries (`<function=NAME>`, `<invoke name="NAME">`),
+/// if not empty.
+pub(crate) fn tool_name_of(tag: &Tag<'_>, role: Option<Role>) -> Option<String> {
+    let names: &[&str] = match role {
+        Some(Role::Call { names, .. }) => names,
         _ => &["name"],
     };
     tag.eq

@@ -98,7 +98,12 @@ pub(crate) static TAGS: [(&str, Role); 31] = [
 
 /// The row of a tag name: its name as a `'static` str, and its role.
 pub(crate) fn tag(name: &str) -> Option<(&'static str, Role)> {
-    TAGS.iter().find(|(known, _)| *known == name).copied()
+    let first = name.as_bytes().first();
+    TAGS.iter()
+        .find(|(known, _)| {
+            known.len() == name.len() && known.as_bytes().first() == first && *known == name
+        })
+        .copied()
 }
 
 /// Attributes of a parameter: what keys it, and what says its value's type.

@@ -2,6 +2,7 @@
 //! preambles, model-native marker pairs, and the markup vocabulary. The engine and
 //! the readers branch on the typed columns of these rows, never on a format's name.
 
+pub(crate) mod envelope;
 pub(crate) mod label;
 pub(crate) mod markup;
 pub(crate) mod native;

@@ -1,5 +1,7 @@
 //! Reasoning and channel markers, and the preambles that may start an output.
 
+use std::sync::LazyLock;
+
 /// One family's reasoning block: what opens it and what closes it.
 #[derive(Debug)]
 pub(crate) struct Reasoning {
@@ -73,3 +75,33 @@ pub(crate) static PREAMBLES: [(&str, Preamble); 4] = [
     (" to=user<|message|>", Preamble::Channel),
     ("to=user<|message|>", Preamble::Channel),
 ];
+
+/// For each of `<`, `[` and `>`, the bytes that may follow it in a reasoning, channel or
+/// preamble marker: text at any other pair of bytes is none of them.
+pub(crate) static MARKER_PAIRS: LazyLock<[[bool; 256]; 3]> = LazyLock::new(|| {
+    let mut table = [[false; 256]; 3];
+    let markers = REASONING
+        .iter()
+        .flat_map(|reasoning| [reasoning.open, reasoning.close])
+        .chain(CHANNELS.iter().copied());
+    for marker in markers {
+        let bytes = marker.as_bytes();
+        let (Some(&first), Some(&second)) = (bytes.first(), bytes.get(1)) else { continue };
+        if let Some(row) = marker_row(first).and_then(|row| table.get_mut(row)) {
+            if let Some(slot) = row.get_mut(usize::from(second)) {
+                *slot = true;
+            }
+        }
+    }
+    table
+});
+
+/// The row of [`MARKER_PAIRS`] for a first byte.
+pub(crate) fn marker_row(first: u8) -> Option<usize> {
+    match first {
+        b'<' => Some(0),
+        b'[' => Some(1),
+        b'>' => Some(2),
+        _ => None,
+    }
+}
