@@ -38,12 +38,20 @@ pub(crate) struct CallState {
     pub(crate) extra_notes: Vec<(WarningCode, String)>,
 }
 
+/// The warning for a value whose JSON nests deeper than `max_depth`: kept as a string.
+pub(crate) fn kept_as_string_message(key: &str, max_depth: usize) -> String {
+    format!(
+        "the value of `{key}` nests deeper than max_depth ({max_depth}); its text was kept as \
+         a string (raise `Config::max_depth` to read it)"
+    )
+}
+
 impl CallState {
-    pub(crate) fn new(start: usize) -> CallState {
+    pub(crate) fn new(start: usize, max_depth: usize) -> CallState {
         CallState {
             name: None,
             id: None,
-            args: ArgsWriter::default(),
+            args: ArgsWriter::new(max_depth),
             status: Status::Unnamed,
             args_seen: false,
             start,
@@ -53,11 +61,15 @@ impl CallState {
     }
 
     /// A new call at `start` in `spare`'s place (its allocations kept), or a new box.
-    pub(crate) fn reuse(spare: Option<Box<CallState>>, start: usize) -> Box<CallState> {
-        let Some(mut call) = spare else { return Box::new(CallState::new(start)) };
+    pub(crate) fn reuse(
+        spare: Option<Box<CallState>>,
+        start: usize,
+        max_depth: usize,
+    ) -> Box<CallState> {
+        let Some(mut call) = spare else { return Box::new(CallState::new(start, max_depth)) };
         call.name = None;
         call.id = None;
-        call.args.recycle();
+        call.args.recycle(max_depth);
         call.status = Status::Unnamed;
         call.args_seen = false;
         call.start = start;
@@ -187,6 +199,12 @@ impl CallState {
                 ArgsNote::TooDeep(max_depth) => out.warn(
                     WarningCode::LimitReached,
                     too_deep_message(*max_depth),
+                    idx,
+                    span.clone(),
+                ),
+                ArgsNote::KeptAsString { key, max_depth } => out.warn(
+                    WarningCode::LimitReached,
+                    kept_as_string_message(key, *max_depth),
                     idx,
                     span.clone(),
                 ),

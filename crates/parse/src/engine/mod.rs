@@ -245,7 +245,9 @@ impl Engine {
             if out.tail().keeps_prose() && !out.made_calls() {
                 let prose = out.tail_mut().take_prose().unwrap_or_default();
                 if let Some(tools) = &out.config().tools {
-                    if let Some(mut call) = free_text::extract(&prose, tools, *base + buf.len()) {
+                    if let Some(mut call) =
+                        free_text::extract(&prose, tools, *base + buf.len(), out.config().max_depth)
+                    {
                         let end = call.start;
                         call.resolve(&mut out);
                         call.end(&mut out, end..end);

@@ -163,7 +163,7 @@ impl<'a> Out<'a> {
 
     /// A new call at `start`, in the place of the last one that went out.
     pub(in crate::engine) fn new_call(&mut self, start: usize) -> Box<CallState> {
-        CallState::reuse(self.spare_call.take(), start)
+        CallState::reuse(self.spare_call.take(), start, self.config.max_depth)
     }
 
     /// Keeps a call that went out, for the next one.

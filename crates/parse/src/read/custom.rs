@@ -7,6 +7,7 @@ use crate::WarningCode;
 use crate::dialect::Dialect;
 use crate::engine::settle::{Ctx, Decision};
 use crate::engine::step::{Need, Step, Took};
+use crate::json::canon::ArgsWriter;
 use crate::json::reader::{Reader, Status};
 use crate::read::{Body, Reading};
 
@@ -106,7 +107,7 @@ impl Body {
                         format!("the arguments are not a JSON object: {arguments:?}"),
                     ));
                     if !object {
-                        call.args = Default::default();
+                        call.args = ArgsWriter::new(ctx.config().max_depth);
                         call.bind_tool(ctx.config());
                     }
                 }

@@ -22,7 +22,12 @@ const WINDOW: usize = 300;
 
 /// Looks for one call in `prose`. `end` is the absolute end of the input: the call
 /// starts there and its span is empty (its text stays visible).
-pub(crate) fn extract(prose: &str, tools: &Arc<ToolSet>, end: usize) -> Option<Box<CallState>> {
+pub(crate) fn extract(
+    prose: &str,
+    tools: &Arc<ToolSet>,
+    end: usize,
+    max_depth: usize,
+) -> Option<Box<CallState>> {
     let mut best: Option<(usize, &Tool, Values)> = None;
     for tool in tools.tools() {
         let Some((at, values)) = find_call(prose, tool) else { continue };
@@ -31,7 +36,7 @@ pub(crate) fn extract(prose: &str, tools: &Arc<ToolSet>, end: usize) -> Option<B
         }
     }
     let (_, tool, values) = best?;
-    let mut call = Box::new(CallState::new(end));
+    let mut call = Box::new(CallState::new(end, max_depth));
     call.name = Some(tool.name().to_owned());
     if let Some(tool) = ToolSet::resolve_shared(tools, tool.name().trim()) {
         call.args.set_tool(tool);

@@ -33,6 +33,7 @@ impl Markup {
     pub(crate) fn recycle(&mut self) {
         self.frames.clear();
         self.key = None;
+        self.key_string = None;
     }
 }
 

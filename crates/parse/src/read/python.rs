@@ -289,7 +289,7 @@ impl PyGroup {
     }
 
     fn begin_call(&mut self, at: usize, config: &Config) {
-        let mut call = Box::new(CallState::new(self.word_at));
+        let mut call = Box::new(CallState::new(self.word_at, self.max_depth));
         let mut name = std::mem::take(&mut self.word);
         // Llama 3.1 built-in tools: `brave_search.call(query="…")`.
         if let Some(tool) = name.strip_suffix(".call").filter(|tool| !tool.is_empty()) {

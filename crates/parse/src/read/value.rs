@@ -3,7 +3,8 @@
 
 use crate::WarningCode;
 use crate::engine::call::CallState;
-use crate::json::canon::canonical_json;
+use crate::engine::call::kept_as_string_message;
+use crate::json::canon::{Canonical, canonical_json};
 use crate::json::reader::{Frame as JsonFrame, Reader, Sink};
 use crate::tools::ParamType;
 
@@ -49,10 +50,18 @@ fn write_value(call: &mut CallState, key: &str, raw: &str, declared: ParamType) 
     if declared != ParamType::String {
         let structured = trimmed.starts_with('{') || trimmed.starts_with('[');
         if structured {
-            if let Some(json) = canonical_json(trimmed) {
-                let mut reader = Reader::new(128);
-                let _ = reader.feed(&json, 0, args);
-                return;
+            let max_depth = args.max_depth();
+            match canonical_json(trimmed, max_depth) {
+                Canonical::Json(json) => {
+                    let mut reader = Reader::new(max_depth);
+                    let _ = reader.feed(&json, 0, args);
+                    return;
+                }
+                Canonical::TooDeep => {
+                    let message = kept_as_string_message(key, max_depth);
+                    call.extra_notes.push((WarningCode::LimitReached, message));
+                }
+                Canonical::Not => {}
             }
         }
         let literal = matches!(trimmed, "true" | "false" | "null")

@@ -1,4 +1,4 @@
-use toolshim_parse::{Config, Parsed};
+use toolshim_parse::{Config, Parsed, WarningCode};
 
 use crate::corpus::{chunk_by_chars, parse_complete, stream_events};
 
@@ -173,4 +173,59 @@ fn issue_8_name_prefix_split_inside_a_call_is_held() {
         let events = stream_events(chunk_by_chars(input, size), &config);
         assert_eq!(Parsed::from_events(events), complete, "chunk size {size}");
     }
+}
+
+/// Issue 15: a parameter value in markup was read with a fixed depth of 128, whatever
+/// `Config::max_depth` said, and a value past it became a string without a word. It is
+/// read with `max_depth` now, and a value past it stays a string with a `limit_reached`
+/// warning, as JSON bodies warn.
+#[test]
+fn issue_15_markup_value_past_max_depth_warns_limit_reached() {
+    let mut config = Config::default();
+    config.max_depth = 4;
+    let deep = format!("{}1{}", "[".repeat(5), "]".repeat(5));
+    let input = format!("<function=f><parameter=x>{deep}</parameter></function>");
+    let complete = parse_complete(&input, &config);
+    assert_eq!(complete.calls[0].arguments, format!(r#"{{"x":"{deep}"}}"#));
+    let codes: Vec<_> = complete.warnings.iter().map(|w| w.code).collect();
+    assert_eq!(codes, [WarningCode::LimitReached], "{complete:?}");
+    // Within the limit the value is JSON, as before.
+    let shallow = format!("{}1{}", "[".repeat(4), "]".repeat(4));
+    let input = format!("<function=f><parameter=x>{shallow}</parameter></function>");
+    let complete = parse_complete(&input, &config);
+    assert_eq!(complete.calls[0].arguments, format!(r#"{{"x":{shallow}}}"#));
+    assert!(complete.warnings.is_empty(), "{complete:?}");
+    for size in [1, 3, 7] {
+        let events = stream_events(chunk_by_chars(&input, size), &config);
+        assert_eq!(Parsed::from_events(events), complete, "chunk size {size}");
+    }
+}
+
+/// Issue 15: the same for a string converted to the array its schema declares.
+#[test]
+fn issue_15_coerced_value_past_max_depth_warns_limit_reached() {
+    let tools = toolshim_parse::ToolSet::from_json_str(
+        r#"[{"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "array"}}}}]"#,
+    )
+    .unwrap();
+    let mut config = Config::with_tools(tools);
+    config.max_depth = 4;
+    let input = r#"{"name": "f", "arguments": {"x": "[[[[[1]]]]]"}}"#;
+    let complete = parse_complete(input, &config);
+    assert_eq!(complete.calls[0].arguments, r#"{"x":"[[[[[1]]]]]"}"#);
+    let codes: Vec<_> = complete.warnings.iter().map(|w| w.code).collect();
+    assert_eq!(codes, [WarningCode::LimitReached], "{complete:?}");
+    let within = r#"{"name": "f", "arguments": {"x": "[[[1]]]"}}"#;
+    assert_eq!(parse_complete(within, &config).calls[0].arguments, r#"{"x":[[[1]]]}"#);
+}
+
+/// Issue 15: a region that ended after an `<arg_type>` left its type to the next region,
+/// whose `<arg_value>` (without an `<arg_key>`) then stayed a string.
+#[test]
+fn issue_15_key_type_does_not_leak_into_the_next_region() {
+    let input = "<tool_call>f<arg_type>string</arg_type></tool_call>\n\
+                 <tool_call>g<arg_value>5</arg_value></tool_call>";
+    let parsed = parse_all_ways(input);
+    let g = parsed.calls.iter().find(|call| call.name == "g").unwrap();
+    assert_eq!(g.arguments, r#"{"":5}"#);
 }
