@@ -315,8 +315,9 @@ struct Shaper {
 impl Shaper {
     fn new(req: &ChatRequest, tools: Option<Arc<ToolSet>>, engaged: bool) -> Shaper {
         let parser = engaged.then(|| {
-            let config =
-                ParseConfig { tools, rejected_text: RejectedText::Hide, ..ParseConfig::default() };
+            let mut config = ParseConfig::default();
+            config.tools = tools;
+            config.rejected_text = RejectedText::Hide;
             StreamParser::new(&config)
         });
         Shaper {
@@ -427,6 +428,8 @@ impl Shaper {
                     }
                     tracing::debug!(code = warning.code.as_str(), message = %warning.message, "parse warning");
                 }
+                // Events a newer parser adds carry nothing the pipeline uses yet.
+                _ => {}
             }
         }
     }

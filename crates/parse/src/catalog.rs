@@ -19,6 +19,7 @@ pub enum Support {
 
 /// A model-native tool-call format (ids as in the catalog `F1`–`F38`, `L1`–`L9`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Format {
     /// The catalog id: `F24`.
     pub catalog: &'static str,

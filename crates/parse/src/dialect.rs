@@ -106,6 +106,7 @@ impl TagPair {
 
 /// One call as a custom [`Dialect`] read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CallText {
     /// The tool name as written; the parser matches it against the tool list.
     pub name: String,
@@ -115,6 +116,19 @@ pub struct CallText {
     pub arguments: String,
     /// The call's id, if the syntax carries one.
     pub id: Option<String>,
+}
+
+impl CallText {
+    /// A call with a name and its arguments as JSON-like text (empty: none).
+    pub fn new(name: impl Into<String>, arguments: impl Into<String>) -> CallText {
+        CallText { name: name.into(), arguments: arguments.into(), id: None }
+    }
+
+    /// Sets the call's id.
+    pub fn with_id(mut self, id: impl Into<String>) -> CallText {
+        self.id = Some(id.into());
+        self
+    }
 }
 
 /// A custom dialect: a start marker, an end marker, and a function that reads the
@@ -150,7 +164,7 @@ pub struct CallText {
 ///             args.insert(key.to_owned(), value.into());
 ///         }
 ///         let arguments = serde_json::Value::Object(args).to_string();
-///         Ok(vec![CallText { name, arguments, id: None }])
+///         Ok(vec![CallText::new(name, arguments)])
 ///     }
 /// }
 ///

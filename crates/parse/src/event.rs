@@ -8,6 +8,7 @@ use std::ops::{Deref, Range};
 /// One step of parser output. Streamed events, folded with [`Parsed::push`],
 /// give exactly what [`crate::parse`] returns for the same input.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Event {
     /// Visible text, in input order.
     Text(Fragment),
@@ -46,6 +47,7 @@ pub enum Event {
 
 /// A finished tool call.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ToolCall {
     /// The id the model gave the call, if any.
     pub id: Option<String>,
@@ -61,6 +63,7 @@ pub struct ToolCall {
 
 /// A call to a tool that is not in the tool list. It is never returned as a call.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Rejected {
     /// The name as the model wrote it.
     pub name: String,
@@ -72,6 +75,7 @@ pub struct Rejected {
 
 /// A note about the input: a repair, a coercion, or tool syntax that could not be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Warning {
     /// What happened.
     pub code: WarningCode,
@@ -148,6 +152,7 @@ impl WarningCode {
 /// The result of parsing a whole output: [`crate::parse`], or streamed events folded
 /// with [`Parsed::push`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Parsed {
     /// Accepted calls, in order.
     pub calls: Vec<ToolCall>,
@@ -186,13 +191,27 @@ impl Parsed {
         }
     }
 
-    /// Folds a sequence of events.
+    /// Folds a sequence of events (the same as collecting them).
     pub fn from_events(events: impl IntoIterator<Item = Event>) -> Parsed {
+        events.into_iter().collect()
+    }
+}
+
+/// Folds events: `events.into_iter().collect::<Parsed>()` is [`Parsed::from_events`].
+impl FromIterator<Event> for Parsed {
+    fn from_iter<I: IntoIterator<Item = Event>>(events: I) -> Parsed {
         let mut parsed = Parsed::default();
-        for event in events {
-            parsed.push(event);
-        }
+        parsed.extend(events);
         parsed
+    }
+}
+
+/// Folds more events into the result, as [`Parsed::push`] does one by one.
+impl Extend<Event> for Parsed {
+    fn extend<I: IntoIterator<Item = Event>>(&mut self, events: I) {
+        for event in events {
+            self.push(event);
+        }
     }
 }
 

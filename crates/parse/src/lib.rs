@@ -71,6 +71,12 @@
 //!   to [`Parsed::reasoning`]; calls in it stay reasoning unless [`ReasoningCalls::Allow`].
 //! - **Free text** ([`Builtin::FreeText`]) runs last, only with a tool list, and only when the
 //!   whole output held no other call.
+//!
+//! # Features
+//!
+//! - `serde`: `Serialize` for [`Parsed`], [`Event`], [`ToolCall`], [`Outcome`] and their
+//!   parts, in the JSON shapes `toolshim parse` prints: keys in a fixed order, call
+//!   arguments embedded verbatim, byte spans left out.
 #![deny(clippy::indexing_slicing)]
 #![warn(missing_docs)]
 
@@ -85,6 +91,8 @@ mod json;
 mod outcome;
 mod read;
 mod rows;
+#[cfg(feature = "serde")]
+mod serialize;
 mod tools;
 
 pub use crate::{

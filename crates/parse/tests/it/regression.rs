@@ -147,7 +147,8 @@ fn issue_6_example_intro_does_not_depend_on_chunking() {
 fn issue_8_native_head_limit_does_not_depend_on_chunking() {
     let tools = crate::corpus::load_tools("weather").unwrap();
     let format = toolshim_parse::Format::find("mistral_v11").unwrap();
-    let config = Config { dialects: format.dialects().unwrap(), ..Config::with_tools(tools) };
+    let mut config = Config::with_tools(tools);
+    config.dialects = format.dialects().unwrap();
     for pad in [500, 520, 540, 560, 600] {
         let input = format!("[TOOL_CALLS]g[CALL_ID]00<{}\"s\": {{", "x".repeat(pad));
         let complete = parse_complete(&input, &config);
@@ -165,7 +166,8 @@ fn issue_8_native_head_limit_does_not_depend_on_chunking() {
 #[test]
 fn issue_8_name_prefix_split_inside_a_call_is_held() {
     let format = toolshim_parse::Format::find("step3").unwrap();
-    let config = Config { dialects: format.dialects().unwrap(), ..Config::default() };
+    let mut config = Config::default();
+    config.dialects = format.dialects().unwrap();
     let input = "<｜tool_call_begin｜>f<｜tool_sep｜><invoke name=\"i\">function<｜tool_sep｜><";
     let complete = parse_complete(input, &config);
     assert_eq!(complete.calls.len(), 2, "{complete:?}");
