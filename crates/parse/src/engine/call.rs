@@ -12,7 +12,9 @@ pub(crate) enum Status {
     Unnamed,
     Accepted {
         call_idx: usize,
-        name: String,
+        /// The declared name, when a tool list gave one; else the call's own name
+        /// (trimmed) is the name.
+        canonical: Option<String>,
         sent: usize,
     },
     Rejected {
@@ -112,11 +114,11 @@ impl CallState {
             };
             return;
         }
-        let (name, tool) = match &out.config().tools {
-            None => (raw.to_owned(), None),
+        let (canonical, tool) = match &out.config().tools {
+            None => (None, None),
             Some(tools) => match ToolSet::resolve_shared(tools, raw) {
                 Some(tool) => {
-                    (tool.get().map(|t| t.name().to_owned()).unwrap_or_default(), Some(tool))
+                    (Some(tool.get().map(|t| t.name().to_owned()).unwrap_or_default()), Some(tool))
                 }
                 None => {
                     let declared: Vec<&str> = tools.tools().iter().map(|t| t.name()).collect();
@@ -133,8 +135,8 @@ impl CallState {
         if let Some(tool) = tool {
             self.args.set_tool(tool);
         }
-        let call_idx = out.call_start(self.id.as_deref(), &name);
-        self.status = Status::Accepted { call_idx, name, sent: 0 };
+        let call_idx = out.call_start(self.id.as_deref(), canonical.as_deref().unwrap_or(raw));
+        self.status = Status::Accepted { call_idx, canonical, sent: 0 };
         self.flush(out);
     }
 
@@ -163,10 +165,15 @@ impl CallState {
         self.args.finish();
         let arguments = std::mem::take(&mut self.args.canon.out);
         match std::mem::replace(&mut self.status, Status::Unnamed) {
-            Status::Accepted { call_idx, name, sent } => {
+            Status::Accepted { call_idx, canonical, sent } => {
                 if let Some(delta) = arguments.get(sent..).filter(|d| !d.is_empty()) {
                     out.args_delta(call_idx, delta);
                 }
+                // The call's own name moves into the result when it is the name.
+                let name = canonical.unwrap_or_else(|| {
+                    let own = self.name.take().unwrap_or_default();
+                    if own.trim().len() == own.len() { own } else { own.trim().to_owned() }
+                });
                 self.warnings(out, call_idx, &span, &arguments);
                 let call = ToolCall { id: self.id.take(), name, arguments, span };
                 out.call_end(call_idx, call);

@@ -13,7 +13,8 @@ use crate::read::python::Mode as PyMode;
 use crate::read::{self, Opener};
 use crate::rows::native::Leading;
 use crate::rows::reasoning::{
-    CHANNELS, MARKER_PAIRS, PREAMBLES, Preamble, REASONING, Reasoning, THINK, marker_row,
+    CHANNELS, MARKER_HEADS, MARKER_PAIRS, PREAMBLES, Preamble, REASONING, Reasoning, THINK, head3,
+    marker_row,
 };
 use crate::{Config, ReasoningCalls, WarningCode};
 
@@ -132,7 +133,14 @@ fn may_be_marker(rest: &str) -> bool {
     let bytes = rest.as_bytes();
     let (Some(&first), Some(&second)) = (bytes.first(), bytes.get(1)) else { return true };
     let Some(row) = marker_row(first) else { return false };
-    MARKER_PAIRS.get(row).and_then(|row| row.get(usize::from(second))).copied().unwrap_or(true)
+    let pair = MARKER_PAIRS.get(row).and_then(|row| row.get(usize::from(second))).copied();
+    if !pair.unwrap_or(true) {
+        return false;
+    }
+    match head3(bytes) {
+        Some(head) => MARKER_HEADS.binary_search(&head).is_ok(),
+        None => true,
+    }
 }
 
 /// The engine's cursor over plain text.

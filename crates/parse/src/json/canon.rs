@@ -55,7 +55,7 @@ impl Sink for Canon {
     fn open(&mut self, frame: Frame, _at: usize) {
         if self.out.capacity() == 0 {
             // Most call arguments are short: one allocation instead of a chain of growths.
-            self.out.reserve(64);
+            self.out = String::with_capacity(64);
         }
         self.begin_value();
         self.out.push(if frame == Frame::Object { '{' } else { '[' });

@@ -370,20 +370,41 @@ impl Reader {
                         _ => Lex::BlockComment { star: false },
                     };
                 }
-                Lex::Structural => {
-                    if is_ws(b) {
-                        i += 1;
-                        continue;
-                    }
-                    match self.structural(input, i, b, base, sink) {
-                        Step::Consumed(n) => i += n,
-                        Step::Done(n) => return Status::Done(i + n),
-                        Step::Invalid => return Status::Invalid(i),
-                    }
-                }
+                Lex::Structural => match self.structural_run(input, i, base, sink) {
+                    Ok(next) => i = next,
+                    Err(status) => return status,
+                },
             }
         }
         Status::NeedMore
+    }
+
+    /// Structural bytes from `input[i..]` one after another, without going back to the
+    /// dispatch on `lex` until a token changes it: where the next token starts, or how
+    /// the value ended.
+    fn structural_run(
+        &mut self,
+        input: &str,
+        mut i: usize,
+        base: usize,
+        sink: &mut impl Sink,
+    ) -> Result<usize, Status> {
+        let bytes = input.as_bytes();
+        while let Some(&b) = bytes.get(i) {
+            if is_ws(b) {
+                i += 1;
+                continue;
+            }
+            match self.structural(input, i, b, base, sink) {
+                Step::Consumed(n) => i += n,
+                Step::Done(n) => return Err(Status::Done(i + n)),
+                Step::Invalid => return Err(Status::Invalid(i)),
+            }
+            if self.lex != Lex::Structural {
+                break;
+            }
+        }
+        Ok(i)
     }
 
     /// Ends the input: closes whatever is open. Returns whether anything had to be closed.

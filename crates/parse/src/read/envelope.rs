@@ -106,7 +106,12 @@ impl Capped {
         while !piece.is_char_boundary(end) {
             end -= 1;
         }
-        self.text.push_str(piece.get(..end).unwrap_or_default());
+        let kept = piece.get(..end).unwrap_or_default();
+        if self.text.capacity() == 0 {
+            // Most captures are one piece: allocate it at its size.
+            self.text = String::with_capacity(kept.len());
+        }
+        self.text.push_str(kept);
         self.seen = self.seen.saturating_add(piece.len());
     }
 }

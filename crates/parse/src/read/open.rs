@@ -7,7 +7,8 @@ use crate::dialect::Entry;
 use crate::engine::step::{Look, Need};
 use crate::read::python::{self, Mode as PyMode};
 use crate::read::tag::{
-    MAX_NAME, Tag, is_name_byte, local_name, read_tag, read_token_tag, tag_prefix, tool_name_of,
+    MAX_NAME, Tag, is_name_byte, local_name, read_token_tag, tag_after_name, tag_prefix,
+    tool_name_of,
 };
 use crate::rows::markup::{FENCE_SECOND_WORD, FENCES, FenceBody, Role, TAGS, TOKEN_TAGS, tag};
 use crate::{Builtin, Config};
@@ -49,26 +50,56 @@ pub(crate) const MAX_FENCE_LINE: usize = 40;
 /// The most whitespace between a fence opener and what it holds.
 pub(crate) const MAX_FENCE_GAP: usize = 64;
 
-/// What the openers of one registry need at hand: the first two bytes of every marker
-/// (0: the marker is one byte), so most trigger bytes skip the marker dialects at once,
+/// What the openers of one registry need at hand: for each first byte of a marker, the
+/// bytes its markers go on with (so most trigger bytes skip the marker dialects at once),
 /// and the built-in dialects in order.
 #[derive(Debug)]
 pub(crate) struct Openers {
-    heads: Vec<[u8; 2]>,
+    heads: Vec<Heads>,
     builtins: Vec<Builtin>,
+}
+
+/// The markers that start with `first`.
+#[derive(Debug)]
+struct Heads {
+    first: u8,
+    /// Bit `b` set: a marker goes on with byte `b`.
+    seconds: [u64; 4],
+    /// A marker is this one byte.
+    single: bool,
+}
+
+impl Heads {
+    fn goes_on_with(&self, second: u8) -> bool {
+        let word = self.seconds.get(usize::from(second / 64)).copied().unwrap_or(0);
+        word & (1 << (second % 64)) != 0
+    }
 }
 
 impl Openers {
     pub(crate) fn new(config: &Config) -> Openers {
         let entries = config.dialects.entries();
-        let heads = entries
-            .iter()
-            .filter_map(Entry::start_marker)
-            .map(|m| {
-                let b = m.as_bytes();
-                [b.first().copied().unwrap_or(0), b.get(1).copied().unwrap_or(0)]
-            })
-            .collect();
+        let mut heads: Vec<Heads> = Vec::new();
+        for marker in entries.iter().filter_map(Entry::start_marker) {
+            let bytes = marker.as_bytes();
+            let Some(&first) = bytes.first() else { continue };
+            let at = match heads.iter().position(|h| h.first == first) {
+                Some(at) => at,
+                None => {
+                    heads.push(Heads { first, seconds: [0; 4], single: false });
+                    heads.len() - 1
+                }
+            };
+            let Some(head) = heads.get_mut(at) else { continue };
+            match bytes.get(1) {
+                Some(&second) => {
+                    if let Some(word) = head.seconds.get_mut(usize::from(second / 64)) {
+                        *word |= 1 << (second % 64);
+                    }
+                }
+                None => head.single = true,
+            }
+        }
         let builtins = entries
             .iter()
             .filter_map(|entry| match entry {
@@ -90,8 +121,10 @@ pub(crate) fn open<'s>(
 ) -> Look<Opener<'s>> {
     let Some(&b) = rest.as_bytes().first() else { return Ok(None) };
     let second = rest.as_bytes().get(1).copied();
-    let markers =
-        openers.heads.iter().any(|h| h[0] == b && (h[1] == 0 || second.is_none_or(|c| c == h[1])));
+    let markers = openers
+        .heads
+        .iter()
+        .any(|h| h.first == b && (h.single || second.is_none_or(|second| h.goes_on_with(second))));
     if !markers {
         // No marker can start here: only the built-ins, in the registry's order.
         let mut need_more = false;
@@ -223,8 +256,9 @@ fn open_markup(rest: &str, eof: bool) -> Look<Opener<'_>> {
     if !role.is_some_and(opens_in_text) {
         return Ok(None);
     }
-    match read_tag(rest, eof)? {
-        Some(tag) if !tag.closing && opens(&tag, role) => Ok(Some(Opener::Tag(tag))),
+    // The name is read: the tag goes on from there.
+    match tag_after_name(rest, eof, false, partial, start + name_len)? {
+        Some(tag) if opens(&tag, role) => Ok(Some(Opener::Tag(tag))),
         _ => Ok(None),
     }
 }

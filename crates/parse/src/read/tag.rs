@@ -173,6 +173,19 @@ pub(crate) fn read_tag(s: &str, eof: bool) -> Look<Tag<'_>> {
         }
     }
     let name = local_name(s.get(name_start..i).unwrap_or_default());
+    tag_after_name(s, eof, closing, name, i)
+}
+
+/// The rest of a tag whose `name` (without its namespace) ends at `i`: the value after
+/// `=`, or the attributes up to `>`.
+pub(crate) fn tag_after_name<'s>(
+    s: &'s str,
+    eof: bool,
+    closing: bool,
+    name: &'s str,
+    i: usize,
+) -> Look<Tag<'s>> {
+    let b = s.as_bytes();
     if i >= b.len() {
         return if eof {
             if closing && !name.is_empty() {

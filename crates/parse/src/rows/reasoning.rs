@@ -96,6 +96,28 @@ pub(crate) static MARKER_PAIRS: LazyLock<[[bool; 256]; 3]> = LazyLock::new(|| {
     table
 });
 
+/// The first three bytes of every reasoning and channel marker ([`head3`]), sorted, for
+/// the pairs that [`MARKER_PAIRS`] lets through.
+pub(crate) static MARKER_HEADS: LazyLock<Vec<u32>> = LazyLock::new(|| {
+    let mut heads: Vec<u32> = REASONING
+        .iter()
+        .flat_map(|reasoning| [reasoning.open, reasoning.close])
+        .chain(CHANNELS.iter().copied())
+        .filter_map(|marker| head3(marker.as_bytes()))
+        .collect();
+    heads.sort_unstable();
+    heads.dedup();
+    heads
+});
+
+/// The first three bytes of `bytes` as one number, if it has three.
+pub(crate) fn head3(bytes: &[u8]) -> Option<u32> {
+    match bytes {
+        [a, b, c, ..] => Some(u32::from_be_bytes([0, *a, *b, *c])),
+        _ => None,
+    }
+}
+
 /// The row of [`MARKER_PAIRS`] for a first byte.
 pub(crate) fn marker_row(first: u8) -> Option<usize> {
     match first {
