@@ -144,7 +144,7 @@ impl Body {
         let Reading::Json(reader) = &mut self.reading else { return false };
         if text.is_empty()
             || !reader.in_value_string()
-            || memchr::memchr(b'"', text.as_bytes()).is_some()
+            || text.bytes().any(|b| b == b'"')
             || !self.env.in_accepted_args(ctx)
         {
             return false;
