@@ -575,6 +575,13 @@ impl Sink for EnvSink<'_, '_, '_> {
                     return;
                 }
                 let Some(call) = calls.last_mut() else { return };
+                // Only an object can be the arguments: anything else is never written, so
+                // no argument delta goes out for it.
+                let first = text.trim_start().as_bytes().first();
+                if !call.args.started() && first.is_some_and(|&b| b != b'{') {
+                    *failed = true;
+                    return;
+                }
                 match reader.feed(text, 0, &mut call.args) {
                     Status::NeedMore => {}
                     Status::Done(n) => {

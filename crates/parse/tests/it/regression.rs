@@ -231,3 +231,32 @@ fn issue_15_key_type_does_not_leak_into_the_next_region() {
     let g = parsed.calls.iter().find(|call| call.name == "g").unwrap();
     assert_eq!(g.arguments, r#"{"":5}"#);
 }
+
+/// Found by the `stream_vs_complete` fuzz target (issue 15; the behaviour predates it):
+/// arguments given as a JSON string that holds a list were written, and streamed as
+/// argument deltas, before the call found out they were not an object and became `{}`.
+/// Nothing is written for them now, so the deltas add up to the arguments.
+#[test]
+fn issue_15_arguments_string_holding_a_list_streams_no_delta() {
+    let input = concat!(
+        "```json\n",
+        r#"{"type": "function", "function": {"name": "get_weather", "arguments": "[\"city\": \"Paris\"]"}}"#,
+        "\n```\n",
+    );
+    let config = Config::default();
+    let complete = parse_complete(input, &config);
+    assert_eq!(complete.calls[0].arguments, "{}");
+    assert_eq!(complete.warnings[0].code, WarningCode::InvalidArguments);
+    for size in [1, 2, 3, 7] {
+        let events = stream_events(chunk_by_chars(input, size), &config);
+        let deltas: String = events
+            .iter()
+            .filter_map(|event| match event {
+                toolshim_parse::Event::ArgsDelta { json, .. } => Some(json.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(deltas, "{}", "chunk size {size}");
+        assert_eq!(Parsed::from_events(events), complete, "chunk size {size}");
+    }
+}
