@@ -64,13 +64,8 @@ fn find_call(prose: &str, tool: &Tool) -> Option<(usize, Values)> {
     if name.is_empty() {
         return None;
     }
-    let mut from = 0;
-    while let Some(found) = prose.get(from..).and_then(|rest| rest.find(name)) {
-        let at = from + found;
-        from = at + name.len();
-        if !word_bounded(prose, at, name.len()) {
-            continue;
-        }
+    for at in words(prose, name) {
+        let from = at + name.len();
         let window = sentence(prose.get(from..).unwrap_or_default());
         let mut values = Vec::new();
         for param in tool.param_names() {
@@ -88,6 +83,25 @@ fn find_call(prose: &str, tool: &Tool) -> Option<(usize, Values)> {
 
 fn is_word_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_'
+}
+
+/// Where `word` stands in `text` as a whole word, in order. An empty word stands nowhere
+/// (a parameter named `""` cannot be named in prose).
+fn words<'a>(text: &'a str, word: &'a str) -> impl Iterator<Item = usize> + 'a {
+    let mut from = 0;
+    std::iter::from_fn(move || {
+        if word.is_empty() {
+            return None;
+        }
+        while let Some(found) = text.get(from..).and_then(|rest| rest.find(word)) {
+            let at = from + found;
+            from = at + word.len();
+            if word_bounded(text, at, word.len()) {
+                return Some(at);
+            }
+        }
+        None
+    })
 }
 
 fn word_bounded(text: &str, at: usize, len: usize) -> bool {
@@ -117,14 +131,8 @@ fn sentence(text: &str) -> &str {
 /// The value written after `param` in `window`: `param value`, `param = value`,
 /// `param: value`, `param is value`, quoted or a single token.
 fn value_of(window: &str, param: &str) -> Option<String> {
-    let mut from = 0;
-    while let Some(found) = window.get(from..).and_then(|rest| rest.find(param)) {
-        let at = from + found;
-        from = at + param.len();
-        if !word_bounded(window, at, param.len()) {
-            continue;
-        }
-        let mut rest = window.get(from..).unwrap_or_default().trim_start();
+    for at in words(window, param) {
+        let mut rest = window.get(at + param.len()..).unwrap_or_default().trim_start();
         for joiner in ["=", ":", "is ", "of ", "as "] {
             if let Some(after) = rest.strip_prefix(joiner) {
                 rest = after.trim_start();

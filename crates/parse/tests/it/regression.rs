@@ -260,3 +260,23 @@ fn issue_15_arguments_string_holding_a_list_streams_no_delta() {
         assert_eq!(Parsed::from_events(events), complete, "chunk size {size}");
     }
 }
+
+/// Found while mending a repetition in free text (issue 15; the behaviour predates it):
+/// a tool parameter named `""` made the free-text reader loop forever when the tool's
+/// name ended a sentence. An empty name cannot be named in prose: it is never guessed.
+#[test]
+fn issue_15_free_text_with_an_empty_parameter_name_ends() {
+    let tools = r#"[{"type":"function","function":{"name":"get_weather","parameters":
+        {"type":"object","properties":{"":{"type":"string"},"city":{"type":"string"}},
+        "required":["city"]}}}]"#;
+    let mut config = Config::with_tools(toolshim_parse::ToolSet::from_json_str(tools).unwrap());
+    config.dialects.add(toolshim_parse::Builtin::FreeText);
+    let input = "I will call get_weather. Then get_weather with city Paris.";
+    let complete = parse_complete(input, &config);
+    assert_eq!(complete.calls.len(), 1);
+    assert_eq!(complete.calls[0].arguments, r#"{"city":"Paris"}"#);
+    for size in [1, 3, 4] {
+        let events = stream_events(chunk_by_chars(input, size), &config);
+        assert_eq!(Parsed::from_events(events), complete, "chunk size {size}");
+    }
+}
