@@ -201,16 +201,10 @@ impl<'a> Out<'a> {
         match &mut self.dest {
             Dest::Events { events, first } => {
                 self.tail.track(text);
-                if events.len() > *first {
-                    if let Some(Event::Text(last)) = events.last_mut() {
-                        last.push_str(text);
-                        return;
-                    }
-                }
-                events.push(Event::Text(Fragment::default()));
-                if let Some(Event::Text(last)) = events.last_mut() {
-                    last.push_str(text);
-                }
+                push_merged(events, *first, text, Event::Text, |event| match event {
+                    Event::Text(last) => Some(last),
+                    _ => None,
+                });
             }
             Dest::Parsed(parsed) => {
                 self.tail.track(text);
@@ -227,16 +221,10 @@ impl<'a> Out<'a> {
         }
         match &mut self.dest {
             Dest::Events { events, first } => {
-                if events.len() > *first {
-                    if let Some(Event::Reasoning(last)) = events.last_mut() {
-                        last.push_str(text);
-                        return;
-                    }
-                }
-                events.push(Event::Reasoning(Fragment::default()));
-                if let Some(Event::Reasoning(last)) = events.last_mut() {
-                    last.push_str(text);
-                }
+                push_merged(events, *first, text, Event::Reasoning, |event| match event {
+                    Event::Reasoning(last) => Some(last),
+                    _ => None,
+                });
             }
             Dest::Parsed(parsed) => parsed.reasoning.push_str(text),
             Dest::Muted(_) => {}
@@ -336,5 +324,22 @@ impl<'a> Out<'a> {
 fn note(seen: &mut Vec<String>, name: &str) {
     if seen.len() < MAX_MUTED_NAMES && !seen.iter().any(|s| s == name) {
         seen.push(name.to_owned());
+    }
+}
+
+/// Appends `text` to the last event when it is of the kind `fragment` picks and this run
+/// pushed it (index `first` or later), or to a new event `wrap` builds, in place.
+fn push_merged(
+    events: &mut Vec<Event>,
+    first: usize,
+    text: &str,
+    wrap: fn(Fragment) -> Event,
+    fragment: fn(&mut Event) -> Option<&mut Fragment>,
+) {
+    if events.len() <= first || events.last_mut().and_then(fragment).is_none() {
+        events.push(wrap(Fragment::default()));
+    }
+    if let Some(last) = events.last_mut().and_then(fragment) {
+        last.push_str(text);
     }
 }

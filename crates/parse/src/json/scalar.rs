@@ -69,41 +69,35 @@ pub(crate) fn decode_escaped(json: &str) -> String {
 
 pub(crate) fn is_json_number(text: &str) -> bool {
     let b = text.as_bytes();
-    let mut i = 0;
-    if b.first() == Some(&b'-') {
-        i += 1;
-    }
+    let mut i = usize::from(b.first() == Some(&b'-'));
     match b.get(i) {
         Some(b'0') => i += 1,
-        Some(b'1'..=b'9') => {
-            while b.get(i).is_some_and(u8::is_ascii_digit) {
-                i += 1;
-            }
-        }
+        Some(b'1'..=b'9') => i += digits(b.get(i..).unwrap_or_default()),
         _ => return false,
     }
     if b.get(i) == Some(&b'.') {
         i += 1;
-        let start = i;
-        while b.get(i).is_some_and(u8::is_ascii_digit) {
-            i += 1;
-        }
-        if i == start {
+        let n = digits(b.get(i..).unwrap_or_default());
+        if n == 0 {
             return false;
         }
+        i += n;
     }
     if matches!(b.get(i), Some(b'e' | b'E')) {
         i += 1;
         if matches!(b.get(i), Some(b'+' | b'-')) {
             i += 1;
         }
-        let start = i;
-        while b.get(i).is_some_and(u8::is_ascii_digit) {
-            i += 1;
-        }
-        if i == start {
+        let n = digits(b.get(i..).unwrap_or_default());
+        if n == 0 {
             return false;
         }
+        i += n;
     }
     i == b.len()
+}
+
+/// How many ASCII digits `b` starts with.
+fn digits(b: &[u8]) -> usize {
+    b.iter().take_while(|d| d.is_ascii_digit()).count()
 }
