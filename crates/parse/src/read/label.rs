@@ -42,7 +42,8 @@ impl Body {
                         self.reading = Reading::Label(Label::Args { call });
                         if ws > 0 { Ok(Took::Go(ws)) } else { Err(Need) }
                     }
-                    (Some(b'\r' | b'\n'), None) if !eof && more < MAX_GAP => {
+                    // `more` stops at the limit: the byte after it decides.
+                    (Some(b'\r' | b'\n'), None) if !eof => {
                         self.reading = Reading::Label(Label::Args { call });
                         Err(Need)
                     }

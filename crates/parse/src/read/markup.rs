@@ -423,7 +423,8 @@ pub(super) fn bare_name(rest: &str, eof: bool) -> crate::engine::step::Look<usiz
     let ws = b.iter().skip(len).take(MAX_FENCE_GAP).take_while(|c| c.is_ascii_whitespace()).count();
     match b.get(len + ws) {
         Some(b'<') => Ok(Some(len)),
-        None if !eof && ws < MAX_FENCE_GAP => Err(Need),
+        // `ws` stops at the limit: the byte after it decides, so wait for it.
+        None if !eof => Err(Need),
         _ => Ok(None),
     }
 }

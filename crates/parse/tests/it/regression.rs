@@ -280,3 +280,27 @@ fn issue_15_free_text_with_an_empty_parameter_name_ends() {
         assert_eq!(Parsed::from_events(events), complete, "chunk size {size}");
     }
 }
+
+/// Found by the `native` fuzz target (issue 15; the behaviour predates it): a bare call
+/// name followed by exactly 64 blanks (the most allowed) and a tag was a call when parsed
+/// whole and text when streamed, which decided at the 64th blank without the byte after
+/// it. The same held for 64 blank lines between `Action Input:` and its JSON.
+#[test]
+fn issue_15_the_byte_after_the_most_blanks_decides_in_every_chunking() {
+    for (blanks, calls) in [(63, 1), (64, 1), (65, 0)] {
+        let input = format!(
+            "<tool_call>get_weather{}<arg_key>city</arg_key><arg_value>Paris</arg_value></tool_call>",
+            "\t".repeat(blanks)
+        );
+        assert_eq!(parse_all_ways(&input).calls.len(), calls, "{blanks} blanks");
+        let bare = format!("<toolcall>s{}<", "\t".repeat(blanks));
+        parse_all_ways(&bare);
+    }
+    for (blanks, args) in [(63, r#"{"city":"Paris"}"#), (64, r#"{"city":"Paris"}"#), (65, "{}")] {
+        let input = format!(
+            "Action: get_weather\nAction Input:{}{{\"city\": \"Paris\"}}",
+            "\n".repeat(blanks)
+        );
+        assert_eq!(parse_all_ways(&input).calls[0].arguments, args, "{blanks} blank lines");
+    }
+}
