@@ -22,7 +22,8 @@ fuzz_target!(|data: &[u8]| {
     let Some(dialects) = format.dialects() else { return };
     let tools = (usize::from(*pick) / all.len()) % 2 == 1;
     let base = if tools { common::tools_config() } else { Config::default() };
-    let config = Config { dialects, ..base };
+    let mut config = base;
+    config.dialects = dialects;
 
     let n = usize::from(plan % 16).min(rest.len());
     let (lens, text) = rest.split_at(n);

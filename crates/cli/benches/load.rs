@@ -549,7 +549,15 @@ fn first_text(
         out,
         "\n## Time to first text: a plain answer at a model's pace (4 characters every 25 ms), {runs} runs each\n"
     )?;
-    first_text_table(runtime, &binaries, &upstream.url(), "/v1/chat/completions", &body, runs, out)?;
+    first_text_table(
+        runtime,
+        &binaries,
+        &upstream.url(),
+        "/v1/chat/completions",
+        &body,
+        runs,
+        out,
+    )?;
 
     if let Some(url) = &args.model_url {
         let url = url.trim_end_matches('/');

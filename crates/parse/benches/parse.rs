@@ -22,6 +22,10 @@
 //!   the input, one by one (the `{"name":…}` objects, without prose or markers). It
 //!   does less work than the parser (no scanning, no repair, no canonical output),
 //!   so it is a floor to compare against, not a competitor.
+//! - `events_4b`: no parsing at all: for each of the `stream_4b` chunks, one `ArgsDelta`
+//!   event holding the chunk, folded into a `Parsed` as `stream_4b` folds. What any
+//!   streaming parser with this event API pays at this chunk size, whatever it does
+//!   inside: `stream_4b` against it is the parser's own work per chunk.
 //!
 //! Reading the output: divan prints a tree `workload › row › size` with the fastest,
 //! slowest, median and mean time per iteration, and under each time the throughput.
@@ -32,7 +36,7 @@
 //! overhead. Use the median; samples are kept modest so the whole run stays short.
 
 use divan::{Bencher, black_box, counter::BytesCount};
-use toolshim_parse::{Config, Parsed, StreamParser};
+use toolshim_parse::{Config, Event, Fragment, Parsed, StreamParser};
 
 mod workloads;
 
@@ -63,6 +67,11 @@ mod many_calls {
     fn serde_json(bencher: Bencher<'_, '_>, size: Size) {
         super::bench_serde_json(bencher, &workloads::many_calls(size));
     }
+
+    #[divan::bench(args = SIZES)]
+    fn events_4b(bencher: Bencher<'_, '_>, size: Size) {
+        super::bench_events(bencher, &workloads::many_calls(size), 4);
+    }
 }
 
 /// One call whose arguments fill the input.
@@ -86,6 +95,11 @@ mod long_call {
     fn serde_json(bencher: Bencher<'_, '_>, size: Size) {
         super::bench_serde_json(bencher, &workloads::long_call(size));
     }
+
+    #[divan::bench(args = SIZES)]
+    fn events_4b(bencher: Bencher<'_, '_>, size: Size) {
+        super::bench_events(bencher, &workloads::long_call(size), 4);
+    }
 }
 
 fn bench_parse(bencher: Bencher<'_, '_>, input: &str) {
@@ -108,6 +122,20 @@ fn bench_stream(bencher: Bencher<'_, '_>, input: &str, chunk_size: usize) {
         }
         parser.finish(&mut events);
         events.into_iter().for_each(|event| parsed.push(event));
+        parsed
+    });
+}
+
+fn bench_events(bencher: Bencher<'_, '_>, input: &str, chunk_size: usize) {
+    let chunks = workloads::chunks(input, chunk_size);
+    bencher.counter(BytesCount::of_str(input)).bench(|| {
+        let mut events = Vec::new();
+        let mut parsed = Parsed::default();
+        for chunk in &chunks {
+            let json = Fragment::from(*black_box(chunk));
+            events.push(Event::ArgsDelta { call_idx: 0, json });
+            events.drain(..).for_each(|event| parsed.push(event));
+        }
         parsed
     });
 }

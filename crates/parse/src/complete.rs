@@ -3,10 +3,9 @@
 use crate::{Config, Parsed, StreamParser};
 
 /// Parses a whole model output. Never fails: malformed calls become text and warnings.
+///
+/// It is [`StreamParser::feed`] with the whole input, then [`StreamParser::finish`],
+/// folded into a [`Parsed`]; the input is read in place and no events are built.
 pub fn parse(input: &str, config: &Config) -> Parsed {
-    let mut parser = StreamParser::new(config);
-    let mut events = Vec::new();
-    parser.feed(input, &mut events);
-    parser.finish(&mut events);
-    Parsed::from_events(events)
+    StreamParser::new(config).parse(input)
 }

@@ -7,6 +7,7 @@ use crate::tools::ToolSet;
 
 /// What happens to the text of a call to a tool that is not in the tool list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum RejectedText {
     /// The call's text stays in `content` (nothing is lost).
     #[default]
@@ -17,6 +18,7 @@ pub enum RejectedText {
 
 /// What happens to tool calls written inside reasoning (`<think>…</think>`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum ReasoningCalls {
     /// They stay reasoning text; a [`crate::WarningCode::CallInReasoning`] warning
     /// says one was seen. Models often draft a call while thinking and then decide
@@ -37,6 +39,7 @@ pub enum ReasoningCalls {
 /// program are examples whatever the phrases. The text stays visible, unchanged,
 /// and a [`crate::WarningCode::Example`] warning records the decision.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ExampleGuard {
     /// Whether the guard is on.
     pub enabled: bool,
@@ -89,7 +92,10 @@ impl ExampleGuard {
 }
 
 /// Parser settings. Cheap to clone: the tool list and custom dialects are shared.
+/// Settings that will grow: build one from [`Config::default`] or [`Config::with_tools`]
+/// and set the fields you need.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Config {
     /// The declared tools. `None` accepts every name and coerces nothing.
     pub tools: Option<Arc<ToolSet>>,

@@ -9,6 +9,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::rows::native::{PAIRS, Pair};
+
 /// The built-in dialects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -73,63 +75,38 @@ impl Builtin {
 /// other JSON call: arguments arrive as they are written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TagPair {
-    pub(crate) id: String,
-    pub(crate) start: String,
-    /// End markers; an empty list (or empty marker) means none: the region ends at the
-    /// first thing that is not a call.
-    pub(crate) ends: Vec<String>,
-    /// For model-native formats: the call's name comes first, ended by one of these
-    /// markers (`{` ends it without being consumed), then its arguments.
-    pub(crate) name_ends: Vec<String>,
-    /// A literal that may precede the name (`function<｜tool▁sep｜>`).
-    pub(crate) name_prefix: String,
-    /// The marker between the name and a call id (`[CALL_ID]`), which ends at a name end.
-    pub(crate) id_marker: String,
-    /// Pairs that may open inside this one (a DeepSeek call inside its calls section).
-    pub(crate) inner: Vec<Arc<TagPair>>,
-    /// Calls are single-key objects `{"NAME": {args}}` (Apertus).
-    pub(crate) single_key_calls: bool,
-    /// Tokens inside the pair that carry nothing (Harmony's `<|constrain|>json`).
-    pub(crate) skip: Vec<String>,
-    /// The token that opens and closes strings in the arguments (Gemma 4's `<|"|>`).
-    pub(crate) string_token: Option<&'static str>,
-    /// The name read after the start marker only addresses the message (Muse's
-    /// `to=NAME<|message|>`): the calls are in the markup that follows.
-    pub(crate) header_only: bool,
-    /// A token written before every tag (MiniMax-M3's `]<]minimax[>[`): skipped, and
-    /// tags inside a call are parameters named by the tag.
-    pub(crate) namespace_token: Option<&'static str>,
+    id: String,
+    start: String,
+    /// Empty: no end marker; the region ends at the first thing that is not a call.
+    end: String,
 }
 
 impl TagPair {
     /// A pair of markers. Its id is the start marker. Empty markers never match.
     pub fn new(start: impl Into<String>, end: impl Into<String>) -> TagPair {
         let start = start.into();
-        let end = end.into();
-        TagPair {
-            id: start.clone(),
-            start,
-            ends: if end.is_empty() { Vec::new() } else { vec![end] },
-            name_ends: Vec::new(),
-            name_prefix: String::new(),
-            id_marker: String::new(),
-            inner: Vec::new(),
-            single_key_calls: false,
-            skip: Vec::new(),
-            string_token: None,
-            header_only: false,
-            namespace_token: None,
-        }
+        TagPair { id: start.clone(), start, end: end.into() }
     }
 
     /// The id: the start marker.
     pub fn id(&self) -> &str {
         &self.id
     }
+
+    /// The start marker.
+    pub fn start(&self) -> &str {
+        &self.start
+    }
+
+    /// The end marker (empty: none).
+    pub fn end(&self) -> &str {
+        &self.end
+    }
 }
 
 /// One call as a custom [`Dialect`] read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CallText {
     /// The tool name as written; the parser matches it against the tool list.
     pub name: String,
@@ -139,6 +116,19 @@ pub struct CallText {
     pub arguments: String,
     /// The call's id, if the syntax carries one.
     pub id: Option<String>,
+}
+
+impl CallText {
+    /// A call with a name and its arguments as JSON-like text (empty: none).
+    pub fn new(name: impl Into<String>, arguments: impl Into<String>) -> CallText {
+        CallText { name: name.into(), arguments: arguments.into(), id: None }
+    }
+
+    /// Sets the call's id.
+    pub fn with_id(mut self, id: impl Into<String>) -> CallText {
+        self.id = Some(id.into());
+        self
+    }
 }
 
 /// A custom dialect: a start marker, an end marker, and a function that reads the
@@ -174,7 +164,7 @@ pub struct CallText {
 ///             args.insert(key.to_owned(), value.into());
 ///         }
 ///         let arguments = serde_json::Value::Object(args).to_string();
-///         Ok(vec![CallText { name, arguments, id: None }])
+///         Ok(vec![CallText::new(name, arguments)])
 ///     }
 /// }
 ///
@@ -203,7 +193,7 @@ pub(crate) enum Entry {
     Builtin(Builtin),
     Pair(Arc<TagPair>),
     /// A model-native format's marker pair; the id is the format's.
-    Native(&'static str, Arc<TagPair>),
+    Native(&'static Pair),
     Custom(Arc<dyn Dialect>),
 }
 
@@ -212,7 +202,7 @@ impl Entry {
         match self {
             Entry::Builtin(builtin) => builtin.id(),
             Entry::Pair(pair) => pair.id(),
-            Entry::Native(id, _) => id,
+            Entry::Native(pair) => pair.id,
             Entry::Custom(custom) => custom.id(),
         }
     }
@@ -221,7 +211,8 @@ impl Entry {
     pub(crate) fn start_marker(&self) -> Option<&str> {
         match self {
             Entry::Builtin(_) => None,
-            Entry::Pair(pair) | Entry::Native(_, pair) => Some(pair.start.as_str()),
+            Entry::Pair(pair) => Some(pair.start()),
+            Entry::Native(pair) => Some(pair.start),
             Entry::Custom(custom) => Some(custom.start()),
         }
         .filter(|marker| !marker.is_empty())
@@ -258,8 +249,8 @@ impl Default for Dialects {
     fn default() -> Dialects {
         let mut dialects = Dialects { entries: Vec::new(), on: 0 };
         // Model-native markers first: they are the most specific.
-        for (id, pair) in crate::format::native::PAIRS.iter() {
-            dialects.entries.push(Entry::Native(id, Arc::clone(pair)));
+        for pair in PAIRS {
+            dialects.entries.push(Entry::Native(pair));
         }
         for builtin in Builtin::ALL {
             if builtin != Builtin::FreeText {

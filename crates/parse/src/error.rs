@@ -3,9 +3,20 @@
 use std::fmt;
 
 /// A configuration or usage error.
+///
+/// ```
+/// use toolshim_parse::{ErrorKind, ToolSet};
+///
+/// let err = ToolSet::from_json_str("[{\"name\": \"f\"},\n {\"name\": }]").unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::InvalidTools);
+/// // The byte of the tool list where it stopped being valid JSON.
+/// assert_eq!(err.offset(), Some(26));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error {
     kind: ErrorKind,
+    /// The byte of the input (a tool list's text) the error is about, when there is one.
+    offset: Option<usize>,
     message: String,
 }
 
@@ -23,12 +34,24 @@ pub enum ErrorKind {
 
 impl Error {
     pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
-        Error { kind, message: message.into() }
+        Error { kind, offset: None, message: message.into() }
+    }
+
+    /// The error is about this byte of the input.
+    pub(crate) fn at(mut self, offset: usize) -> Error {
+        self.offset = Some(offset);
+        self
     }
 
     /// What kind of error this is.
     pub fn kind(&self) -> ErrorKind {
         self.kind
+    }
+
+    /// The byte offset in the input (the text of a tool list) that the error is about,
+    /// when it is about one; compute a line and column from the input when you need them.
+    pub fn offset(&self) -> Option<usize> {
+        self.offset
     }
 }
 
@@ -39,3 +62,30 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+/// The byte offset of a 1-based `line` and `column` (in characters) of `text`.
+pub(crate) fn offset_of(text: &str, line: usize, column: usize) -> usize {
+    let line_start = if line <= 1 {
+        0
+    } else {
+        text.match_indices('\n').nth(line - 2).map_or(text.len(), |(at, _)| at + 1)
+    };
+    let rest = text.get(line_start..).unwrap_or_default();
+    let in_line =
+        rest.char_indices().nth(column.saturating_sub(1)).map_or(rest.len(), |(at, _)| at);
+    line_start + in_line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_count_bytes_from_lines_and_columns() {
+        let text = "ab\ncé\nx";
+        assert_eq!(offset_of(text, 1, 1), 0);
+        assert_eq!(offset_of(text, 2, 2), 4);
+        assert_eq!(offset_of(text, 3, 1), 7);
+        assert_eq!(offset_of(text, 9, 9), text.len());
+    }
+}

@@ -1,15 +1,19 @@
 //! What the parser produces: events while streaming, [`Parsed`] when folded.
 
-use std::ops::Range;
+use std::borrow::Borrow;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::ops::{Deref, Range};
 
 /// One step of parser output. Streamed events, folded with [`Parsed::push`],
 /// give exactly what [`crate::parse`] returns for the same input.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Event {
     /// Visible text, in input order.
-    Text(String),
+    Text(Fragment),
     /// Reasoning text (the inside of a `<think>` block), in input order.
-    Reasoning(String),
+    Reasoning(Fragment),
     /// A tool call begins. Its name is final (already matched to the tool list).
     CallStart {
         /// Index of the call among the accepted calls of this output, from 0.
@@ -26,7 +30,7 @@ pub enum Event {
         /// The call the fragment belongs to.
         call_idx: usize,
         /// The fragment.
-        json: String,
+        json: Fragment,
     },
     /// A tool call is complete.
     CallEnd {
@@ -43,6 +47,7 @@ pub enum Event {
 
 /// A finished tool call.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ToolCall {
     /// The id the model gave the call, if any.
     pub id: Option<String>,
@@ -58,6 +63,7 @@ pub struct ToolCall {
 
 /// A call to a tool that is not in the tool list. It is never returned as a call.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Rejected {
     /// The name as the model wrote it.
     pub name: String,
@@ -69,6 +75,7 @@ pub struct Rejected {
 
 /// A note about the input: a repair, a coercion, or tool syntax that could not be used.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Warning {
     /// What happened.
     pub code: WarningCode,
@@ -145,6 +152,7 @@ impl WarningCode {
 /// The result of parsing a whole output: [`crate::parse`], or streamed events folded
 /// with [`Parsed::push`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Parsed {
     /// Accepted calls, in order.
     pub calls: Vec<ToolCall>,
@@ -162,6 +170,7 @@ pub struct Parsed {
 
 impl Parsed {
     /// Folds one streamed event into the result.
+    #[inline]
     pub fn push(&mut self, event: Event) {
         match event {
             Event::Text(text) => self.content.push_str(&text),
@@ -182,12 +191,262 @@ impl Parsed {
         }
     }
 
-    /// Folds a sequence of events.
+    /// Folds a sequence of events (the same as collecting them).
     pub fn from_events(events: impl IntoIterator<Item = Event>) -> Parsed {
+        events.into_iter().collect()
+    }
+}
+
+/// Folds events: `events.into_iter().collect::<Parsed>()` is [`Parsed::from_events`].
+impl FromIterator<Event> for Parsed {
+    fn from_iter<I: IntoIterator<Item = Event>>(events: I) -> Parsed {
         let mut parsed = Parsed::default();
-        for event in events {
-            parsed.push(event);
-        }
+        parsed.extend(events);
         parsed
+    }
+}
+
+/// Folds more events into the result, as [`Parsed::push`] does one by one.
+impl Extend<Event> for Parsed {
+    fn extend<I: IntoIterator<Item = Event>>(&mut self, events: I) {
+        for event in events {
+            self.push(event);
+        }
+    }
+}
+
+/// A piece of streamed text: visible text, reasoning, or a fragment of a call's
+/// arguments. It reads as a `&str` (it derefs to one). Short pieces, as long as most
+/// model tokens, are kept inline, so streaming token by token allocates nothing per event.
+///
+/// ```
+/// use toolshim_parse::Fragment;
+///
+/// let fragment = Fragment::from("Par");
+/// assert_eq!(fragment, "Par");
+/// assert_eq!(fragment.len(), 3);
+/// let owned: String = fragment.into();
+/// assert_eq!(owned, "Par");
+/// ```
+#[derive(Clone)]
+pub struct Fragment(Repr);
+
+/// The most bytes a [`Fragment`] keeps inline.
+const INLINE: usize = 22;
+
+#[derive(Clone)]
+enum Repr {
+    /// `bytes[..len]` is the text, whole UTF-8 characters.
+    Inline {
+        len: u8,
+        bytes: [u8; INLINE],
+    },
+    Heap(String),
+}
+
+impl Fragment {
+    /// The text.
+    #[inline]
+    pub fn as_str(&self) -> &str {
+        match &self.0 {
+            Repr::Inline { len, bytes } => bytes
+                .get(..usize::from(*len))
+                .and_then(|text| std::str::from_utf8(text).ok())
+                .unwrap_or_default(),
+            Repr::Heap(text) => text,
+        }
+    }
+
+    /// The text as a `String`.
+    pub fn into_string(self) -> String {
+        match self.0 {
+            Repr::Heap(text) => text,
+            Repr::Inline { .. } => self.as_str().to_owned(),
+        }
+    }
+
+    /// Appends `text`.
+    pub(crate) fn push_str(&mut self, text: &str) {
+        match &mut self.0 {
+            Repr::Heap(owned) => owned.push_str(text),
+            Repr::Inline { len, bytes } => {
+                let at = usize::from(*len);
+                let end = at + text.len();
+                match (bytes.get_mut(at..end), u8::try_from(end)) {
+                    (Some(slot), Ok(new_len)) => {
+                        slot.copy_from_slice(text.as_bytes());
+                        *len = new_len;
+                    }
+                    _ => {
+                        let mut owned = String::with_capacity(end.max(2 * INLINE));
+                        owned.push_str(self.as_str());
+                        owned.push_str(text);
+                        self.0 = Repr::Heap(owned);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Default for Fragment {
+    fn default() -> Fragment {
+        Fragment(Repr::Inline { len: 0, bytes: [0; INLINE] })
+    }
+}
+
+impl From<&str> for Fragment {
+    #[inline]
+    fn from(text: &str) -> Fragment {
+        match (inline_bytes(text.as_bytes()), u8::try_from(text.len())) {
+            (Some(bytes), Ok(len)) => Fragment(Repr::Inline { len, bytes }),
+            _ => Fragment(Repr::Heap(text.to_owned())),
+        }
+    }
+}
+
+/// `text` in a zero-padded array, when it fits, copied in whole words (short copies byte
+/// by byte cost more than the rest of building a fragment).
+#[inline]
+fn inline_bytes(text: &[u8]) -> Option<[u8; INLINE]> {
+    fn word(bytes: &[u8], at: usize) -> u64 {
+        let mut word = [0u8; 8];
+        if let Some(src) = bytes.get(at..at + 8) {
+            word.copy_from_slice(src);
+        }
+        u64::from_le_bytes(word)
+    }
+    fn half(bytes: &[u8], at: usize) -> u64 {
+        let mut half = [0u8; 4];
+        if let Some(src) = bytes.get(at..at + 4) {
+            half.copy_from_slice(src);
+        }
+        u64::from(u32::from_le_bytes(half))
+    }
+    let len = text.len();
+    let mut out = [0u8; INLINE];
+    let (low, high): (u64, u64) = match len {
+        0 => (0, 0),
+        1..4 => {
+            let mut low = 0;
+            for (i, &b) in text.iter().enumerate() {
+                low |= u64::from(b) << (8 * i);
+            }
+            (low, 0)
+        }
+        4..=8 => (half(text, 0) | (half(text, len - 4) << (8 * (len - 4))), 0),
+        9..=16 => {
+            // The last eight bytes end at `len`: shifted down, they are bytes 8..len.
+            (word(text, 0), word(text, len - 8) >> (8 * (16 - len)))
+        }
+        17..=INLINE => {
+            out.get_mut(16..len)?.copy_from_slice(text.get(16..)?);
+            (word(text, 0), word(text, 8))
+        }
+        _ => return None,
+    };
+    out.get_mut(..8)?.copy_from_slice(&low.to_le_bytes());
+    if len > 8 {
+        out.get_mut(8..16)?.copy_from_slice(&high.to_le_bytes());
+    }
+    Some(out)
+}
+
+impl From<String> for Fragment {
+    fn from(text: String) -> Fragment {
+        if text.len() <= INLINE {
+            return Fragment::from(text.as_str());
+        }
+        Fragment(Repr::Heap(text))
+    }
+}
+
+impl From<Fragment> for String {
+    fn from(fragment: Fragment) -> String {
+        fragment.into_string()
+    }
+}
+
+impl Deref for Fragment {
+    type Target = str;
+
+    #[inline]
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<str> for Fragment {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl Borrow<str> for Fragment {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl fmt::Debug for Fragment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl fmt::Display for Fragment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq for Fragment {
+    fn eq(&self, other: &Fragment) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for Fragment {}
+
+impl Hash for Fragment {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl PartialEq<str> for Fragment {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for Fragment {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<String> for Fragment {
+    fn eq(&self, other: &String) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fragments_keep_their_text_at_every_length() {
+        let text = "0123456789abcdefghijklmnopqrstuvwxyz東京😀";
+        for end in (0..=text.len()).filter(|&end| text.is_char_boundary(end)) {
+            let piece = &text[..end];
+            let fragment = Fragment::from(piece);
+            assert_eq!(fragment.as_str(), piece);
+            assert_eq!(Fragment::from(piece.to_owned()), piece);
+            let mut grown = Fragment::from("ab");
+            grown.push_str(piece);
+            assert_eq!(grown, format!("ab{piece}"));
+        }
     }
 }

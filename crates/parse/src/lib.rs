@@ -71,28 +71,38 @@
 //!   to [`Parsed::reasoning`]; calls in it stay reasoning unless [`ReasoningCalls::Allow`].
 //! - **Free text** ([`Builtin::FreeText`]) runs last, only with a tool list, and only when the
 //!   whole output held no other call.
+//!
+//! # Features
+//!
+//! - `serde`: `Serialize` for [`Parsed`], [`Event`], [`ToolCall`], [`Outcome`] and their
+//!   parts, in the JSON shapes `toolshim parse` prints: keys in a fixed order, call
+//!   arguments embedded verbatim, byte spans left out.
 #![deny(clippy::indexing_slicing)]
 #![warn(missing_docs)]
 
+mod catalog;
 mod complete;
 mod config;
 mod dialect;
+mod engine;
 mod error;
 mod event;
-mod format;
 mod json;
 mod outcome;
-mod stream;
+mod read;
+mod rows;
+#[cfg(feature = "serde")]
+mod serialize;
 mod tools;
 
 pub use crate::{
+    catalog::{Format, MODELS, Support, formats},
     complete::parse,
     config::{Config, EXAMPLE_PHRASES, ExampleGuard, ReasoningCalls, RejectedText},
     dialect::{Builtin, CallText, Dialect, Dialects, TagPair},
+    engine::StreamParser,
     error::{Error, ErrorKind},
-    event::{Event, Parsed, Rejected, ToolCall, Warning, WarningCode},
-    format::native::{Format, MODELS, Support, formats},
+    event::{Event, Fragment, Parsed, Rejected, ToolCall, Warning, WarningCode},
     outcome::{AgentTools, Outcome, ToolParseError, agent_outcome},
-    stream::StreamParser,
     tools::{Tool, ToolSet},
 };

@@ -143,6 +143,7 @@ where
 
 /// What an agent loop should do with one model output; see [`agent_outcome`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Outcome {
     /// The output called only known tools. `calls` (normal tools, in order) each need a tool
     /// result; `exits` (exit tools, in order) are signals that end the loop and get no

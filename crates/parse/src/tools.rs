@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use crate::error::{Error, ErrorKind};
+use crate::error::{Error, ErrorKind, offset_of};
 
 /// The JSON type a parameter's schema asks for, as far as coercion cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -242,9 +242,13 @@ impl ToolSet {
     }
 
     /// Like [`ToolSet::from_json`], from JSON text.
+    /// A text that is not JSON gives an [`Error`] with the [offset](Error::offset) where
+    /// it stopped being JSON.
     pub fn from_json_str(text: &str) -> Result<ToolSet, Error> {
-        let value: Value = serde_json::from_str(text)
-            .map_err(|err| invalid_tools(format!("the tools are not valid JSON ({err})")))?;
+        let value: Value = serde_json::from_str(text).map_err(|err| {
+            let offset = offset_of(text, err.line(), err.column());
+            invalid_tools(format!("the tools are not valid JSON ({err})")).at(offset)
+        })?;
         ToolSet::from_json(&value)
     }
 

@@ -19,12 +19,10 @@ const TOOLS: &str = r#"[
 #[allow(dead_code, reason = "not every target uses the settings")]
 pub fn configs() -> Vec<Config> {
     let with_tools = tools_config();
-    let mut open = Config {
-        reasoning_calls: ReasoningCalls::Allow,
-        example_guard: ExampleGuard::off(),
-        reasoning_open: true,
-        ..with_tools.clone()
-    };
+    let mut open = with_tools.clone();
+    open.reasoning_calls = ReasoningCalls::Allow;
+    open.example_guard = ExampleGuard::off();
+    open.reasoning_open = true;
     open.dialects.add(Builtin::FreeText);
     open.dialects.add_pair(TagPair::new("<my_call>", "</my_call>"));
     vec![Config::default(), with_tools, open]

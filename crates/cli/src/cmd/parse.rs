@@ -1,7 +1,8 @@
 //! `toolshim parse`: one model output in, one JSON object (or JSON event lines) out.
 //!
-//! The JSON shapes are a contract other tools depend on; they are written by
-//! [`render_parsed`] (with [`render_outcome`]) and [`render_event`] and nowhere else.
+//! The JSON shapes are a contract other tools depend on: the `serde` shapes of
+//! `toolshim_parse` (keys in a fixed order, arguments verbatim), written by
+//! [`render_parsed`] and [`render_event`] and nowhere else.
 
 use std::{
     io::{self, BufWriter, Read, Write},
@@ -10,11 +11,11 @@ use std::{
 };
 
 use anyhow::Context;
-use serde_json::value::RawValue;
+use serde::Serialize;
 use toolshim_parse::{
     AgentTools, Builtin, Config, Dialects, Event, ExampleGuard, Format, MODELS, Outcome, Parsed,
-    ReasoningCalls, RejectedText, StreamParser, Support, TagPair, Tool, ToolCall, ToolParseError,
-    ToolSet, agent_outcome, formats,
+    ReasoningCalls, RejectedText, StreamParser, Support, TagPair, Tool, ToolSet, agent_outcome,
+    formats,
 };
 
 use crate::{args::ParseArgs, cmd::UsageError};
@@ -23,7 +24,7 @@ mod json;
 #[cfg(test)]
 mod tests;
 
-use self::json::{Json, Layout};
+use self::json::Layout;
 
 pub(crate) fn run(args: &ParseArgs) -> anyhow::Result<()> {
     if args.list_formats {
@@ -212,10 +213,10 @@ fn parse_in_chunks(input: &str, config: &Config, size: NonZeroUsize) -> Parsed {
     let mut events = Vec::new();
     for chunk in char_chunks(input, size) {
         parser.feed(chunk, &mut events);
-        events.drain(..).for_each(|event| parsed.push(event));
+        parsed.extend(events.drain(..));
     }
     parser.finish(&mut events);
-    events.drain(..).for_each(|event| parsed.push(event));
+    parsed.extend(events.drain(..));
     parsed
 }
 
@@ -251,133 +252,33 @@ fn write_event_lines(events: &mut Vec<Event>, out: &mut impl Write) -> anyhow::R
 }
 
 /// The output object: `{"calls":[…],"content":…,"reasoning":…,"rejected":[…],"warnings":[…],
-/// "saw_tool_syntax":…}`, keys in that order, then `"outcome":{…}` when there is an outcome
-/// ([`render_outcome`]). Fails only if a call's arguments are not valid JSON, which the
-/// parser guarantees never happens.
+/// "saw_tool_syntax":…}`, keys in that order, then `"outcome":{…}` when there is an outcome.
+/// The shapes are `toolshim_parse`'s `serde` ones (arguments embedded verbatim).
+#[derive(Serialize)]
+struct Output<'a> {
+    #[serde(flatten)]
+    parsed: &'a Parsed,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    outcome: Option<&'a Outcome>,
+}
+
+/// Renders the output object. Fails only if a call's arguments are not valid JSON, which
+/// the parser guarantees never happens.
 fn render_parsed(
     parsed: &Parsed,
     outcome: Option<&Outcome>,
     layout: Layout,
 ) -> anyhow::Result<String> {
-    let calls = parsed.calls.iter().map(call).collect::<anyhow::Result<_>>()?;
-    let rejected = parsed
-        .rejected
-        .iter()
-        .map(|rejected| {
-            Json::Object(vec![
-                ("name", Json::Str(&rejected.name)),
-                ("reason", Json::Str(&rejected.reason)),
-            ])
-        })
-        .collect();
-    let warnings = parsed
-        .warnings
-        .iter()
-        .map(|warning| {
-            Json::Object(vec![
-                ("code", Json::Str(warning.code.as_str())),
-                ("message", Json::Str(&warning.message)),
-            ])
-        })
-        .collect();
-    let mut object = vec![
-        ("calls", Json::Array(calls)),
-        ("content", Json::Str(&parsed.content)),
-        ("reasoning", Json::Str(&parsed.reasoning)),
-        ("rejected", Json::Array(rejected)),
-        ("warnings", Json::Array(warnings)),
-        ("saw_tool_syntax", Json::Bool(parsed.saw_tool_syntax)),
-    ];
-    if let Some(outcome) = outcome {
-        object.push(("outcome", render_outcome(outcome)?));
-    }
-    Ok(Json::Object(object).render(layout))
-}
-
-/// The `"outcome"` object, keys in this order:
-/// `{"kind":"calls","calls":[{call}…],"exits":[{call}…]}`, `{"kind":"text"}`, or
-/// `{"kind":"failed","reason":…,"message":…,"unknown_tools":[…],"raw":…}`, where
-/// `unknown_tools` is empty unless the reason is `unknown_tools`.
-fn render_outcome(outcome: &Outcome) -> anyhow::Result<Json<'_>> {
-    let object = match outcome {
-        Outcome::Calls { calls, exits } => vec![
-            ("kind", Json::Str("calls")),
-            ("calls", Json::Array(calls.iter().map(call).collect::<anyhow::Result<_>>()?)),
-            ("exits", Json::Array(exits.iter().map(call).collect::<anyhow::Result<_>>()?)),
-        ],
-        Outcome::Text => vec![("kind", Json::Str("text"))],
-        Outcome::Failed { reason, raw } => {
-            let unknown_tools = match reason {
-                ToolParseError::UnknownTools { names } => {
-                    names.iter().map(|name| Json::Str(name)).collect()
-                }
-                _ => Vec::new(),
-            };
-            vec![
-                ("kind", Json::Str("failed")),
-                ("reason", Json::Str(reason.code())),
-                ("message", Json::OwnedStr(reason.to_string())),
-                ("unknown_tools", Json::Array(unknown_tools)),
-                ("raw", Json::Str(raw)),
-            ]
-        }
-    };
-    Ok(Json::Object(object))
+    let compact = serde_json::to_string(&Output { parsed, outcome })?;
+    Ok(match layout {
+        Layout::Compact => compact,
+        Layout::Pretty => json::pretty(&compact),
+    })
 }
 
 /// One event as a compact JSON object with a `"type"` key first.
 fn render_event(event: &Event) -> anyhow::Result<String> {
-    let object = match event {
-        Event::Text(text) => vec![("type", Json::Str("text")), ("text", Json::Str(text))],
-        Event::Reasoning(text) => {
-            vec![("type", Json::Str("reasoning")), ("text", Json::Str(text))]
-        }
-        Event::CallStart { call_idx, id, name } => vec![
-            ("type", Json::Str("call_start")),
-            ("call_idx", Json::Index(*call_idx)),
-            ("id", Json::optional_str(id.as_deref())),
-            ("name", Json::Str(name)),
-        ],
-        Event::ArgsDelta { call_idx, json } => vec![
-            ("type", Json::Str("args_delta")),
-            ("call_idx", Json::Index(*call_idx)),
-            ("json", Json::Str(json)),
-        ],
-        Event::CallEnd { call_idx, call: ended } => vec![
-            ("type", Json::Str("call_end")),
-            ("call_idx", Json::Index(*call_idx)),
-            ("call", call(ended)?),
-        ],
-        Event::Rejected(rejected) => vec![
-            ("type", Json::Str("rejected")),
-            ("name", Json::Str(&rejected.name)),
-            ("reason", Json::Str(&rejected.reason)),
-        ],
-        Event::Warning(warning) => vec![
-            ("type", Json::Str("warning")),
-            ("code", Json::Str(warning.code.as_str())),
-            ("message", Json::Str(&warning.message)),
-            ("call_idx", warning.call_idx.map_or(Json::Null, Json::Index)),
-        ],
-    };
-    Ok(Json::Object(object).render(Layout::Compact))
-}
-
-/// `{"id":…,"name":…,"arguments":{…}}` with the arguments text embedded verbatim, so big
-/// numbers, key order and escapes come out exactly as the parser produced them.
-fn call(call: &ToolCall) -> anyhow::Result<Json<'_>> {
-    let arguments = serde_json::from_str::<&RawValue>(&call.arguments).with_context(|| {
-        format!(
-            "internal error: the arguments of call `{}` are not valid JSON: {}; \
-             please report this bug with the input",
-            call.name, call.arguments
-        )
-    })?;
-    Ok(Json::Object(vec![
-        ("id", Json::optional_str(call.id.as_deref())),
-        ("name", Json::Str(&call.name)),
-        ("arguments", Json::Raw(arguments)),
-    ]))
+    Ok(serde_json::to_string(event)?)
 }
 
 /// The `--list-formats` table: every catalogued format, then the model table.

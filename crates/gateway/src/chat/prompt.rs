@@ -10,9 +10,7 @@ use std::ops::Range;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
-use toolshim_parse::{
-    Config as ParseConfig, ExampleGuard, ReasoningCalls, Tool, ToolSet, WarningCode,
-};
+use toolshim_parse::{Config as ParseConfig, ReasoningCalls, Tool, ToolSet, WarningCode};
 
 use crate::chat::pipeline::Settings;
 use crate::chat::types::{
@@ -297,18 +295,17 @@ fn call_name(req: &ChatRequest, call_id: &str) -> Option<String> {
 /// tools, since some forms are calls only when they name a declared tool (a tool's name at
 /// the start of an output, a call object with extra keys).
 fn syntax_finders(tools: &[ToolSpec]) -> Vec<ParseConfig> {
-    let any = ParseConfig {
-        example_guard: ExampleGuard { enabled: false, ..ExampleGuard::default() },
-        reasoning_calls: ReasoningCalls::Allow,
-        ..ParseConfig::default()
-    };
+    let mut any = ParseConfig::default();
+    any.example_guard.enabled = false;
+    any.reasoning_calls = ReasoningCalls::Allow;
     let declared = tools
         .iter()
         .map(|tool| Tool::new(tool.name.clone(), tool.parameters.clone()))
         .collect::<Vec<_>>();
     match ToolSet::new(declared) {
         Ok(set) if !tools.is_empty() => {
-            let with_tools = ParseConfig { tools: Some(Arc::new(set)), ..any.clone() };
+            let mut with_tools = any.clone();
+            with_tools.tools = Some(Arc::new(set));
             vec![any, with_tools]
         }
         _ => vec![any],
@@ -725,13 +722,9 @@ mod tests {
             let neutral = neutralize(body, &specs);
             let tools = names.iter().map(|n| toolshim_parse::Tool::new(n.clone(), None)).collect();
             let set = toolshim_parse::ToolSet::new(tools).unwrap();
-            for config in [
-                toolshim_parse::Config::default(),
-                toolshim_parse::Config {
-                    tools: Some(std::sync::Arc::new(set.clone())),
-                    ..Default::default()
-                },
-            ] {
+            let mut with_tools = toolshim_parse::Config::default();
+            with_tools.tools = Some(std::sync::Arc::new(set.clone()));
+            for config in [toolshim_parse::Config::default(), with_tools] {
                 let parsed = toolshim_parse::parse(&neutral, &config);
                 if !parsed.calls.is_empty() {
                     failures.push(format!(

@@ -109,14 +109,12 @@ impl Shaper {
         reasoning_calls: ReasoningCalls,
     ) -> Shaper {
         let parser = declared.set.as_ref().filter(|_| engaged).map(|tools| {
-            let config = ParseConfig {
-                tools: Some(Arc::clone(tools)),
-                rejected_text: RejectedText::Hide,
-                reasoning_calls: match reasoning_calls {
-                    ReasoningCalls::Ignore => toolshim_parse::ReasoningCalls::Ignore,
-                    ReasoningCalls::Allow => toolshim_parse::ReasoningCalls::Allow,
-                },
-                ..ParseConfig::default()
+            let mut config = ParseConfig::default();
+            config.tools = Some(Arc::clone(tools));
+            config.rejected_text = RejectedText::Hide;
+            config.reasoning_calls = match reasoning_calls {
+                ReasoningCalls::Ignore => toolshim_parse::ReasoningCalls::Ignore,
+                ReasoningCalls::Allow => toolshim_parse::ReasoningCalls::Allow,
             };
             StreamParser::new(&config)
         });
@@ -202,13 +200,13 @@ impl Shaper {
     fn shape(&mut self, events: Vec<Event>, out: &mut Vec<ChatEvent>) {
         for event in events {
             match event {
-                Event::Text(text) => self.text_event(text, out),
+                Event::Text(text) => self.text_event(text.into(), out),
                 Event::Reasoning(text) => {
                     if !text.trim().is_empty() {
                         self.reasoned = true;
                     }
                     if !text.is_empty() {
-                        out.push(ChatEvent::Reasoning(text));
+                        out.push(ChatEvent::Reasoning(text.into()));
                     }
                 }
                 Event::CallStart { call_idx, name, .. } => {
@@ -248,7 +246,7 @@ impl Shaper {
                 }
                 Event::ArgsDelta { call_idx, json } => {
                     if let Some(Some(index)) = self.map.get(call_idx) {
-                        out.push(ChatEvent::CallArgs { index: *index, json });
+                        out.push(ChatEvent::CallArgs { index: *index, json: json.into() });
                     }
                 }
                 Event::CallEnd { call_idx, .. } => {
@@ -270,6 +268,8 @@ impl Shaper {
                     }
                     tracing::debug!(code = warning.code.as_str(), message = %warning.message, "parse warning");
                 }
+                // Events a newer parser adds carry nothing the pipeline uses yet.
+                _ => {}
             }
         }
     }

@@ -55,7 +55,7 @@ impl Sink for Canon {
     fn open(&mut self, frame: Frame, _at: usize) {
         if self.out.capacity() == 0 {
             // Most call arguments are short: one allocation instead of a chain of growths.
-            self.out.reserve(64);
+            self.out = String::with_capacity(64);
         }
         self.begin_value();
         self.out.push(if frame == Frame::Object { '{' } else { '[' });
@@ -146,6 +146,12 @@ pub(crate) enum ArgsNote {
     Repaired(&'static str),
     /// The value stopped at a bracket nested deeper than this `max_depth`.
     TooDeep(usize),
+    /// The JSON in the string value of `key` nests deeper than `max_depth`: the string
+    /// was kept as it is.
+    KeptAsString {
+        key: String,
+        max_depth: usize,
+    },
     /// `from_string`: a string became another type; else a number or boolean became a string.
     Coerced {
         key: String,
@@ -164,7 +170,7 @@ struct Held {
 
 /// Writes a call's arguments object, coercing top-level values to the types the
 /// tool's schema declares. Everything but a held value is in `canon.out` at once.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct ArgsWriter {
     pub(crate) canon: Canon,
     /// The current top-level key (empty below the top level).
@@ -172,9 +178,40 @@ pub(crate) struct ArgsWriter {
     held: Option<Held>,
     pub(crate) notes: Vec<ArgsNote>,
     tool: Option<ToolRef>,
+    /// The deepest nesting read from the text of a value ([`crate::Config::max_depth`]).
+    max_depth: usize,
 }
 
 impl ArgsWriter {
+    pub(crate) fn new(max_depth: usize) -> ArgsWriter {
+        ArgsWriter {
+            canon: Canon::default(),
+            key: String::new(),
+            held: None,
+            notes: Vec::new(),
+            tool: None,
+            max_depth,
+        }
+    }
+
+    pub(crate) fn max_depth(&self) -> usize {
+        self.max_depth
+    }
+
+    /// Makes this writer a new one, keeping the allocations it still has (not `canon.out`,
+    /// which went into a call).
+    pub(crate) fn recycle(&mut self, max_depth: usize) {
+        self.max_depth = max_depth;
+        self.canon.out.clear();
+        self.canon.open.clear();
+        self.canon.key.clear();
+        self.canon.in_str = false;
+        self.key.clear();
+        self.held = None;
+        self.notes.clear();
+        self.tool = None;
+    }
+
     pub(crate) fn set_tool(&mut self, tool: ToolRef) {
         self.tool = Some(tool);
     }
@@ -220,12 +257,12 @@ impl ArgsWriter {
                 let number = trimmed.strip_prefix('+').unwrap_or(trimmed);
                 let integral = number.strip_suffix(".0").unwrap_or(number);
                 if held.to == ParamType::Integer
-                    && crate::json::reader::is_json_number(integral)
+                    && crate::json::scalar::is_json_number(integral)
                     && !integral.contains(['.', 'e', 'E'])
                 {
                     Some(integral.to_owned())
                 } else if held.to == ParamType::Number
-                    && crate::json::reader::is_json_number(number)
+                    && crate::json::scalar::is_json_number(number)
                 {
                     Some(number.to_owned())
                 } else {
@@ -237,13 +274,18 @@ impl ArgsWriter {
                 "false" => Some("false".to_owned()),
                 _ => None,
             },
-            ParamType::Array | ParamType::Object => {
-                let value = canonical_json(trimmed);
-                value.filter(|v| {
+            ParamType::Array | ParamType::Object => match canonical_json(trimmed, self.max_depth) {
+                Canonical::Json(v) => Some(v).filter(|v| {
                     (held.to == ParamType::Array && v.starts_with('['))
                         || (held.to == ParamType::Object && v.starts_with('{'))
-                })
-            }
+                }),
+                Canonical::TooDeep => {
+                    let key = held.key.clone();
+                    self.notes.push(ArgsNote::KeptAsString { key, max_depth: self.max_depth });
+                    None
+                }
+                Canonical::Not => None,
+            },
             ParamType::String | ParamType::Any => None,
         };
         self.canon.key(&held.key);
@@ -301,15 +343,26 @@ pub(crate) fn top_level_keys(json: &str) -> Vec<String> {
     sink.keys
 }
 
-/// Parses complete JSON text into canonical form; `None` when it is not one JSON value.
-pub(crate) fn canonical_json(text: &str) -> Option<String> {
-    let mut reader = Reader::new(128);
+/// What [`canonical_json`] made of a text.
+pub(crate) enum Canonical {
+    /// One JSON value, in canonical form.
+    Json(String),
+    /// JSON nested deeper than the limit.
+    TooDeep,
+    /// Not one JSON value.
+    Not,
+}
+
+/// Parses complete JSON text, nested at most `max_depth` deep, into canonical form.
+pub(crate) fn canonical_json(text: &str, max_depth: usize) -> Canonical {
+    let mut reader = Reader::new(max_depth);
     let mut canon = Canon::default();
     match reader.feed(text, 0, &mut canon) {
         Status::Done(n) if text.get(n..).is_some_and(|rest| rest.trim().is_empty()) => {
-            Some(canon.out)
+            Canonical::Json(canon.out)
         }
-        _ => None,
+        Status::Invalid(_) if reader.too_deep() => Canonical::TooDeep,
+        _ => Canonical::Not,
     }
 }
 
@@ -355,7 +408,7 @@ impl Sink for ArgsWriter {
 
     fn str_escaped(&mut self, json: &str) {
         match &mut self.held {
-            Some(held) => held.text.push_str(&crate::json::reader::decode_escaped(json)),
+            Some(held) => held.text.push_str(&crate::json::scalar::decode_escaped(json)),
             None => self.canon.str_escaped(json),
         }
     }
@@ -393,9 +446,23 @@ impl Sink for ArgsWriter {
 mod tests {
     use super::*;
 
+    fn json(text: &str) -> Option<String> {
+        match canonical_json(text, 128) {
+            Canonical::Json(json) => Some(json),
+            Canonical::TooDeep | Canonical::Not => None,
+        }
+    }
+
+    #[test]
+    fn depth_past_the_limit_is_told_apart_from_text_that_is_not_json() {
+        assert!(matches!(canonical_json("[[[1]]]", 3), Canonical::Json(_)));
+        assert!(matches!(canonical_json("[[[[1]]]]", 3), Canonical::TooDeep));
+        assert!(matches!(canonical_json("[[[1]]] x", 3), Canonical::Not));
+    }
+
     #[test]
     fn canonical_form_is_compact_and_exact() {
-        let got = canonical_json(
+        let got = json(
             r#" { "a" : [1, 2.50, -0.1e5] , "b": "caf\u00e9 \ud83d\ude00 東京", "c": 12345678901234567890123 } "#,
         );
         assert_eq!(
@@ -406,7 +473,7 @@ mod tests {
 
     #[test]
     fn repairs_apply() {
-        let got = canonical_json(
+        let got = json(
             "{city: 'Paris', 'ok': True, n: None, \u{201C}x\u{201D}: \u{201C}y\u{201D}, // c\n /* d */ list: [1,2,],}",
         );
         assert_eq!(
@@ -417,7 +484,7 @@ mod tests {
 
     #[test]
     fn control_characters_are_escaped() {
-        let got = canonical_json("{\"a\": \"line1\nline2\ttab\"}");
+        let got = json("{\"a\": \"line1\nline2\ttab\"}");
         assert_eq!(got.as_deref(), Some(r#"{"a":"line1\nline2\ttab"}"#));
     }
 }

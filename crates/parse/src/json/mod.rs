@@ -2,3 +2,4 @@
 
 pub(crate) mod canon;
 pub(crate) mod reader;
+pub(crate) mod scalar;

@@ -6,6 +6,8 @@
 //! and smart quotes, unquoted keys, trailing or missing commas, comments, Python
 //! literals, raw control characters in strings) and reports each repair.
 
+use crate::json::scalar::{Scalar, canonical_scalar, decode_escaped};
+
 /// What a container is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Frame {
@@ -221,6 +223,12 @@ impl Reader {
         self.top_scalar = true;
     }
 
+    /// Whether the reader is inside a value string in double quotes: text without a `"`
+    /// leaves it there, whatever its escapes.
+    pub(crate) fn in_value_string(&self) -> bool {
+        matches!(self.lex, Lex::Str { quote: Quote::Double, key: false, .. })
+    }
+
     /// Whether a whole value has been read.
     pub(crate) fn complete(&self) -> bool {
         self.started
@@ -362,20 +370,41 @@ impl Reader {
                         _ => Lex::BlockComment { star: false },
                     };
                 }
-                Lex::Structural => {
-                    if is_ws(b) {
-                        i += 1;
-                        continue;
-                    }
-                    match self.structural(input, i, b, base, sink) {
-                        Step::Consumed(n) => i += n,
-                        Step::Done(n) => return Status::Done(i + n),
-                        Step::Invalid => return Status::Invalid(i),
-                    }
-                }
+                Lex::Structural => match self.structural_run(input, i, base, sink) {
+                    Ok(next) => i = next,
+                    Err(status) => return status,
+                },
             }
         }
         Status::NeedMore
+    }
+
+    /// Structural bytes from `input[i..]` one after another, without going back to the
+    /// dispatch on `lex` until a token changes it: where the next token starts, or how
+    /// the value ended.
+    fn structural_run(
+        &mut self,
+        input: &str,
+        mut i: usize,
+        base: usize,
+        sink: &mut impl Sink,
+    ) -> Result<usize, Status> {
+        let bytes = input.as_bytes();
+        while let Some(&b) = bytes.get(i) {
+            if is_ws(b) {
+                i += 1;
+                continue;
+            }
+            match self.structural(input, i, b, base, sink) {
+                Step::Consumed(n) => i += n,
+                Step::Done(n) => return Err(Status::Done(i + n)),
+                Step::Invalid => return Err(Status::Invalid(i)),
+            }
+            if self.lex != Lex::Structural {
+                break;
+            }
+        }
+        Ok(i)
     }
 
     /// Ends the input: closes whatever is open. Returns whether anything had to be closed.
@@ -841,111 +870,4 @@ enum Step {
     Consumed(usize),
     Done(usize),
     Invalid,
-}
-
-enum Scalar<'a> {
-    Json(&'a str),
-    Repaired(String, &'static str),
-    Word,
-}
-
-fn canonical_scalar(text: &str) -> Scalar<'_> {
-    match text {
-        "true" | "false" | "null" => return Scalar::Json(text),
-        "True" | "TRUE" => return Scalar::Repaired("true".into(), "a Python literal became JSON"),
-        "False" | "FALSE" => {
-            return Scalar::Repaired("false".into(), "a Python literal became JSON");
-        }
-        "None" | "NULL" | "Null" | "undefined" | "nil" => {
-            return Scalar::Repaired("null".into(), "a Python literal became JSON");
-        }
-        "NaN" | "Infinity" | "-Infinity" | "+Infinity" => {
-            return Scalar::Repaired("null".into(), "a non-finite number became null");
-        }
-        _ => {}
-    }
-    if is_json_number(text) {
-        return Scalar::Json(text);
-    }
-    // Repairable numbers: a leading `+`, a leading or trailing `.`, leading zeros.
-    let unsigned = text.strip_prefix('+').unwrap_or(text);
-    let (sign, digits) = match unsigned.strip_prefix('-') {
-        Some(rest) => ("-", rest),
-        None => ("", unsigned),
-    };
-    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
-        let mut fixed = String::from(sign);
-        let trimmed = digits.trim_start_matches('0');
-        if trimmed.is_empty() || trimmed.starts_with('.') {
-            fixed.push('0');
-        }
-        fixed.push_str(trimmed.trim_end_matches('.'));
-        if is_json_number(&fixed) {
-            return Scalar::Repaired(fixed, "a malformed number was normalized");
-        }
-    }
-    Scalar::Word
-}
-
-/// Decodes text in the form [`Sink::str_escaped`] receives.
-pub(crate) fn decode_escaped(json: &str) -> String {
-    let mut decoded = String::with_capacity(json.len());
-    let mut chars = json.chars();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            decoded.push(c);
-            continue;
-        }
-        decoded.push(match chars.next() {
-            Some('n') => '\n',
-            Some('t') => '\t',
-            Some('r') => '\r',
-            Some('b') => '\u{8}',
-            Some('f') => '\u{c}',
-            Some(other) => other,
-            None => '\\',
-        });
-    }
-    decoded
-}
-
-pub(crate) fn is_json_number(text: &str) -> bool {
-    let b = text.as_bytes();
-    let mut i = 0;
-    if b.first() == Some(&b'-') {
-        i += 1;
-    }
-    match b.get(i) {
-        Some(b'0') => i += 1,
-        Some(b'1'..=b'9') => {
-            while b.get(i).is_some_and(u8::is_ascii_digit) {
-                i += 1;
-            }
-        }
-        _ => return false,
-    }
-    if b.get(i) == Some(&b'.') {
-        i += 1;
-        let start = i;
-        while b.get(i).is_some_and(u8::is_ascii_digit) {
-            i += 1;
-        }
-        if i == start {
-            return false;
-        }
-    }
-    if matches!(b.get(i), Some(b'e' | b'E')) {
-        i += 1;
-        if matches!(b.get(i), Some(b'+' | b'-')) {
-            i += 1;
-        }
-        let start = i;
-        while b.get(i).is_some_and(u8::is_ascii_digit) {
-            i += 1;
-        }
-        if i == start {
-            return false;
-        }
-    }
-    i == b.len()
 }

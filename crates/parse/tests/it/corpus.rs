@@ -14,14 +14,23 @@
 //!
 //! ```text
 //! expectation = "none" | "text" | item *( ";" item )
-//! item        = "calls=" names | "rejected=" names      (each key at most once)
+//! item        = "calls=" names | "rejected=" names | "args=" digest   (each key at most once)
 //! names       = name *( "," name )                      (no spaces inside a name)
+//! digest      = 16 lowercase hex digits
 //! ```
 //!
 //! `calls=` lists the accepted call names in order and `rejected=` the rejected names in
-//! order; a list that is not given must be empty. `none` means no call, nothing rejected,
-//! and `content` equal to the whole input; `text` means no call and nothing rejected, with
-//! content that may differ from the input (reasoning split off, a marker removed).
+//! order; a list that is not given must be empty. `args=` is required with `calls=` (a case
+//! without it fails, and the failure gives it): the FNV-1a 64 digest of the calls'
+//! arguments, in order, joined by `\n` ([`args_digest`]), so the arguments are checked by
+//! the header, not only by the snapshots. `none` means no
+//! call, nothing rejected, and `content` equal to the whole input; `text` means no call and
+//! nothing rejected, with content that may differ from the input (reasoning split off, a
+//! marker removed).
+//!
+//! Snapshot updates are reviewed: run with `INSTA_UPDATE=new`, read every `.snap.new`
+//! against its `.snap` (`cargo insta review`, or a diff), and accept the ones that are
+//! right. `INSTA_UPDATE=always` is refused (`snapshot_updates_are_reviewed`).
 //!
 //! `check` goes through `parse_complete` and `stream_events`, the only two functions of this
 //! test binary that call the parser (`properties.rs` uses them too).
@@ -57,8 +66,9 @@ pub(crate) enum Expect {
     None,
     /// No call and nothing rejected.
     Text,
-    /// Exactly these accepted call names and rejected names, in order.
-    Names { calls: Vec<String>, rejected: Vec<String> },
+    /// Exactly these accepted call names and rejected names, in order, and the digest of
+    /// the calls' arguments ([`args_digest`]).
+    Names { calls: Vec<String>, rejected: Vec<String>, args: Option<u64> },
 }
 
 /// The chunk sizes, in characters, every case is streamed at (besides one seeded chunking).
@@ -94,6 +104,19 @@ fn corpus_meets_header_expectations() {
         failures.len(),
         paths.len(),
         failures.join("\n\n")
+    );
+}
+
+/// Snapshots are accepted after review, never rewritten wholesale (`INSTA_UPDATE=always`
+/// would turn every difference into a new snapshot without anyone reading it).
+#[test]
+fn snapshot_updates_are_reviewed() {
+    let update = std::env::var("INSTA_UPDATE").unwrap_or_default();
+    let forced = std::env::var_os("INSTA_FORCE_PASS").is_some();
+    assert!(
+        update != "always" && !forced,
+        "snapshot updates are reviewed: run with INSTA_UPDATE=new, read each .snap.new \
+         against its .snap (cargo insta review, or a diff), and accept the right ones"
     );
 }
 
@@ -156,12 +179,21 @@ fn check(case: &Case) -> (Parsed, Vec<String>) {
                 problems.push(format!("rejected: expected none, got {got_rejected:?}"));
             }
         }
-        Expect::Names { calls, rejected } => {
+        Expect::Names { calls, rejected, args } => {
             if got_calls != *calls {
                 problems.push(format!("calls: expected {calls:?}, got {got_calls:?}"));
             }
             if got_rejected != *rejected {
                 problems.push(format!("rejected: expected {rejected:?}, got {got_rejected:?}"));
+            }
+            let digest = args_digest(&complete);
+            if !calls.is_empty() && *args != Some(digest) {
+                let arguments: Vec<&str> =
+                    complete.calls.iter().map(|call| call.arguments.as_str()).collect();
+                problems.push(format!(
+                    "args: the header says {}, the arguments give args={digest:016x}: {arguments:?}",
+                    args.map_or_else(|| "nothing".to_owned(), |args| format!("args={args:016x}"))
+                ));
             }
         }
     }
@@ -292,13 +324,30 @@ fn parse_expect(text: &str) -> Result<Expect, String> {
     }
     let mut calls = None;
     let mut rejected = None;
+    let mut args = None;
     for item in text.split(';').map(str::trim) {
         let (key, names) =
             item.split_once('=').ok_or_else(|| format!("expectation item `{item}` has no `=`"))?;
         let slot = match key {
             "calls" => &mut calls,
             "rejected" => &mut rejected,
-            _ => return Err(format!("unknown expectation key `{key}`; use `calls` or `rejected`")),
+            "args" => {
+                if args.is_some() {
+                    return Err("expectation key `args` is given twice".to_owned());
+                }
+                let digest = (names.len() == 16)
+                    .then(|| u64::from_str_radix(names, 16).ok())
+                    .flatten()
+                    .filter(|_| names.bytes().all(|b| !b.is_ascii_uppercase()))
+                    .ok_or_else(|| format!("`args={names}` is not 16 lowercase hex digits"))?;
+                args = Some(digest);
+                continue;
+            }
+            _ => {
+                return Err(format!(
+                    "unknown expectation key `{key}`; use `calls`, `rejected` or `args`"
+                ));
+            }
         };
         if slot.is_some() {
             return Err(format!("expectation key `{key}` is given twice"));
@@ -309,7 +358,20 @@ fn parse_expect(text: &str) -> Result<Expect, String> {
         }
         *slot = Some(names);
     }
-    Ok(Expect::Names { calls: calls.unwrap_or_default(), rejected: rejected.unwrap_or_default() })
+    // A case with calls and no `args=` fails its check, which gives the digest.
+    let calls = calls.unwrap_or_default();
+    if calls.is_empty() && args.is_some() {
+        return Err("`args=` without `calls=`: there are no arguments to check".into());
+    }
+    Ok(Expect::Names { calls, rejected: rejected.unwrap_or_default(), args })
+}
+
+/// The digest a header's `args=` states: FNV-1a 64 of the calls' arguments, in order,
+/// joined by `\n`.
+pub(crate) fn args_digest(parsed: &Parsed) -> u64 {
+    let joined =
+        parsed.calls.iter().map(|call| call.arguments.as_str()).collect::<Vec<_>>().join("\n");
+    fnv1a(&joined)
 }
 
 /// `input` cut into chunks of `size` characters (the last may be shorter).
@@ -353,11 +415,16 @@ pub(crate) fn chunk_seeded(input: &str, seed: u64) -> Vec<&str> {
     chunks
 }
 
-/// FNV-1a of the case name: a stable seed per file.
-fn seed_from_name(name: &str) -> u64 {
-    name.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+/// FNV-1a 64 of `text`.
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
         (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
     })
+}
+
+/// FNV-1a of the case name: a stable seed per file.
+fn seed_from_name(name: &str) -> u64 {
+    fnv1a(name)
 }
 
 /// The snapshot text of a result: calls, rejected calls, warning codes, content, reasoning.
@@ -500,13 +567,21 @@ fn expectation_grammar_is_strict() {
     let names = |list: &[&str]| list.iter().map(|name| (*name).to_owned()).collect::<Vec<_>>();
     assert_eq!(parse_expect("none"), Ok(Expect::None));
     assert_eq!(
-        parse_expect("calls=a,b;rejected=c"),
-        Ok(Expect::Names { calls: names(&["a", "b"]), rejected: names(&["c"]) })
+        parse_expect("calls=a,b;rejected=c;args=00000000000000ff"),
+        Ok(Expect::Names { calls: names(&["a", "b"]), rejected: names(&["c"]), args: Some(255) })
     );
     assert_eq!(
         parse_expect("rejected=x"),
-        Ok(Expect::Names { calls: Vec::new(), rejected: names(&["x"]) })
+        Ok(Expect::Names { calls: Vec::new(), rejected: names(&["x"]), args: None })
     );
+    assert_eq!(
+        parse_expect("calls=a"),
+        Ok(Expect::Names { calls: names(&["a"]), rejected: Vec::new(), args: None }),
+        "calls without args parse; the check fails them with the digest"
+    );
+    assert!(parse_expect("rejected=x;args=00000000000000ff").is_err(), "args without calls");
+    assert!(parse_expect("calls=a;args=00ff").is_err(), "a short digest");
+    assert!(parse_expect("calls=a;args=00000000000000FF").is_err(), "an uppercase digest");
     assert!(parse_expect("calls=").is_err());
     assert!(parse_expect("calls=a;calls=b").is_err());
     assert!(parse_expect("call=a").is_err());

@@ -165,7 +165,8 @@ fn tool_call_tag_around_prose_is_plain_text_today() {
 
 #[test]
 fn saw_tool_syntax_without_calls_fails_whatever_the_parser_flagged() {
-    let parsed = Parsed { saw_tool_syntax: true, ..Parsed::default() };
+    let mut parsed = Parsed::default();
+    parsed.saw_tool_syntax = true;
     let raw = "<tool_call>\nnot json at all\n</tool_call>";
     let reason = failure(agent_outcome(&parsed, raw, &agent()), raw);
     assert_eq!(reason, ToolParseError::NoCallParsed);

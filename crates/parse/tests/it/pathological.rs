@@ -127,7 +127,8 @@ fn issue_8_deep_nesting_in_arguments_stops_at_max_depth() {
 
 #[test]
 fn issue_8_max_depth_is_configurable() {
-    let config = Config { max_depth: 4, ..Config::default() };
+    let mut config = Config::default();
+    config.max_depth = 4;
     let input = r#"{"name":"f","arguments":{"a":[[[[1]]]]}} after"#;
     let parsed = parse_checked(input, &config);
     assert_eq!(parsed.calls[0].arguments, r#"{"a":[[]]}"#);
@@ -203,7 +204,8 @@ fn issue_8_repeated_marker_prefixes_are_text_and_held_briefly() {
 fn issue_8_hold_limit_decides_at_the_same_byte_in_every_chunking() {
     // Complete parsing read the object in one step and never checked the limit, so it
     // found a call where streaming (past the limit after a chunk) showed text.
-    let config = Config { max_held_bytes: 64, ..Config::default() };
+    let mut config = Config::default();
+    config.max_held_bytes = 64;
     let input = format!(r#"{{"arguments":{{"content":"{}"}},"name":"f"}} after"#, "x".repeat(200));
     let parsed = parse_checked(&input, &config);
     assert!(parsed.calls.is_empty());
@@ -216,7 +218,8 @@ fn issue_8_hold_limit_decides_at_the_same_byte_in_every_chunking() {
 #[test]
 fn issue_8_hold_limit_bounds_python_calls() {
     // A Python group held all its bytes until it ended, whatever the limit.
-    let config = Config { max_held_bytes: 64, ..Config::default() };
+    let mut config = Config::default();
+    config.max_held_bytes = 64;
     for input in [
         format!("f(a=\"{}\")\nafter", "x".repeat(1000)),
         format!("[f(a={}", "[".repeat(1000)),
@@ -238,7 +241,8 @@ fn issue_8_hold_limit_ends_the_region_before_markup_can_open_a_call() {
     // Found by the property tests with a 24-byte limit: a fence forced to text while its
     // first tag was incomplete went on reading as data, then opened the tag's call anyway
     // (a debug assertion in `Envelope::end`).
-    let config = Config { max_held_bytes: 24, ..Config::default() };
+    let mut config = Config::default();
+    config.max_held_bytes = 24;
     let input =
         "```json\n<invoke name=\"get_weather\"><parameter name=\"city\">Paris</parameter></invoke>";
     let parsed = parse_checked(input, &config);

@@ -1,4 +1,4 @@
-use toolshim_parse::{Config, Parsed};
+use toolshim_parse::{Config, Parsed, WarningCode};
 
 use crate::corpus::{chunk_by_chars, parse_complete, stream_events};
 
@@ -147,7 +147,8 @@ fn issue_6_example_intro_does_not_depend_on_chunking() {
 fn issue_8_native_head_limit_does_not_depend_on_chunking() {
     let tools = crate::corpus::load_tools("weather").unwrap();
     let format = toolshim_parse::Format::find("mistral_v11").unwrap();
-    let config = Config { dialects: format.dialects().unwrap(), ..Config::with_tools(tools) };
+    let mut config = Config::with_tools(tools);
+    config.dialects = format.dialects().unwrap();
     for pad in [500, 520, 540, 560, 600] {
         let input = format!("[TOOL_CALLS]g[CALL_ID]00<{}\"s\": {{", "x".repeat(pad));
         let complete = parse_complete(&input, &config);
@@ -165,12 +166,141 @@ fn issue_8_native_head_limit_does_not_depend_on_chunking() {
 #[test]
 fn issue_8_name_prefix_split_inside_a_call_is_held() {
     let format = toolshim_parse::Format::find("step3").unwrap();
-    let config = Config { dialects: format.dialects().unwrap(), ..Config::default() };
+    let mut config = Config::default();
+    config.dialects = format.dialects().unwrap();
     let input = "<｜tool_call_begin｜>f<｜tool_sep｜><invoke name=\"i\">function<｜tool_sep｜><";
     let complete = parse_complete(input, &config);
     assert_eq!(complete.calls.len(), 2, "{complete:?}");
     for size in [1, 2, 3, 5, 7] {
         let events = stream_events(chunk_by_chars(input, size), &config);
         assert_eq!(Parsed::from_events(events), complete, "chunk size {size}");
+    }
+}
+
+/// Issue 15: a parameter value in markup was read with a fixed depth of 128, whatever
+/// `Config::max_depth` said, and a value past it became a string without a word. It is
+/// read with `max_depth` now, and a value past it stays a string with a `limit_reached`
+/// warning, as JSON bodies warn.
+#[test]
+fn issue_15_markup_value_past_max_depth_warns_limit_reached() {
+    let mut config = Config::default();
+    config.max_depth = 4;
+    let deep = format!("{}1{}", "[".repeat(5), "]".repeat(5));
+    let input = format!("<function=f><parameter=x>{deep}</parameter></function>");
+    let complete = parse_complete(&input, &config);
+    assert_eq!(complete.calls[0].arguments, format!(r#"{{"x":"{deep}"}}"#));
+    let codes: Vec<_> = complete.warnings.iter().map(|w| w.code).collect();
+    assert_eq!(codes, [WarningCode::LimitReached], "{complete:?}");
+    // Within the limit the value is JSON, as before.
+    let shallow = format!("{}1{}", "[".repeat(4), "]".repeat(4));
+    let input = format!("<function=f><parameter=x>{shallow}</parameter></function>");
+    let complete = parse_complete(&input, &config);
+    assert_eq!(complete.calls[0].arguments, format!(r#"{{"x":{shallow}}}"#));
+    assert!(complete.warnings.is_empty(), "{complete:?}");
+    for size in [1, 3, 7] {
+        let events = stream_events(chunk_by_chars(&input, size), &config);
+        assert_eq!(Parsed::from_events(events), complete, "chunk size {size}");
+    }
+}
+
+/// Issue 15: the same for a string converted to the array its schema declares.
+#[test]
+fn issue_15_coerced_value_past_max_depth_warns_limit_reached() {
+    let tools = toolshim_parse::ToolSet::from_json_str(
+        r#"[{"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "array"}}}}]"#,
+    )
+    .unwrap();
+    let mut config = Config::with_tools(tools);
+    config.max_depth = 4;
+    let input = r#"{"name": "f", "arguments": {"x": "[[[[[1]]]]]"}}"#;
+    let complete = parse_complete(input, &config);
+    assert_eq!(complete.calls[0].arguments, r#"{"x":"[[[[[1]]]]]"}"#);
+    let codes: Vec<_> = complete.warnings.iter().map(|w| w.code).collect();
+    assert_eq!(codes, [WarningCode::LimitReached], "{complete:?}");
+    let within = r#"{"name": "f", "arguments": {"x": "[[[1]]]"}}"#;
+    assert_eq!(parse_complete(within, &config).calls[0].arguments, r#"{"x":[[[1]]]}"#);
+}
+
+/// Issue 15: a region that ended after an `<arg_type>` left its type to the next region,
+/// whose `<arg_value>` (without an `<arg_key>`) then stayed a string.
+#[test]
+fn issue_15_key_type_does_not_leak_into_the_next_region() {
+    let input = "<tool_call>f<arg_type>string</arg_type></tool_call>\n\
+                 <tool_call>g<arg_value>5</arg_value></tool_call>";
+    let parsed = parse_all_ways(input);
+    let g = parsed.calls.iter().find(|call| call.name == "g").unwrap();
+    assert_eq!(g.arguments, r#"{"":5}"#);
+}
+
+/// Found by the `stream_vs_complete` fuzz target (issue 15; the behaviour predates it):
+/// arguments given as a JSON string that holds a list were written, and streamed as
+/// argument deltas, before the call found out they were not an object and became `{}`.
+/// Nothing is written for them now, so the deltas add up to the arguments.
+#[test]
+fn issue_15_arguments_string_holding_a_list_streams_no_delta() {
+    let input = concat!(
+        "```json\n",
+        r#"{"type": "function", "function": {"name": "get_weather", "arguments": "[\"city\": \"Paris\"]"}}"#,
+        "\n```\n",
+    );
+    let config = Config::default();
+    let complete = parse_complete(input, &config);
+    assert_eq!(complete.calls[0].arguments, "{}");
+    assert_eq!(complete.warnings[0].code, WarningCode::InvalidArguments);
+    for size in [1, 2, 3, 7] {
+        let events = stream_events(chunk_by_chars(input, size), &config);
+        let deltas: String = events
+            .iter()
+            .filter_map(|event| match event {
+                toolshim_parse::Event::ArgsDelta { json, .. } => Some(json.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(deltas, "{}", "chunk size {size}");
+        assert_eq!(Parsed::from_events(events), complete, "chunk size {size}");
+    }
+}
+
+/// Found while mending a repetition in free text (issue 15; the behaviour predates it):
+/// a tool parameter named `""` made the free-text reader loop forever when the tool's
+/// name ended a sentence. An empty name cannot be named in prose: it is never guessed.
+#[test]
+fn issue_15_free_text_with_an_empty_parameter_name_ends() {
+    let tools = r#"[{"type":"function","function":{"name":"get_weather","parameters":
+        {"type":"object","properties":{"":{"type":"string"},"city":{"type":"string"}},
+        "required":["city"]}}}]"#;
+    let mut config = Config::with_tools(toolshim_parse::ToolSet::from_json_str(tools).unwrap());
+    config.dialects.add(toolshim_parse::Builtin::FreeText);
+    let input = "I will call get_weather. Then get_weather with city Paris.";
+    let complete = parse_complete(input, &config);
+    assert_eq!(complete.calls.len(), 1);
+    assert_eq!(complete.calls[0].arguments, r#"{"city":"Paris"}"#);
+    for size in [1, 3, 4] {
+        let events = stream_events(chunk_by_chars(input, size), &config);
+        assert_eq!(Parsed::from_events(events), complete, "chunk size {size}");
+    }
+}
+
+/// Found by the `native` fuzz target (issue 15; the behaviour predates it): a bare call
+/// name followed by exactly 64 blanks (the most allowed) and a tag was a call when parsed
+/// whole and text when streamed, which decided at the 64th blank without the byte after
+/// it. The same held for 64 blank lines between `Action Input:` and its JSON.
+#[test]
+fn issue_15_the_byte_after_the_most_blanks_decides_in_every_chunking() {
+    for (blanks, calls) in [(63, 1), (64, 1), (65, 0)] {
+        let input = format!(
+            "<tool_call>get_weather{}<arg_key>city</arg_key><arg_value>Paris</arg_value></tool_call>",
+            "\t".repeat(blanks)
+        );
+        assert_eq!(parse_all_ways(&input).calls.len(), calls, "{blanks} blanks");
+        let bare = format!("<toolcall>s{}<", "\t".repeat(blanks));
+        parse_all_ways(&bare);
+    }
+    for (blanks, args) in [(63, r#"{"city":"Paris"}"#), (64, r#"{"city":"Paris"}"#), (65, "{}")] {
+        let input = format!(
+            "Action: get_weather\nAction Input:{}{{\"city\": \"Paris\"}}",
+            "\n".repeat(blanks)
+        );
+        assert_eq!(parse_all_ways(&input).calls[0].arguments, args, "{blanks} blank lines");
     }
 }

@@ -1,160 +1,10 @@
-//! One call being assembled, and the output it goes to.
+//! One call being assembled: its name, arguments and what the engine sends for it.
 
 use std::ops::Range;
 
+use crate::engine::out::{Out, too_deep_message};
 use crate::json::canon::{ArgsNote, ArgsWriter};
-use crate::{Config, Event, Rejected, ToolCall, ToolSet, Warning, WarningCode};
-
-/// Shows a range of the input (absolute offsets) as text.
-pub(crate) type Show<'s> = dyn FnMut(&mut Out<'_>, Range<usize>) + 's;
-
-/// Where dialects send what they find. Owned by the engine.
-pub(crate) struct Out<'a> {
-    pub(crate) events: &'a mut Vec<Event>,
-    pub(crate) config: &'a Config,
-    pub(crate) n_calls: &'a mut usize,
-    /// `events[..first]` were there before this call into the parser; they are never changed.
-    pub(crate) first: usize,
-    /// Inside reasoning: text goes out as [`Event::Reasoning`].
-    pub(crate) think: bool,
-    /// What the recent visible text looked like.
-    pub(crate) tail: &'a mut Tail,
-}
-
-/// The end of the visible text so far, for the example guard. It is computed from
-/// the text as it goes out, which is the same for every chunking.
-#[derive(Debug, Default)]
-pub(crate) struct Tail {
-    /// The last few hundred bytes of text.
-    pub(crate) recent: String,
-    /// All the text (up to a limit), kept only when free-text calls are on.
-    pub(crate) prose: Option<String>,
-}
-
-/// The most prose kept for free-text calls.
-const MAX_PROSE: usize = 1 << 20;
-
-const TAIL_KEEP: usize = 256;
-
-impl Tail {
-    fn track(&mut self, text: &str) {
-        if let Some(prose) = self.prose.as_mut().filter(|p| p.len() < MAX_PROSE) {
-            prose.push_str(text);
-        }
-        self.recent.push_str(text);
-        if self.recent.len() > 2 * TAIL_KEEP {
-            let mut cut = self.recent.len() - TAIL_KEEP;
-            while !self.recent.is_char_boundary(cut) {
-                cut += 1;
-            }
-            self.recent.drain(..cut);
-        }
-    }
-
-    /// The text ends with one backtick that follows other text on its line: what
-    /// comes next is inline code quoted in a sentence.
-    pub(crate) fn in_quoted_code(&self) -> bool {
-        let Some(before) = self.recent.strip_suffix('`') else { return false };
-        if before.ends_with('`') {
-            return false;
-        }
-        match before.rfind('\n') {
-            Some(nl) => before.get(nl..).is_some_and(|line| !line.trim().is_empty()),
-            // The line is longer than what is kept, so it has text.
-            None => !before.trim().is_empty() || self.recent.len() >= TAIL_KEEP,
-        }
-    }
-
-    /// The last sentence of the last line of text that is not blank.
-    pub(crate) fn intro(&self) -> &str {
-        // Only the last bytes every chunking keeps (`recent` holds between `TAIL_KEEP`
-        // and twice that, depending on where chunks ended).
-        let mut from = self.recent.len().saturating_sub(TAIL_KEEP - 4);
-        while !self.recent.is_char_boundary(from) {
-            from += 1;
-        }
-        let text = self.recent.get(from..).unwrap_or_default().trim_end();
-        let line = text.rsplit('\n').next().unwrap_or_default().trim();
-        last_sentence(line)
-    }
-}
-
-/// The text after the last sentence end (`. `, `! `, `? `, `。`…) of `line`; "e.g."
-/// and "i.e." do not end a sentence.
-fn last_sentence(line: &str) -> &str {
-    let bytes = line.as_bytes();
-    let mut cut = 0;
-    for (i, c) in line.char_indices() {
-        let ends = match c {
-            '。' | '！' | '？' => true,
-            '.' | '!' | '?' => {
-                let next_space = bytes.get(i + 1).is_none_or(|b| b.is_ascii_whitespace());
-                let before = line.get(..i).unwrap_or_default().to_ascii_lowercase();
-                let abbreviation = before.ends_with("e.g") || before.ends_with("i.e");
-                next_space && !abbreviation && bytes.get(i + 1).is_some()
-            }
-            _ => false,
-        };
-        if ends {
-            cut = i + c.len_utf8();
-        }
-    }
-    line.get(cut..).unwrap_or_default().trim()
-}
-
-/// The warning for JSON nested deeper than `max_depth`.
-pub(crate) fn too_deep_message(max_depth: usize) -> String {
-    format!(
-        "JSON nested deeper than max_depth ({max_depth}); what was open was closed there \
-         (raise `Config::max_depth` to read deeper)"
-    )
-}
-
-impl Out<'_> {
-    /// Pushes text, merged into the previous text event when this same call pushed it.
-    /// Inside reasoning it is reasoning text.
-    pub(crate) fn text(&mut self, text: &str) {
-        if text.is_empty() {
-            return;
-        }
-        if self.think {
-            self.reasoning(text);
-            return;
-        }
-        self.tail.track(text);
-        if self.events.len() > self.first {
-            if let Some(Event::Text(last)) = self.events.last_mut() {
-                last.push_str(text);
-                return;
-            }
-        }
-        self.events.push(Event::Text(text.to_owned()));
-    }
-
-    /// Pushes reasoning text, merged like [`Out::text`].
-    pub(crate) fn reasoning(&mut self, text: &str) {
-        if text.is_empty() {
-            return;
-        }
-        if self.events.len() > self.first {
-            if let Some(Event::Reasoning(last)) = self.events.last_mut() {
-                last.push_str(text);
-                return;
-            }
-        }
-        self.events.push(Event::Reasoning(text.to_owned()));
-    }
-
-    pub(crate) fn warn(
-        &mut self,
-        code: WarningCode,
-        message: String,
-        call_idx: Option<usize>,
-        span: Range<usize>,
-    ) {
-        self.events.push(Event::Warning(Warning { code, message, call_idx, span }));
-    }
-}
+use crate::{Config, Rejected, ToolCall, ToolSet, WarningCode};
 
 #[derive(Debug)]
 pub(crate) enum Status {
@@ -162,7 +12,9 @@ pub(crate) enum Status {
     Unnamed,
     Accepted {
         call_idx: usize,
-        name: String,
+        /// The declared name, when a tool list gave one; else the call's own name
+        /// (trimmed) is the name.
+        canonical: Option<String>,
         sent: usize,
     },
     Rejected {
@@ -188,18 +40,44 @@ pub(crate) struct CallState {
     pub(crate) extra_notes: Vec<(WarningCode, String)>,
 }
 
+/// The warning for a value whose JSON nests deeper than `max_depth`: kept as a string.
+pub(crate) fn kept_as_string_message(key: &str, max_depth: usize) -> String {
+    format!(
+        "the value of `{key}` nests deeper than max_depth ({max_depth}); its text was kept as \
+         a string (raise `Config::max_depth` to read it)"
+    )
+}
+
 impl CallState {
-    pub(crate) fn new(start: usize) -> CallState {
+    pub(crate) fn new(start: usize, max_depth: usize) -> CallState {
         CallState {
             name: None,
             id: None,
-            args: ArgsWriter::default(),
+            args: ArgsWriter::new(max_depth),
             status: Status::Unnamed,
             args_seen: false,
             start,
             truncated: false,
             extra_notes: Vec::new(),
         }
+    }
+
+    /// A new call at `start` in `spare`'s place (its allocations kept), or a new box.
+    pub(crate) fn reuse(
+        spare: Option<Box<CallState>>,
+        start: usize,
+        max_depth: usize,
+    ) -> Box<CallState> {
+        let Some(mut call) = spare else { return Box::new(CallState::new(start, max_depth)) };
+        call.name = None;
+        call.id = None;
+        call.args.recycle(max_depth);
+        call.status = Status::Unnamed;
+        call.args_seen = false;
+        call.start = start;
+        call.truncated = false;
+        call.extra_notes.clear();
+        call
     }
 
     pub(crate) fn is_accepted(&self) -> bool {
@@ -224,7 +102,7 @@ impl CallState {
 
     /// Decides the call once its name is known: accepted (CallStart goes out with
     /// the arguments written so far) or rejected.
-    pub(crate) fn resolve(&mut self, out: &mut Out<'_>) {
+    pub(in crate::engine) fn resolve(&mut self, out: &mut Out<'_>) {
         if !matches!(self.status, Status::Unnamed) {
             return;
         }
@@ -236,11 +114,11 @@ impl CallState {
             };
             return;
         }
-        let (name, tool) = match &out.config.tools {
-            None => (raw.to_owned(), None),
+        let (canonical, tool) = match &out.config().tools {
+            None => (None, None),
             Some(tools) => match ToolSet::resolve_shared(tools, raw) {
                 Some(tool) => {
-                    (tool.get().map(|t| t.name().to_owned()).unwrap_or_default(), Some(tool))
+                    (Some(tool.get().map(|t| t.name().to_owned()).unwrap_or_default()), Some(tool))
                 }
                 None => {
                     let declared: Vec<&str> = tools.tools().iter().map(|t| t.name()).collect();
@@ -257,19 +135,17 @@ impl CallState {
         if let Some(tool) = tool {
             self.args.set_tool(tool);
         }
-        let call_idx = *out.n_calls;
-        *out.n_calls += 1;
-        out.events.push(Event::CallStart { call_idx, id: self.id.clone(), name: name.clone() });
-        self.status = Status::Accepted { call_idx, name, sent: 0 };
+        let call_idx = out.call_start(self.id.as_deref(), canonical.as_deref().unwrap_or(raw));
+        self.status = Status::Accepted { call_idx, canonical, sent: 0 };
         self.flush(out);
     }
 
     /// Sends the arguments written since the last flush.
-    pub(crate) fn flush(&mut self, out: &mut Out<'_>) {
+    pub(in crate::engine) fn flush(&mut self, out: &mut Out<'_>) {
         if let Status::Accepted { call_idx, sent, .. } = &mut self.status {
             let text = &self.args.canon.out;
             if let Some(delta) = text.get(*sent..).filter(|d| !d.is_empty()) {
-                out.events.push(Event::ArgsDelta { call_idx: *call_idx, json: delta.to_owned() });
+                out.args_delta(*call_idx, delta);
                 *sent = text.len();
             }
         }
@@ -278,26 +154,36 @@ impl CallState {
     /// Ends the call with the span it covers; pushes warnings and CallEnd or Rejected.
     /// Returns false, and sends nothing, for a call that never got a name, so the
     /// caller can show its text instead.
-    pub(crate) fn end(mut self: Box<Self>, out: &mut Out<'_>, span: Range<usize>) -> bool {
+    pub(in crate::engine) fn end(
+        mut self: Box<Self>,
+        out: &mut Out<'_>,
+        span: Range<usize>,
+    ) -> bool {
         if matches!(self.status, Status::Unnamed) {
             return false;
         }
         self.args.finish();
         let arguments = std::mem::take(&mut self.args.canon.out);
         match std::mem::replace(&mut self.status, Status::Unnamed) {
-            Status::Accepted { call_idx, name, sent } => {
+            Status::Accepted { call_idx, canonical, sent } => {
                 if let Some(delta) = arguments.get(sent..).filter(|d| !d.is_empty()) {
-                    out.events.push(Event::ArgsDelta { call_idx, json: delta.to_owned() });
+                    out.args_delta(call_idx, delta);
                 }
+                // The call's own name moves into the result when it is the name.
+                let name = canonical.unwrap_or_else(|| {
+                    let own = self.name.take().unwrap_or_default();
+                    if own.trim().len() == own.len() { own } else { own.trim().to_owned() }
+                });
                 self.warnings(out, call_idx, &span, &arguments);
-                let call = ToolCall { id: self.id.clone(), name, arguments, span };
-                out.events.push(Event::CallEnd { call_idx, call });
+                let call = ToolCall { id: self.id.take(), name, arguments, span };
+                out.call_end(call_idx, call);
             }
             Status::Rejected { name, reason } => {
-                out.events.push(Event::Rejected(Rejected { name, reason, span }));
+                out.rejected(Rejected { name, reason, span });
             }
             Status::Unnamed => {}
         }
+        out.keep_call(self);
         true
     }
 
@@ -320,6 +206,12 @@ impl CallState {
                 ArgsNote::TooDeep(max_depth) => out.warn(
                     WarningCode::LimitReached,
                     too_deep_message(*max_depth),
+                    idx,
+                    span.clone(),
+                ),
+                ArgsNote::KeptAsString { key, max_depth } => out.warn(
+                    WarningCode::LimitReached,
+                    kept_as_string_message(key, *max_depth),
                     idx,
                     span.clone(),
                 ),

@@ -4,25 +4,10 @@
 
 use std::ops::Range;
 
-use crate::format::python::{self, Ahead};
+use crate::engine::step::{Look, Need};
+use crate::read::python;
+use crate::rows::label::{LABELS, Labels};
 use crate::{Builtin, Config};
-
-/// A pair of labels: the first names the tool, the second (on the next line)
-/// introduces its arguments.
-struct Labels {
-    dialect: Builtin,
-    name: &'static str,
-    args: &'static [&'static str],
-}
-
-const LABELS: &[Labels] = &[
-    Labels { dialect: Builtin::React, name: "Action:", args: &["Action Input:", "Action input:"] },
-    Labels {
-        dialect: Builtin::KeyValue,
-        name: "function.name:",
-        args: &["function.arguments:", "function.parameters:"],
-    },
-];
 
 /// The most indentation before a line dialect.
 const MAX_INDENT: usize = 16;
@@ -31,63 +16,58 @@ const MAX_LABEL_NAME: usize = 128;
 
 /// What a line starts.
 pub(crate) enum LineOpen {
-    No,
-    NeedMore,
     /// A Python call alone on the line.
     Python,
     /// A labelled call: the name is at `name` (relative to the line content); the
     /// labels end after `len` bytes.
-    Labelled {
-        name: Range<usize>,
-        len: usize,
-    },
+    Labelled { name: Range<usize>, len: usize },
 }
 
 /// Decides what the line starting at `rest` holds. Returns the indentation length
 /// (which stays text) and the decision.
-pub(crate) fn line_open(rest: &str, eof: bool, config: &Config) -> (usize, LineOpen) {
+pub(crate) fn line_open(rest: &str, eof: bool, config: &Config) -> (usize, Look<LineOpen>) {
     let b = rest.as_bytes();
     let indent = b.iter().take(MAX_INDENT + 1).take_while(|&&c| c == b' ' || c == b'\t').count();
     if indent > MAX_INDENT {
-        return (indent, LineOpen::No);
+        return (indent, Ok(None));
     }
     let line = rest.get(indent..).unwrap_or_default();
     if line.is_empty() {
-        return (indent, if eof { LineOpen::No } else { LineOpen::NeedMore });
+        return (indent, if eof { Ok(None) } else { Err(Need) });
     }
     // Every line dialect starts with a letter or `_`; most lines are decided here.
     let first = line.as_bytes().first().copied().unwrap_or(b' ');
     if !first.is_ascii_alphabetic() && first != b'_' {
-        return (indent, LineOpen::No);
+        return (indent, Ok(None));
     }
     let mut need_more = false;
-    for labels in LABELS {
+    for labels in &LABELS {
         if labels.name.as_bytes().first() != Some(&first) || !config.dialects.has(labels.dialect) {
             continue;
         }
         match labelled(line, labels, eof) {
-            LineOpen::No => {}
-            LineOpen::NeedMore => need_more = true,
+            Ok(None) => {}
+            Err(Need) => need_more = true,
             found => return (indent, found),
         }
     }
     if config.dialects.has(Builtin::Python) {
         match python::call_ahead(line, eof, config, true) {
-            Ahead::Yes if !need_more => return (indent, LineOpen::Python),
-            Ahead::Yes | Ahead::NeedMore => need_more = true,
-            Ahead::No => {}
+            Ok(Some(())) if !need_more => return (indent, Ok(Some(LineOpen::Python))),
+            Ok(Some(())) | Err(Need) => need_more = true,
+            Ok(None) => {}
         }
     }
-    (indent, if need_more { LineOpen::NeedMore } else { LineOpen::No })
+    (indent, if need_more { Err(Need) } else { Ok(None) })
 }
 
 /// `LABEL NAME\nARGS_LABEL`.
-fn labelled(line: &str, labels: &Labels, eof: bool) -> LineOpen {
+fn labelled(line: &str, labels: &Labels, eof: bool) -> Look<LineOpen> {
     let b = line.as_bytes();
     let label = labels.name;
     if !line.starts_with(label) {
         let partial = line.len() < label.len() && label.starts_with(line);
-        return if partial && !eof { LineOpen::NeedMore } else { LineOpen::No };
+        return if partial && !eof { Err(Need) } else { Ok(None) };
     }
     let mut i = label.len();
     while b.get(i).is_some_and(|&c| c == b' ' || c == b'\t') && i < label.len() + 8 {
@@ -97,7 +77,7 @@ fn labelled(line: &str, labels: &Labels, eof: bool) -> LineOpen {
     while b.get(i).is_some_and(|c| !c.is_ascii_whitespace()) {
         i += 1;
         if i - name_start > MAX_LABEL_NAME {
-            return LineOpen::No;
+            return Ok(None);
         }
     }
     let name_end = i;
@@ -105,9 +85,9 @@ fn labelled(line: &str, labels: &Labels, eof: bool) -> LineOpen {
         i += 1;
     }
     match b.get(i) {
-        None if !eof => return LineOpen::NeedMore,
+        None if !eof => return Err(Need),
         Some(b'\n') if name_end > name_start => i += 1,
-        _ => return LineOpen::No,
+        _ => return Ok(None),
     }
     let indent_start = i;
     while b.get(i).is_some_and(|&c| c == b' ' || c == b'\t') && i < indent_start + MAX_INDENT {
@@ -116,13 +96,16 @@ fn labelled(line: &str, labels: &Labels, eof: bool) -> LineOpen {
     let next = line.get(i..).unwrap_or_default();
     for args in labels.args {
         if next.starts_with(args) {
-            return LineOpen::Labelled { name: name_start..name_end, len: i + args.len() };
+            return Ok(Some(LineOpen::Labelled {
+                name: name_start..name_end,
+                len: i + args.len(),
+            }));
         }
         if next.len() < args.len() && args.starts_with(next) && !eof {
-            return LineOpen::NeedMore;
+            return Err(Need);
         }
     }
-    LineOpen::No
+    Ok(None)
 }
 
 /// The tool name a label gave, without quotes or backticks around it.

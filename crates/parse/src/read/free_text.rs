@@ -6,9 +6,11 @@
 //! required parameters (`city Paris`, `city = "Paris"`, `city: Paris`). The prose
 //! stays visible.
 
-use crate::format::call::{CallState, Out};
-use crate::format::markup::write_param_value;
+use std::sync::Arc;
+
+use crate::engine::call::CallState;
 use crate::json::reader::{Frame, Sink};
+use crate::read::value::write_param_value;
 use crate::tools::Tool;
 use crate::{ToolSet, WarningCode};
 
@@ -18,9 +20,14 @@ type Values = Vec<(String, String)>;
 /// The longest stretch after a tool name searched for its parameters.
 const WINDOW: usize = 300;
 
-/// Looks for one call in `prose` and sends it. `end` is the absolute end of the
-/// input (the call's span is empty there: its text stays visible).
-pub(crate) fn extract(prose: &str, tools: &ToolSet, end: usize, out: &mut Out<'_>) {
+/// Looks for one call in `prose`. `end` is the absolute end of the input: the call
+/// starts there and its span is empty (its text stays visible).
+pub(crate) fn extract(
+    prose: &str,
+    tools: &Arc<ToolSet>,
+    end: usize,
+    max_depth: usize,
+) -> Option<Box<CallState>> {
     let mut best: Option<(usize, &Tool, Values)> = None;
     for tool in tools.tools() {
         let Some((at, values)) = find_call(prose, tool) else { continue };
@@ -28,10 +35,12 @@ pub(crate) fn extract(prose: &str, tools: &ToolSet, end: usize, out: &mut Out<'_
             best = Some((at, tool, values));
         }
     }
-    let Some((_, tool, values)) = best else { return };
-    let mut call = Box::new(CallState::new(end));
+    let (_, tool, values) = best?;
+    let mut call = Box::new(CallState::new(end, max_depth));
     call.name = Some(tool.name().to_owned());
-    call.bind_tool(out.config);
+    if let Some(tool) = ToolSet::resolve_shared(tools, tool.name().trim()) {
+        call.args.set_tool(tool);
+    }
     call.args.open(Frame::Object, end);
     call.args_seen = true;
     let mut pairs = Vec::new();
@@ -42,12 +51,11 @@ pub(crate) fn extract(prose: &str, tools: &ToolSet, end: usize, out: &mut Out<'_
     if call.args.canon.depth() > 0 {
         call.args.close(end);
     }
-    call.resolve(out);
     call.extra_notes.push((
         WarningCode::FreeText,
         format!("the call was guessed from prose ({}); its text stays visible", pairs.join(", ")),
     ));
-    call.end(out, end..end);
+    Some(call)
 }
 
 /// The first sentence that names `tool` and gives all its required parameters.
@@ -56,13 +64,8 @@ fn find_call(prose: &str, tool: &Tool) -> Option<(usize, Values)> {
     if name.is_empty() {
         return None;
     }
-    let mut from = 0;
-    while let Some(found) = prose.get(from..).and_then(|rest| rest.find(name)) {
-        let at = from + found;
-        from = at + name.len();
-        if !word_bounded(prose, at, name.len()) {
-            continue;
-        }
+    for at in words(prose, name) {
+        let from = at + name.len();
         let window = sentence(prose.get(from..).unwrap_or_default());
         let mut values = Vec::new();
         for param in tool.param_names() {
@@ -80,6 +83,25 @@ fn find_call(prose: &str, tool: &Tool) -> Option<(usize, Values)> {
 
 fn is_word_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_'
+}
+
+/// Where `word` stands in `text` as a whole word, in order. An empty word stands nowhere
+/// (a parameter named `""` cannot be named in prose).
+fn words<'a>(text: &'a str, word: &'a str) -> impl Iterator<Item = usize> + 'a {
+    let mut from = 0;
+    std::iter::from_fn(move || {
+        if word.is_empty() {
+            return None;
+        }
+        while let Some(found) = text.get(from..).and_then(|rest| rest.find(word)) {
+            let at = from + found;
+            from = at + word.len();
+            if word_bounded(text, at, word.len()) {
+                return Some(at);
+            }
+        }
+        None
+    })
 }
 
 fn word_bounded(text: &str, at: usize, len: usize) -> bool {
@@ -109,14 +131,8 @@ fn sentence(text: &str) -> &str {
 /// The value written after `param` in `window`: `param value`, `param = value`,
 /// `param: value`, `param is value`, quoted or a single token.
 fn value_of(window: &str, param: &str) -> Option<String> {
-    let mut from = 0;
-    while let Some(found) = window.get(from..).and_then(|rest| rest.find(param)) {
-        let at = from + found;
-        from = at + param.len();
-        if !word_bounded(window, at, param.len()) {
-            continue;
-        }
-        let mut rest = window.get(from..).unwrap_or_default().trim_start();
+    for at in words(window, param) {
+        let mut rest = window.get(at + param.len()..).unwrap_or_default().trim_start();
         for joiner in ["=", ":", "is ", "of ", "as "] {
             if let Some(after) = rest.strip_prefix(joiner) {
                 rest = after.trim_start();

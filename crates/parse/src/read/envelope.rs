@@ -7,13 +7,13 @@
 //! decoded once. The envelope is a [`Sink`] over the JSON reader's tokens: it never
 //! touches the input buffer, only offsets the reader reports.
 
-use std::ops::Range;
-
 use crate::WarningCode;
-use crate::config::RejectedText;
-use crate::format::call::{CallState, Out, Show};
+use crate::engine::call::CallState;
+use crate::engine::settle::{Ctx, Decision};
 use crate::json::canon::Canon;
 use crate::json::reader::{Frame, Reader, Sink, Status};
+use crate::rows;
+use crate::rows::envelope::Key;
 
 /// How strong the evidence is that the JSON is a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,17 +24,6 @@ pub(crate) enum Origin {
     Marked,
     /// The value is the arguments of a call whose name the markup gave.
     ArgsOnly,
-}
-
-/// What the region's bytes are, as far as the envelope can tell.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Decision {
-    /// Not known yet: hold the text.
-    Pending,
-    /// It is tool-call syntax.
-    Calls,
-    /// It is data, not a call: show the text.
-    Data,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,28 +56,15 @@ enum Role {
     Dropped(String),
 }
 
-const NAME_KEYS: &[&str] =
-    &["name", "tool", "tool_name", "function_name", "toolName", "action", "recipient_name"];
-const ARGS_KEYS: &[&str] =
-    &["arguments", "parameters", "input", "params", "args", "action_input", "tool_input"];
-const ID_KEYS: &[&str] = &["id", "call_id", "tool_call_id"];
-const CALLS_KEYS: &[&str] = &["tool_calls", "calls", "function_calls", "tool_uses"];
-
 fn classify(key: &str) -> Role {
-    if key == "function" {
-        Role::Function
-    } else if NAME_KEYS.contains(&key) {
-        Role::Name
-    } else if ARGS_KEYS.contains(&key) {
-        Role::Args
-    } else if ID_KEYS.contains(&key) {
-        Role::Id
-    } else if CALLS_KEYS.contains(&key) {
-        Role::Calls
-    } else if key == "type" {
-        Role::Ignore
-    } else {
-        Role::Other(key.to_owned())
+    match rows::envelope::key(key) {
+        Some(Key::Function) => Role::Function,
+        Some(Key::Name) => Role::Name,
+        Some(Key::Arguments) => Role::Args,
+        Some(Key::Id) => Role::Id,
+        Some(Key::Calls) => Role::Calls,
+        Some(Key::Ignore) => Role::Ignore,
+        None => Role::Other(key.to_owned()),
     }
 }
 
@@ -130,7 +106,12 @@ impl Capped {
         while !piece.is_char_boundary(end) {
             end -= 1;
         }
-        self.text.push_str(piece.get(..end).unwrap_or_default());
+        let kept = piece.get(..end).unwrap_or_default();
+        if self.text.capacity() == 0 {
+            // Most captures are one piece: allocate it at its size.
+            self.text = String::with_capacity(kept.len());
+        }
+        self.text.push_str(kept);
         self.seen = self.seen.saturating_add(piece.len());
     }
 }
@@ -147,13 +128,6 @@ pub(crate) struct Envelope {
     )]
     calls: Vec<Box<CallState>>,
     capture: Capture,
-    pub(crate) decision: Decision,
-    /// Bytes before this absolute offset are settled: shown or consumed.
-    pub(crate) seg: usize,
-    /// A finished call waiting for the end of its span (the next call, or the region end).
-    pending: Option<Box<CallState>>,
-    /// The wrapper object (`tool_calls`) or list around the calls has produced calls.
-    pub(crate) n_calls: usize,
     max_depth: usize,
     /// The reader is closing what is open because the input broke off.
     pub(crate) repairing: bool,
@@ -165,25 +139,17 @@ pub(crate) struct Envelope {
 
 impl Envelope {
     /// The sink that feeds reader tokens into this envelope.
-    pub(crate) fn sink<'e, 'o>(
-        &'e mut self,
-        out: &'e mut Out<'o>,
-        show: &'e mut Show<'e>,
-    ) -> EnvSink<'e, 'o> {
-        EnvSink { env: self, out, show }
+    pub(crate) fn sink<'e, 'c, 'o>(&'e mut self, ctx: &'e mut Ctx<'c, 'o>) -> EnvSink<'e, 'c, 'o> {
+        EnvSink { env: self, ctx }
     }
 
-    pub(crate) fn new(origin: Origin, start: usize, max_depth: usize) -> Envelope {
+    pub(crate) fn new(max_depth: usize) -> Envelope {
         Envelope {
-            origin,
+            origin: Origin::Marked,
             levels: Vec::with_capacity(8),
             role: None,
             calls: Vec::with_capacity(2),
             capture: Capture::None,
-            decision: if origin == Origin::Bare { Decision::Pending } else { Decision::Calls },
-            seg: start,
-            pending: None,
-            n_calls: 0,
             max_depth,
             repairing: false,
             kept: None,
@@ -191,168 +157,78 @@ impl Envelope {
         }
     }
 
-    /// Makes this envelope a new one for a region at `start`, keeping its allocations.
-    pub(crate) fn recycle(&mut self, start: usize, max_depth: usize) {
+    /// Makes this envelope a new one for a region, keeping its allocations.
+    pub(crate) fn recycle(&mut self, max_depth: usize) {
         self.origin = Origin::Marked;
         self.levels.clear();
         self.role = None;
         self.calls.clear();
         self.capture = Capture::None;
-        self.decision = Decision::Calls;
-        self.seg = start;
-        self.pending = None;
-        self.n_calls = 0;
         self.max_depth = max_depth;
         self.repairing = false;
         self.kept = None;
         self.single_key = false;
     }
 
-    /// Whether the bytes since `seg` should be shown as text now.
-    pub(crate) fn shows_text(&self, config: &crate::Config) -> bool {
-        if self.decision == Decision::Data {
-            return true;
-        }
-        let keep = config.rejected_text == RejectedText::Keep;
-        match self.calls.last() {
-            Some(call) if !call.is_accepted() && !call.is_rejected() && self.pending.is_some() => {
-                self.pending.as_ref().is_some_and(|p| p.is_rejected() && keep)
-            }
-            Some(call) => call.is_rejected() && keep,
-            None => self.pending.as_ref().is_some_and(|p| p.is_rejected() && keep),
-        }
+    /// The innermost call being read, if any.
+    pub(crate) fn open_call(&self) -> Option<&CallState> {
+        self.calls.last().map(|call| &**call)
     }
 
     /// Sends the arguments of the open call written so far.
-    pub(crate) fn flush(&mut self, out: &mut Out<'_>) {
+    pub(crate) fn flush(&mut self, ctx: &mut Ctx<'_, '_>) {
         if let Some(call) = self.calls.last_mut() {
-            call.flush(out);
+            ctx.flush(call);
         }
     }
 
-    /// Gives up on a pending decision: the text is data.
-    pub(crate) fn force_data(&mut self) {
-        if self.decision == Decision::Pending {
-            self.decision = Decision::Data;
-        }
-    }
-
-    /// Ends the region at `end`: closes open calls (the input broke off) and
-    /// settles every byte up to `end`. `truncated` says the reader had to close
-    /// containers. Returns the text to show, as (range) pieces, through `show`.
-    pub(crate) fn end(
-        &mut self,
-        end: usize,
-        truncated: bool,
-        out: &mut Out<'_>,
-        show: &mut Show<'_>,
-    ) {
-        if self.decision == Decision::Data {
-            debug_assert!(self.pending.as_ref().is_none_or(|p| !p.is_accepted()));
-            show(out, self.seg..end);
-            self.seg = end;
+    /// The region ends: calls still open were cut off by the end of their input.
+    /// `truncated` says the reader had to close containers.
+    pub(crate) fn end(&mut self, truncated: bool, ctx: &mut Ctx<'_, '_>) {
+        if ctx.decision() == Decision::Data {
             return;
         }
-        // Calls still open: the input ended inside them.
         while let Some(mut call) = self.calls.pop() {
-            if self.decision == Decision::Pending {
+            if ctx.decision() == Decision::Pending {
                 // A bare candidate cut off before it showed it was a call.
                 let callable = call.name.is_some() && call.args_seen;
                 if callable {
-                    call.resolve(out);
-                    self.decision = Decision::Calls;
+                    ctx.resolve(&mut call);
+                    ctx.set_decision(Decision::Calls);
                 } else {
-                    self.decision = Decision::Data;
-                    show(out, self.seg..end);
-                    self.seg = end;
+                    ctx.set_decision(Decision::Data);
                     return;
                 }
             }
-            if call.name.is_none() && self.n_calls > 0 {
+            if call.name.is_none() && ctx.n_calls() > 0 {
                 continue; // an unclosed wrapper
             }
             call.truncated |= truncated;
-            call.resolve(out);
-            self.finish_call(call, out, show);
-        }
-        if self.decision == Decision::Pending {
-            self.decision = Decision::Data;
-            show(out, self.seg..end);
-            self.seg = end;
-            return;
-        }
-        self.settle(end, out, show);
-    }
-
-    /// Ends the pending call's span at `at`.
-    fn settle(&mut self, at: usize, out: &mut Out<'_>, show: &mut Show<'_>) {
-        // Text already shown (of a rejected call) cannot be taken back into a span.
-        let given = at;
-        let at = at.max(self.seg);
-        if let Some(call) = self.pending.take() {
-            let mut span = self.seg..at;
-            let keep = out.config.rejected_text == RejectedText::Keep;
-            if call.is_rejected() && keep {
-                show(out, span.clone());
-                // Its text may have been shown earlier in pieces; the span is the
-                // call's own syntax, which does not depend on the chunking (how much
-                // was shown, `seg`, does).
-                span = call.start.min(given)..given;
-            }
-            let start = call.start.min(at);
-            if !call.end(out, span.clone()) {
-                malformed(out, span, start..at, show);
-            }
-            self.seg = at;
-        } else if at > self.seg && self.decision != Decision::Calls {
-            show(out, self.seg..at);
-            self.seg = at;
+            ctx.resolve(&mut call);
+            ctx.finish_call(call);
         }
     }
 
-    fn finish_call(&mut self, call: Box<CallState>, out: &mut Out<'_>, show: &mut Show<'_>) {
-        // The previous finished call ends where this one's syntax began.
-        if self.pending.is_some() {
-            let at = call.start.max(self.seg);
-            self.settle(at, out, show);
-        }
-        self.n_calls += 1;
-        self.pending = Some(call);
-    }
-
-    /// A new call's syntax begins at `at`: the previous finished call's span ends there.
-    pub(crate) fn open_call(
-        &mut self,
-        at: usize,
-        out: &mut Out<'_>,
-        show: &mut Show<'_>,
-    ) -> Box<CallState> {
-        if self.pending.is_some() {
-            self.settle(at, out, show);
-        }
-        Box::new(CallState::new(at))
-    }
-
-    /// A call's syntax begins at `at`: the previous finished call's span ends there.
-    pub(crate) fn settle_before(&mut self, at: usize, out: &mut Out<'_>, show: &mut Show<'_>) {
-        if self.pending.is_some() {
-            self.settle(at, out, show);
-        }
+    /// Whether the reader's tokens go to the arguments of an accepted call.
+    pub(crate) fn in_accepted_args(&self, ctx: &Ctx<'_, '_>) -> bool {
+        self.levels.last() == Some(&Level::Args)
+            && ctx.decision() == Decision::Calls
+            && self.calls.last().is_some_and(|call| call.is_accepted())
     }
 
     /// Starts reading a new JSON value in this region.
-    pub(crate) fn begin_value(&mut self, origin: Origin) {
+    pub(crate) fn begin_value(&mut self, origin: Origin, ctx: &mut Ctx<'_, '_>) {
         self.origin = origin;
         self.levels.clear();
         self.role = None;
-        if origin == Origin::Bare && self.n_calls == 0 && self.pending.is_none() {
-            self.decision = Decision::Pending;
+        if origin == Origin::Bare && ctx.n_calls() == 0 && !ctx.has_pending() {
+            ctx.set_decision(Decision::Pending);
         }
     }
 
     /// Starts a value that is the arguments of `call` (whose name the markup gave).
-    pub(crate) fn begin_args(&mut self, call: Box<CallState>) {
-        self.begin_value(Origin::ArgsOnly);
+    pub(crate) fn begin_args(&mut self, call: Box<CallState>, ctx: &mut Ctx<'_, '_>) {
+        self.begin_value(Origin::ArgsOnly, ctx);
         self.calls.push(call);
         self.role = Some(Role::Args);
     }
@@ -362,60 +238,36 @@ impl Envelope {
         if self.origin == Origin::ArgsOnly { self.calls.pop() } else { None }
     }
 
-    /// Hands a finished call (from markup) to the region.
-    pub(crate) fn finish(&mut self, call: Box<CallState>, out: &mut Out<'_>, show: &mut Show<'_>) {
-        self.finish_call(call, out, show);
-    }
-
-    /// Whether any call (accepted or rejected) was found in the region.
-    pub(crate) fn has_calls(&self) -> bool {
-        self.n_calls > 0 || self.pending.is_some()
-    }
-
     fn innermost(&mut self) -> Option<&mut CallState> {
         self.calls.last_mut().map(|call| &mut **call)
     }
+}
 
-    /// A bare candidate becomes a call once it has a name and arguments.
-    fn maybe_commit(&mut self, out: &mut Out<'_>) {
-        let origin = self.origin;
-        let decision = self.decision;
-        let Some(call) = self.calls.last_mut() else { return };
-        if call.name.is_none() {
-            return;
-        }
-        if origin != Origin::Bare || decision == Decision::Calls || call.args_seen {
-            call.resolve(out);
-            if self.decision == Decision::Pending {
-                self.decision = Decision::Calls;
-            }
+/// A bare candidate becomes a call once it has a name and arguments.
+fn maybe_commit(env: &mut Envelope, ctx: &mut Ctx<'_, '_>) {
+    let origin = env.origin;
+    let decision = ctx.decision();
+    let Some(call) = env.calls.last_mut() else { return };
+    if call.name.is_none() {
+        return;
+    }
+    if origin != Origin::Bare || decision == Decision::Calls || call.args_seen {
+        ctx.resolve(call);
+        if ctx.decision() == Decision::Pending {
+            ctx.set_decision(Decision::Calls);
         }
     }
 }
 
-/// Shows the text of a call that never got a name (`shown`: what is not shown yet),
-/// with a warning about its syntax (`syntax`, which does not depend on the chunking).
-fn malformed(out: &mut Out<'_>, shown: Range<usize>, syntax: Range<usize>, show: &mut Show<'_>) {
-    show(out, shown);
-    out.warn(
-        WarningCode::MalformedCall,
-        "tool-call syntax without a tool name; its text was kept as content".into(),
-        None,
-        syntax,
-    );
-}
-
 /// The envelope together with what it writes to; implements the reader's sink.
-pub(crate) struct EnvSink<'e, 'o> {
+pub(crate) struct EnvSink<'e, 'c, 'o> {
     env: &'e mut Envelope,
-    out: &'e mut Out<'o>,
-    /// Shows a range of the input as text.
-    show: &'e mut Show<'e>,
+    ctx: &'e mut Ctx<'c, 'o>,
 }
 
-impl EnvSink<'_, '_> {
+impl EnvSink<'_, '_, '_> {
     fn data(&self) -> bool {
-        self.env.decision == Decision::Data
+        self.ctx.decision() == Decision::Data
     }
 
     fn note(&mut self, code: WarningCode, message: String) {
@@ -443,15 +295,15 @@ impl EnvSink<'_, '_> {
     /// that a bare candidate is data.
     fn other_key(&mut self, key: &str) -> bool {
         let env = &mut *self.env;
-        if env.decision == Decision::Pending {
-            let known = match (&env.calls.last(), &self.out.config.tools) {
+        if self.ctx.decision() == Decision::Pending {
+            let known = match (&env.calls.last(), &self.ctx.config().tools) {
                 (Some(call), Some(tools)) => {
                     call.name.as_deref().is_some_and(|name| tools.resolve(name).is_some())
                 }
                 _ => false,
             };
             if !known {
-                env.decision = Decision::Data;
+                self.ctx.set_decision(Decision::Data);
                 return false;
             }
         }
@@ -461,40 +313,40 @@ impl EnvSink<'_, '_> {
 
     fn call_closed(&mut self, end: usize) {
         let Some(mut call) = self.env.calls.pop() else { return };
-        let bare_top = self.env.decision == Decision::Pending;
+        let bare_top = self.ctx.decision() == Decision::Pending;
         if bare_top {
             let named = call.name.is_some();
-            let known_tool = match (&call.name, &self.out.config.tools) {
+            let known_tool = match (&call.name, &self.ctx.config().tools) {
                 (Some(name), Some(tools)) => tools.resolve(name).is_some(),
                 _ => false,
             };
             if named && (call.args_seen || known_tool) {
-                call.resolve(self.out);
-                self.env.decision = Decision::Calls;
-            } else if call.name.is_none() && self.env.n_calls > 0 {
+                self.ctx.resolve(&mut call);
+                self.ctx.set_decision(Decision::Calls);
+            } else if call.name.is_none() && self.ctx.n_calls() > 0 {
                 return;
             } else {
-                self.env.decision = Decision::Data;
+                self.ctx.set_decision(Decision::Data);
                 return;
             }
         }
-        if call.name.is_none() && (self.env.n_calls > 0 || self.env.pending.is_some()) {
+        if call.name.is_none() && (self.ctx.n_calls() > 0 || self.ctx.has_pending()) {
             // A wrapper around calls; its bytes belong to the calls' spans.
             return;
         }
         let _ = end;
         call.truncated |= self.env.repairing;
-        call.resolve(self.out);
-        self.env.finish_call(call, self.out, self.show);
+        self.ctx.resolve(&mut call);
+        self.ctx.finish_call(call);
     }
 
     fn call_opened(&mut self, at: usize) {
-        let call = self.env.open_call(at, self.out, self.show);
+        let call = self.ctx.open_call(at);
         self.env.calls.push(call);
     }
 }
 
-impl Sink for EnvSink<'_, '_> {
+impl Sink for EnvSink<'_, '_, '_> {
     fn open(&mut self, frame: Frame, at: usize) {
         if self.data() {
             return;
@@ -545,7 +397,7 @@ impl Sink for EnvSink<'_, '_> {
                     call.args_seen = true;
                     call.args.open(frame, at);
                 }
-                self.env.maybe_commit(self.out);
+                maybe_commit(self.env, self.ctx);
                 Level::Args
             }
             (Some(Level::Call | Level::Function), Some(Role::Args), Frame::Array) => {
@@ -556,8 +408,8 @@ impl Sink for EnvSink<'_, '_> {
                 Level::Skip
             }
             (Some(Level::List), _, Frame::Array) | (None, _, Frame::Array) => {
-                if self.env.decision == Decision::Pending {
-                    self.env.decision = Decision::Data;
+                if self.ctx.decision() == Decision::Pending {
+                    self.ctx.set_decision(Decision::Data);
                 }
                 Level::Skip
             }
@@ -569,8 +421,8 @@ impl Sink for EnvSink<'_, '_> {
             }
             _ => Level::Skip,
         };
-        if self.env.levels.len() >= self.env.max_depth {
-            self.env.force_data();
+        if self.env.levels.len() >= self.env.max_depth && self.ctx.decision() == Decision::Pending {
+            self.ctx.set_decision(Decision::Data);
         }
         self.env.levels.push(level);
     }
@@ -588,8 +440,8 @@ impl Sink for EnvSink<'_, '_> {
             }
             Level::Call => self.call_closed(end),
             Level::List => {
-                if self.env.decision == Decision::Pending {
-                    self.env.decision = Decision::Data;
+                if self.ctx.decision() == Decision::Pending {
+                    self.ctx.set_decision(Decision::Data);
                 }
             }
             Level::Kept => {
@@ -667,9 +519,9 @@ impl Sink for EnvSink<'_, '_> {
         }
         if !matches!(self.env.levels.last(), Some(Level::Call | Level::Function)) {
             if self.env.levels.last() == Some(&Level::List)
-                && self.env.decision == Decision::Pending
+                && self.ctx.decision() == Decision::Pending
             {
-                self.env.decision = Decision::Data;
+                self.ctx.set_decision(Decision::Data);
             }
             return;
         }
@@ -685,7 +537,7 @@ impl Sink for EnvSink<'_, '_> {
                 if let Some(call) = self.env.innermost() {
                     call.args_seen = true;
                 }
-                self.env.maybe_commit(self.out);
+                maybe_commit(self.env, self.ctx);
                 Capture::ArgsText {
                     reader: Reader::new(self.env.max_depth),
                     failed: false,
@@ -716,13 +568,20 @@ impl Sink for EnvSink<'_, '_> {
         match capture {
             Capture::None => {}
             Capture::Dropped { canon, .. } => canon.str_part(text, clean),
-            Capture::Name(buf) | Capture::Id(buf) => buf.push(text),
+            Capture::Name(capped) | Capture::Id(capped) => capped.push(text),
             Capture::ArgsText { reader, failed, raw } => {
                 raw.push(text);
                 if *failed {
                     return;
                 }
                 let Some(call) = calls.last_mut() else { return };
+                // Only an object can be the arguments: anything else is never written, so
+                // no argument delta goes out for it.
+                let first = text.trim_start().as_bytes().first();
+                if !call.args.started() && first.is_some_and(|&b| b != b'{') {
+                    *failed = true;
+                    return;
+                }
                 match reader.feed(text, 0, &mut call.args) {
                     Status::NeedMore => {}
                     Status::Done(n) => {
@@ -746,7 +605,7 @@ impl Sink for EnvSink<'_, '_> {
             }
             return;
         }
-        self.str_part(&crate::json::reader::decode_escaped(json), false);
+        self.str_part(&crate::json::scalar::decode_escaped(json), false);
     }
 
     fn str_end(&mut self) {
@@ -777,7 +636,7 @@ impl Sink for EnvSink<'_, '_> {
                         call.name = Some(name.text);
                     }
                 }
-                self.env.maybe_commit(self.out);
+                maybe_commit(self.env, self.ctx);
             }
             Capture::Id(id) => {
                 if let Some(call) = self.env.innermost() {
@@ -835,7 +694,7 @@ impl Sink for EnvSink<'_, '_> {
                             ));
                             }
                         }
-                        self.env.maybe_commit(self.out);
+                        maybe_commit(self.env, self.ctx);
                     }
                     Some(Role::Id) => {
                         if let Some(call) = self.env.innermost() {
@@ -848,8 +707,8 @@ impl Sink for EnvSink<'_, '_> {
                     _ => {}
                 }
             }
-            Some(Level::List) if self.env.decision == Decision::Pending => {
-                self.env.decision = Decision::Data;
+            Some(Level::List) if self.ctx.decision() == Decision::Pending => {
+                self.ctx.set_decision(Decision::Data);
             }
             _ => {}
         }

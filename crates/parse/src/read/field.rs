@@ -1,0 +1,133 @@
+//! Markup fields: the raw text of a parameter, a name or a key, read up to its end tag.
+
+use std::borrow::Cow;
+
+use crate::engine::settle::Ctx;
+use crate::engine::step::{Need, Step, Took};
+use crate::read::markup::Elem;
+use crate::read::tag::scan_until_close;
+use crate::read::{Body, Reading};
+use crate::rows::markup::says_string;
+
+/// A field being read, up to its end tag `close`.
+#[derive(Debug)]
+pub(crate) enum Field {
+    /// A parameter's raw value. `string` is an explicit type flag (DSML
+    /// `string="true|false"`, a `type` attribute, an `<arg_type>`).
+    Param { key: String, close: Cow<'static, str>, text: String, string: Option<bool> },
+    /// A container's name field: it names the container's call.
+    Name { close: &'static str, text: String },
+    /// `<func_name>`: the name of a new call whose parameters follow.
+    CallName { close: &'static str, text: String, at: usize },
+    /// An `<arg_key>`'s text: the key of the next `<arg_value>`.
+    Key { text: String, close: &'static str },
+    /// An `<arg_type>`'s text: the type of the next `<arg_value>`.
+    KeyType { text: String, close: &'static str },
+}
+
+impl Field {
+    fn close(&self) -> &str {
+        match self {
+            Field::Param { close, .. } => close,
+            Field::Name { close, .. }
+            | Field::CallName { close, .. }
+            | Field::Key { close, .. }
+            | Field::KeyType { close, .. } => close,
+        }
+    }
+
+    fn text(&mut self) -> &mut String {
+        match self {
+            Field::Param { text, .. }
+            | Field::Name { text, .. }
+            | Field::CallName { text, .. }
+            | Field::Key { text, .. }
+            | Field::KeyType { text, .. } => text,
+        }
+    }
+}
+
+impl Body {
+    /// Reads the field's text up to its end tag.
+    pub(super) fn step_field(
+        &mut self,
+        mut field: Field,
+        rest: &str,
+        ctx: &mut Ctx<'_, '_>,
+        eof: bool,
+    ) -> Step {
+        let upto = scan_until_close(rest, field.close(), eof);
+        field.text().push_str(rest.get(..upto.text).unwrap_or_default());
+        let Some(closer) = upto.closer else {
+            self.reading = Reading::Field(field);
+            return if upto.text == 0 { Err(Need) } else { Ok(Took::Go(upto.text)) };
+        };
+        self.field_done(field, closer == 0, ctx);
+        Ok(Took::Go(upto.text + closer))
+    }
+
+    /// A field's text is complete (`cut`: the input ended inside it).
+    pub(super) fn field_done(&mut self, field: Field, cut: bool, ctx: &mut Ctx<'_, '_>) {
+        match field {
+            Field::Param { key, mut text, string, .. } => {
+                // Namespaced markup writes its token before the end tag too.
+                if let Some(token) = self.namespace_token() {
+                    if text.ends_with(token) {
+                        text.truncate(text.len() - token.len());
+                    }
+                }
+                self.write_param(&key, &text, string, ctx);
+                if cut {
+                    // The output ended inside the value.
+                    if let Some(call) = self.current_call() {
+                        call.truncated = true;
+                    }
+                }
+            }
+            Field::Key { text, .. } => {
+                self.markup.key = Some(text.trim().to_owned());
+                self.markup.key_string = None;
+            }
+            Field::KeyType { text, .. } => {
+                self.markup.key_string = says_string(None, Some(text.trim()));
+            }
+            Field::Name { text, .. } => {
+                let name = text.trim().to_owned();
+                self.ensure_container_call(ctx);
+                if let Some(call) = self.current_call() {
+                    call.name.get_or_insert(name);
+                    ctx.resolve(call);
+                }
+            }
+            Field::CallName { text, at, .. } => {
+                self.close_open_calls(at, ctx);
+                let mut call = ctx.open_call(at);
+                call.name = Some(text.trim().to_owned());
+                ctx.resolve(&mut call);
+                self.markup.frames.push(Elem::Call { close: None, call: Some(call) });
+            }
+        }
+    }
+
+    /// The region ended inside a field: a value is written as far as it got, a call
+    /// name opens its call; a key or a container's name is lost.
+    pub(super) fn field_cut(&mut self, field: Field, ctx: &mut Ctx<'_, '_>) {
+        match field {
+            Field::Param { key, text, string, .. } => {
+                self.write_param(&key, &text, string, ctx);
+                if let Some(call) = self.current_call() {
+                    call.truncated = true;
+                }
+            }
+            Field::CallName { text, at, .. } => {
+                self.close_open_calls(at, ctx);
+                let mut call = ctx.open_call(at);
+                call.name = Some(text.trim().to_owned());
+                ctx.resolve(&mut call);
+                call.truncated = true;
+                self.markup.frames.push(Elem::Call { close: None, call: Some(call) });
+            }
+            Field::Key { .. } | Field::KeyType { .. } | Field::Name { .. } => {}
+        }
+    }
+}

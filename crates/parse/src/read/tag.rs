@@ -1,0 +1,395 @@
+//! The tag lexer: `<name attrs>`, `</name>`, `<name/>`, `<function=NAME>`, names with a
+//! namespace (`<seed:tool_call>`) or a prefix (`<｜DSML｜invoke>`), and token-delimited
+//! tags (`rows::markup::TOKEN_TAGS`). It reads one tag at the start of its input.
+
+use crate::engine::step::{Look, Need};
+use crate::rows::markup::{Role, TAG_PREFIXES, TOKEN_TAGS, TokenTags};
+
+/// A tag as read from the input.
+#[derive(Debug)]
+pub(crate) struct Tag<'a> {
+    pub(crate) closing: bool,
+    pub(crate) name: &'a str,
+    /// The value after `=` in `<function=NAME>`.
+    pub(crate) eq: Option<&'a str>,
+    pub(crate) attrs: &'a str,
+    pub(crate) self_closing: bool,
+    pub(crate) len: usize,
+    /// A closing tag whose `>` is missing.
+    pub(crate) unfinished: bool,
+}
+
+impl<'a> Tag<'a> {
+    /// A closing tag whose `>` is missing (`</tool_call` at the end of the output).
+    fn unfinished_close(name: &'a str, len: usize) -> Tag<'a> {
+        Tag { closing: true, name, eq: None, attrs: "", self_closing: false, len, unfinished: true }
+    }
+}
+
+pub(crate) fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b':' | b'.')
+}
+
+const MAX_TAG: usize = 1024;
+/// Longer than any opener name: look-ahead for a tag name stops here.
+pub(crate) const MAX_NAME: usize = 32;
+/// The longest value in `<function=NAME>`.
+pub(crate) const MAX_EQ: usize = 256;
+/// The longest fence opener line ("```" + label + spaces).
+/// The length of a tag-name prefix at the start of `s` (0 when there is none).
+pub(crate) fn tag_prefix(s: &str, eof: bool) -> Result<usize, Need> {
+    // Every prefix starts with `｜` (0xEF 0xBD 0x9C) or `i`.
+    if !matches!(s.as_bytes().first(), Some(&(0xEF | b'i'))) {
+        return Ok(0);
+    }
+    for prefix in TAG_PREFIXES {
+        if s.starts_with(prefix) {
+            // `｜DSML｜` may be followed by a space still to come.
+            if !eof && prefix.ends_with('｜') && s.len() == prefix.len() {
+                return Err(Need);
+            }
+            return Ok(prefix.len());
+        }
+        if !eof && s.len() < prefix.len() && prefix.starts_with(s) && !s.is_empty() {
+            return Err(Need);
+        }
+    }
+    Ok(0)
+}
+
+/// A tag name without its namespace: `seed:tool_call` → `tool_call`.
+pub(crate) fn local_name(name: &str) -> &str {
+    // Names are short: a plain loop beats a call to `memrchr`.
+    match name.bytes().rposition(|b| b == b':') {
+        Some(at) => name.get(at + 1..).unwrap_or(name),
+        None => name,
+    }
+}
+
+/// Reads a token-delimited tag (`syntax`) at the start of `s`.
+pub(crate) fn read_token_tag<'s>(s: &'s str, eof: bool, syntax: &TokenTags) -> Look<Tag<'s>> {
+    let closing = if s.starts_with(syntax.open) {
+        false
+    } else if s.starts_with(syntax.close) {
+        true
+    } else {
+        let partial = |m: &str| s.len() < m.len() && m.starts_with(s);
+        return if !eof && (partial(syntax.open) || partial(syntax.close)) {
+            Err(Need)
+        } else {
+            Ok(None)
+        };
+    };
+    let start = if closing { syntax.close.len() } else { syntax.open.len() };
+    let b = s.as_bytes();
+    let mut i = start;
+    while b.get(i).is_some_and(|&c| is_name_byte(c)) {
+        i += 1;
+        if i - start > MAX_NAME {
+            return Ok(None);
+        }
+    }
+    let name = s.get(start..i).unwrap_or_default();
+    // Attributes up to `<|sep|>`, respecting quotes.
+    let attrs_start = i;
+    match attrs_end(b, i, false) {
+        AttrsEnd::At(i, b'<') => {
+            let rest = s.get(i..).unwrap_or_default();
+            if rest.starts_with(syntax.end) {
+                let attrs = s.get(attrs_start..i).unwrap_or_default();
+                if name.is_empty() || (!attrs.is_empty() && !attrs.starts_with(char::is_whitespace))
+                {
+                    return Ok(None);
+                }
+                return Ok(Some(Tag {
+                    closing,
+                    name,
+                    eq: None,
+                    attrs: attrs.trim_end(),
+                    self_closing: false,
+                    len: i + syntax.end.len(),
+                    unfinished: false,
+                }));
+            }
+            if !eof && rest.len() < syntax.end.len() && syntax.end.starts_with(rest) {
+                return Err(Need);
+            }
+            Ok(None)
+        }
+        AttrsEnd::More(_) if !eof => Err(Need),
+        _ => Ok(None),
+    }
+}
+
+/// Where a tag's attributes end.
+enum AttrsEnd {
+    /// At this offset, a `<`, `>` or `\n` outside quotes.
+    At(usize, u8),
+    /// The input ran out at this offset.
+    More(usize),
+    /// Longer than any tag.
+    TooLong,
+}
+
+/// Scans attributes from `from`, respecting quotes, to the first `<` or `>` (or, with
+/// `newline`, `\n`) outside them.
+fn attrs_end(b: &[u8], from: usize, newline: bool) -> AttrsEnd {
+    let mut i = from;
+    let mut quote: Option<u8> = None;
+    while let Some(&c) = b.get(i) {
+        match (quote, c) {
+            (Some(q), _) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, b'"' | b'\'') => quote = Some(c),
+            (None, b'<' | b'>') => return AttrsEnd::At(i, c),
+            (None, b'\n') if newline => return AttrsEnd::At(i, c),
+            _ => {}
+        }
+        i += 1;
+        if i > MAX_TAG {
+            return AttrsEnd::TooLong;
+        }
+    }
+    AttrsEnd::More(i)
+}
+
+/// Reads a tag at the start of `s` (which starts with `<`).
+pub(crate) fn read_tag(s: &str, eof: bool) -> Look<Tag<'_>> {
+    let b = s.as_bytes();
+    if b.get(1) == Some(&b'|') {
+        return read_token_tag(s, eof, &TOKEN_TAGS);
+    }
+    let mut i = 1;
+    let closing = b.get(1) == Some(&b'/');
+    if closing {
+        i += 1;
+    }
+    i += tag_prefix(s.get(i..).unwrap_or_default(), eof)?;
+    let name_start = i;
+    while b.get(i).is_some_and(|&c| is_name_byte(c)) {
+        i += 1;
+        if i - name_start > MAX_NAME {
+            return Ok(None);
+        }
+    }
+    let name = local_name(s.get(name_start..i).unwrap_or_default());
+    tag_after_name(s, eof, closing, name, i)
+}
+
+/// The rest of a tag whose `name` (without its namespace) ends at `i`: the value after
+/// `=`, or the attributes up to `>`.
+pub(crate) fn tag_after_name<'s>(
+    s: &'s str,
+    eof: bool,
+    closing: bool,
+    name: &'s str,
+    i: usize,
+) -> Look<Tag<'s>> {
+    let b = s.as_bytes();
+    if i >= b.len() {
+        return if eof {
+            if closing && !name.is_empty() {
+                Ok(Some(Tag::unfinished_close(name, i)))
+            } else {
+                Ok(None)
+            }
+        } else {
+            Err(Need)
+        };
+    }
+    if name.is_empty() {
+        return Ok(None);
+    }
+    let mut eq = None;
+    if !closing && b.get(i) == Some(&b'=') {
+        let start = i + 1;
+        let mut j = start;
+        // Limits are checked before the byte, so the answer never depends on where
+        // the buffer happened to end.
+        while j - start < MAX_EQ && b.get(j).is_some_and(|&c| c != b'>' && c != b'<' && c != b'\n')
+        {
+            j += 1;
+        }
+        if j - start >= MAX_EQ {
+            return Ok(None);
+        }
+        match b.get(j) {
+            Some(b'>') => {
+                let value = s.get(start..j).unwrap_or_default().trim().trim_matches(['"', '\'']);
+                eq = Some(value);
+                return Ok(Some(Tag {
+                    closing,
+                    name,
+                    eq,
+                    attrs: "",
+                    self_closing: false,
+                    len: j + 1,
+                    unfinished: false,
+                }));
+            }
+            None if !eof => return Err(Need),
+            _ => return Ok(None),
+        }
+    }
+    // Attributes up to `>`, respecting quotes.
+    let attrs_start = i;
+    let i = match attrs_end(b, i, closing) {
+        AttrsEnd::At(i, b'>') => {
+            let raw = s.get(attrs_start..i).unwrap_or_default();
+            let self_closing = raw.trim_end().ends_with('/');
+            let attrs = raw.trim_end().trim_end_matches('/');
+            if !attrs.is_empty() && !attrs.starts_with(char::is_whitespace) {
+                return Ok(None);
+            }
+            return Ok(Some(Tag {
+                closing,
+                name,
+                eq,
+                attrs,
+                self_closing,
+                len: i + 1,
+                unfinished: false,
+            }));
+        }
+        AttrsEnd::At(i, b'\n') => i,
+        AttrsEnd::More(i) => i,
+        AttrsEnd::At(..) | AttrsEnd::TooLong => return Ok(None),
+    };
+    if closing && (eof || b.get(i) == Some(&b'\n')) {
+        return Ok(Some(Tag::unfinished_close(name, i)));
+    }
+    if eof { Ok(None) } else { Err(Need) }
+}
+
+/// The value of attribute `key` in `attrs`, entities decoded.
+pub(crate) fn attr(attrs: &str, key: &str) -> Option<String> {
+    let b = attrs.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        while b.get(i).is_some_and(|c| c.is_ascii_whitespace()) {
+            i += 1;
+        }
+        let start = i;
+        while b.get(i).is_some_and(|&c| is_name_byte(c)) {
+            i += 1;
+        }
+        let name = attrs.get(start..i).unwrap_or_default();
+        if name.is_empty() {
+            i += 1;
+            continue;
+        }
+        while b.get(i).is_some_and(|c| c.is_ascii_whitespace()) {
+            i += 1;
+        }
+        if b.get(i) != Some(&b'=') {
+            continue;
+        }
+        i += 1;
+        while b.get(i).is_some_and(|c| c.is_ascii_whitespace()) {
+            i += 1;
+        }
+        let (value, next) = match b.get(i) {
+            Some(&q @ (b'"' | b'\'')) => {
+                let vstart = i + 1;
+                let mut j = vstart;
+                while b.get(j).is_some_and(|&c| c != q) {
+                    j += 1;
+                }
+                (attrs.get(vstart..j).unwrap_or_default(), j + 1)
+            }
+            _ => {
+                let vstart = i;
+                let mut j = i;
+                while b.get(j).is_some_and(|c| !c.is_ascii_whitespace()) {
+                    j += 1;
+                }
+                (attrs.get(vstart..j).unwrap_or_default(), j)
+            }
+        };
+        if name == key {
+            return Some(decode_entities(value));
+        }
+        i = next;
+    }
+    None
+}
+
+/// The tool name a tag with this role carries (`<function=NAME>`, `<invoke name="NAME">`),
+/// if not empty.
+pub(crate) fn tool_name_of(tag: &Tag<'_>, role: Option<Role>) -> Option<String> {
+    let names: &[&str] = match role {
+        Some(Role::Call { names, .. }) => names,
+        _ => &["name"],
+    };
+    tag.eq
+        .map(str::to_owned)
+        .or_else(|| names.iter().find_map(|key| attr(tag.attrs, key)))
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+}
+
+fn decode_entities(text: &str) -> String {
+    if !text.contains('&') {
+        return text.to_owned();
+    }
+    text.replace("&quot;", "\"")
+        .replace("&apos;", "'")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&")
+}
+
+fn norm(s: &str) -> impl Iterator<Item = u8> + '_ {
+    s.bytes().filter(|c| *c != b'_' && *c != b'-').map(|c| c.to_ascii_lowercase())
+}
+
+/// Whether two tag names are the same, ignoring ASCII case, `_` and `-`.
+pub(crate) fn same_name(a: &str, b: &str) -> bool {
+    a == b || norm(a).eq(norm(b))
+}
+
+/// Whether two tag names mean the same element: [`same_name`], or one is the other
+/// plus a final `s` (`</tool_calls>` for `<tool_call>`).
+pub(crate) fn same_tag(a: &str, b: &str) -> bool {
+    if a == b {
+        return true;
+    }
+    let plural_of = |long: &str, short: &str| {
+        let count = norm(long).count();
+        count == norm(short).count() + 1
+            && norm(long).last() == Some(b's')
+            && norm(long).take(count - 1).eq(norm(short))
+    };
+    norm(a).eq(norm(b)) || plural_of(a, b) || plural_of(b, a)
+}
+
+/// How far a field's text goes: `text` bytes of the input are surely its text, and
+/// `closer` is the length of its end tag once found (0 when the input ended instead).
+pub(crate) struct Upto {
+    pub(crate) text: usize,
+    pub(crate) closer: Option<usize>,
+}
+
+/// Looks for `</close>` in `rest`, holding back a possible partial closer.
+pub(crate) fn scan_until_close(rest: &str, close: &str, eof: bool) -> Upto {
+    let bytes = rest.as_bytes();
+    let mut from = 0;
+    while let Some(off) = memchr::memchr(b'<', bytes.get(from..).unwrap_or_default()) {
+        let at = from + off;
+        let tail = rest.get(at..).unwrap_or_default();
+        match read_tag(tail, eof) {
+            Ok(Some(tag)) if tag.closing && same_tag(tag.name, close) => {
+                return Upto { text: at, closer: Some(tag.len) };
+            }
+            Err(Need)
+                if tail.len() < 2
+                    || tail.starts_with("</")
+                    || TOKEN_TAGS.close.get(..2).is_some_and(|lead| tail.starts_with(lead)) =>
+            {
+                return Upto { text: at, closer: None };
+            }
+            _ => from = at + 1,
+        }
+    }
+    Upto { text: rest.len(), closer: eof.then_some(0) }
+}

@@ -1,0 +1,77 @@
+//! Value typing: a parameter's raw text becomes a JSON value, by an explicit type flag,
+//! by the tool's schema, or by what the text looks like.
+
+use crate::WarningCode;
+use crate::engine::call::CallState;
+use crate::engine::call::kept_as_string_message;
+use crate::json::canon::{Canonical, canonical_json};
+use crate::json::reader::{Frame as JsonFrame, Reader, Sink};
+use crate::tools::ParamType;
+
+/// Writes one parameter's raw text as a JSON value; `string` is an explicit type
+/// flag that overrides the schema (`Some(true)`: the text as it is).
+pub(crate) fn write_typed_value(call: &mut CallState, key: &str, raw: &str, string: Option<bool>) {
+    match string {
+        None => write_param_value(call, key, raw),
+        Some(true) => write_value(call, key, raw, ParamType::String),
+        Some(false) => write_value(call, key, raw, ParamType::Any),
+    }
+}
+
+/// Writes one parameter's raw text as a JSON value into the call's arguments.
+pub(crate) fn write_param_value(call: &mut CallState, key: &str, raw: &str) {
+    let declared = call.args.tool().map(|tool| tool.param_type(key)).unwrap_or(ParamType::Any);
+    write_value(call, key, raw, declared);
+}
+
+/// Writes `raw` as a string when `declared` is a string, else as the JSON it holds.
+fn write_value(call: &mut CallState, key: &str, raw: &str, declared: ParamType) {
+    let args = &mut call.args;
+    if !args.started() {
+        args.open(JsonFrame::Object, 0);
+    } else if args.canon.depth() == 0 {
+        // The arguments object is already closed (a JSON body came first).
+        call.extra_notes.push((
+            WarningCode::InvalidArguments,
+            format!("parameter `{key}` came after the arguments object and was not used: {raw:?}"),
+        ));
+        return;
+    }
+    call.args_seen = true;
+    let text = raw.strip_prefix('\n').unwrap_or(raw);
+    let text = text.strip_suffix('\n').unwrap_or(text);
+    // MiniCPM5 wraps values in CDATA.
+    let text = match text.trim().strip_prefix("<![CDATA[").and_then(|t| t.strip_suffix("]]>")) {
+        Some(inner) => inner,
+        None => text,
+    };
+    args.key(key);
+    let trimmed = text.trim();
+    if declared != ParamType::String {
+        let structured = trimmed.starts_with('{') || trimmed.starts_with('[');
+        if structured {
+            let max_depth = args.max_depth();
+            match canonical_json(trimmed, max_depth) {
+                Canonical::Json(json) => {
+                    let mut reader = Reader::new(max_depth);
+                    let _ = reader.feed(&json, 0, args);
+                    return;
+                }
+                Canonical::TooDeep => {
+                    let message = kept_as_string_message(key, max_depth);
+                    call.extra_notes.push((WarningCode::LimitReached, message));
+                }
+                Canonical::Not => {}
+            }
+        }
+        let literal = matches!(trimmed, "true" | "false" | "null")
+            || crate::json::scalar::is_json_number(trimmed);
+        if literal {
+            args.scalar(trimmed);
+            return;
+        }
+    }
+    args.str_start();
+    args.str_part(text, false);
+    args.str_end();
+}

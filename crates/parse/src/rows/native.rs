@@ -1,0 +1,251 @@
+//! Model-native formats as rows: special-token pairs around calls. A row says where a
+//! format's calls start and end, how a call's name and id are read, what the body is,
+//! which tokens carry nothing, and which pairs open inside it. The engine reads every
+//! row with the same machinery (`read::pair`); adding a format whose body kind exists
+//! is a row here, a `catalog` entry and corpus cases.
+
+/// A marker that ends a name head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Marker {
+    /// Consumed with the head: `[ARGS]` in `NAME[ARGS]{…}`.
+    Consume(&'static str),
+    /// Not consumed: it starts what follows (`{` in `call:NAME{…}`).
+    Before(&'static str),
+}
+
+impl Marker {
+    pub(crate) fn text(self) -> &'static str {
+        match self {
+            Marker::Consume(text) | Marker::Before(text) => text,
+        }
+    }
+
+    /// How many bytes of the head the marker takes.
+    pub(crate) fn consumed(self) -> usize {
+        match self {
+            Marker::Consume(text) => text.len(),
+            Marker::Before(_) => 0,
+        }
+    }
+}
+
+/// How a call's name (and id) is read inside the pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Head {
+    /// The body holds whole calls: JSON objects, markup or Python calls.
+    Calls,
+    /// `[PREFIX] NAME [ID_MARKER ID] END` before each call's arguments. A name written
+    /// `functions.NAME:IDX` gives `NAME` and the id `functions.NAME:IDX`.
+    Name { prefix: &'static str, ends: &'static [Marker], id: Option<&'static str> },
+    /// `NAME END` only addresses the message; the calls follow in the body.
+    Recipient { ends: &'static [Marker] },
+}
+
+/// What the body between the markers is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Body {
+    /// Calls as in plain text: JSON envelopes, tool-call markup, Python calls.
+    Calls,
+    /// JSON objects `{"NAME": {args}}`, one key each (Apertus).
+    NamedObjects,
+    /// JSON-like values whose strings open and close with this token and hold raw text
+    /// (Gemma 4's `<|"|>`, FunctionGemma's `<escape>`); keys are unquoted.
+    TokenStrings(&'static str),
+    /// Markup with this token before every tag; a tag inside a call is a parameter
+    /// named by the tag (MiniMax-M3's `]<]minimax[>[`).
+    NamespacedMarkup(&'static str),
+}
+
+/// The start of the output may lack the start marker, the prompt having ended in it:
+/// a declared tool's `NAME` then `end`, then its JSON arguments (Functionary v3.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Leading {
+    pub(crate) end: &'static str,
+}
+
+/// One marker pair of a model-native format.
+#[derive(Debug)]
+pub(crate) struct Pair {
+    /// The registry id of the format's pairs (several rows may share it).
+    pub(crate) id: &'static str,
+    pub(crate) start: &'static str,
+    /// End markers; none: the region ends at the first thing that is not a call.
+    pub(crate) ends: &'static [&'static str],
+    pub(crate) head: Head,
+    pub(crate) body: Body,
+    /// Tokens that carry nothing, inside calls too (Harmony's `<|constrain|>json`).
+    pub(crate) skip: &'static [&'static str],
+    /// Pairs that open inside this one (a DeepSeek call inside its calls section).
+    pub(crate) inner: &'static [&'static Pair],
+    pub(crate) leading: Option<Leading>,
+}
+
+/// A pair with a JSON (or markup, or Python) body and no head.
+const fn pair(id: &'static str, start: &'static str, ends: &'static [&'static str]) -> Pair {
+    Pair {
+        id,
+        start,
+        ends,
+        head: Head::Calls,
+        body: Body::Calls,
+        skip: &[],
+        inner: &[],
+        leading: None,
+    }
+}
+
+/// A pair whose calls are `NAME END ARGS`.
+const fn named(
+    id: &'static str,
+    start: &'static str,
+    ends: &'static [&'static str],
+    prefix: &'static str,
+    name_ends: &'static [Marker],
+) -> Pair {
+    Pair { head: Head::Name { prefix, ends: name_ends, id: None }, ..pair(id, start, ends) }
+}
+
+/// A section pair holding call pairs.
+const fn section(
+    id: &'static str,
+    start: &'static str,
+    ends: &'static [&'static str],
+    inner: &'static [&'static Pair],
+) -> Pair {
+    Pair { inner, ..pair(id, start, ends) }
+}
+
+static DEEPSEEK_CALL: Pair = named(
+    "deepseek_v3",
+    "<｜tool▁call▁begin｜>",
+    &["<｜tool▁call▁end｜>"],
+    "function<｜tool▁sep｜>",
+    &[Marker::Consume("<｜tool▁sep｜>"), Marker::Consume("\n")],
+);
+
+static STEP3_CALL: Pair = named(
+    "step3",
+    "<｜tool_call_begin｜>",
+    &["<｜tool_call_end｜>"],
+    "function<｜tool_sep｜>",
+    &[Marker::Consume("<｜tool_sep｜>"), Marker::Consume("\n")],
+);
+
+static KIMI_CALL: Pair = named(
+    "kimi_k2",
+    "<|tool_call_begin|>",
+    &["<|tool_call_end|>"],
+    "",
+    &[Marker::Consume("<|tool_call_argument_begin|>")],
+);
+
+/// gpt-oss Harmony: `<|start|>assistant<|channel|>commentary to=functions.NAME
+/// <|constrain|>json<|message|>{…}<|call|>`; the recipient may also sit in the role
+/// header, and the call may be on the analysis channel.
+static HARMONY_CALL: Pair = Pair {
+    skip: &[
+        " ",
+        "<|channel|>commentary",
+        "<|channel|>analysis",
+        "<|constrain|>json",
+        "<|constrain|>",
+        "<|message|>",
+    ],
+    ..named(
+        "gpt_oss",
+        "to=functions.",
+        &["<|call|>"],
+        "",
+        &[Marker::Before(" "), Marker::Before("<|")],
+    )
+};
+
+/// Muse Glimmer: `<|start|>assistant to=NAME<|message|><atem:function_calls>…<|eot|>`;
+/// the recipient only addresses the message, the markup holds the calls.
+static MUSE_MESSAGE: Pair = Pair {
+    head: Head::Recipient { ends: &[Marker::Consume("<|message|>")] },
+    ..pair("gpt_oss", "to=", &["<|eot|>", "<|eom|>"])
+};
+
+static HARMONY: Pair = Pair {
+    skip: &[" ", "<|channel|>commentary", "<|channel|>analysis"],
+    inner: &[&HARMONY_CALL, &MUSE_MESSAGE],
+    ..pair("gpt_oss", "<|start|>assistant", &[])
+};
+
+static MISTRAL: Pair = Pair {
+    head: Head::Name {
+        prefix: "",
+        ends: &[Marker::Consume("[ARGS]"), Marker::Before("{")],
+        id: Some("[CALL_ID]"),
+    },
+    ..pair("mistral", "[TOOL_CALLS]", &[])
+};
+
+const MINIMAX_TOKEN: &str = "]<]minimax[>[";
+
+/// Every native pair, in the order the registry tries them.
+pub(crate) static PAIRS: [&Pair; 25] = [
+    &pair("longcat", "<longcat_tool_call>", &["</longcat_tool_call>"]),
+    &MISTRAL,
+    &pair("llama3_json", "<|python_tag|>", &["<|eom_id|>", "<|eot_id|>"]),
+    &pair("llama4_pythonic", "<|python_start|>", &["<|python_end|>"]),
+    &pair("lfm2", "<|tool_call_start|>", &["<|tool_call_end|>"]),
+    &pair("granite", "<|tool_call|>", &[]),
+    &pair("nemotron_nano_v2", "<TOOLCALL>", &["</TOOLCALL>"]),
+    &pair("internlm", "<|action_start|><|plugin|>", &["<|action_end|>"]),
+    &pair("internlm", "<|action_start|> <|plugin|>", &["<|action_end|>"]),
+    &pair("cohere", "<|START_ACTION|>", &["<|END_ACTION|>"]),
+    &HARMONY,
+    &Pair {
+        body: Body::NamedObjects,
+        ..pair("apertus", "<|tools_prefix|>", &["<|tools_suffix|>"])
+    },
+    &pair("gigachat3", "<|function_call|>", &[]),
+    &Pair {
+        body: Body::NamespacedMarkup(MINIMAX_TOKEN),
+        ..pair("minimax_m3", "]<]minimax[>[<tool_call>", &["]<]minimax[>[</tool_call>"])
+    },
+    // Functionary v3.2: `>>>NAME\n{json}`; `>>>all\n` ends the calls (text follows).
+    &Pair {
+        leading: Some(Leading { end: "\n" }),
+        ..named("functionary_v3_2", ">>>", &[">>>all\n"], "", &[Marker::Consume("\n")])
+    },
+    // Inkling: `<|message_model|>NAME<|content_invoke_tool_json|>{json}<|end_message|>`.
+    &Pair {
+        head: Head::Recipient { ends: &[Marker::Consume("<|content_invoke_tool_json|>")] },
+        ..pair("inkling", "<|message_model|>", &["<|end_message|>"])
+    },
+    // Gemma 4 and FunctionGemma: `START call:NAME{key:TOKENtextTOKEN,n:1} END`.
+    &Pair {
+        body: Body::TokenStrings("<|\"|>"),
+        ..named("gemma4", "<|tool_call>", &["<tool_call|>"], "call:", &[Marker::Before("{")])
+    },
+    &Pair {
+        body: Body::TokenStrings("<escape>"),
+        ..named(
+            "functiongemma",
+            "<start_function_call>",
+            &["<end_function_call>"],
+            "call:",
+            &[Marker::Before("{")],
+        )
+    },
+    &section("deepseek_v3", "<｜tool▁calls▁begin｜>", &["<｜tool▁calls▁end｜>"], &[&DEEPSEEK_CALL]),
+    &DEEPSEEK_CALL,
+    &section("step3", "<｜tool_calls_begin｜>", &["<｜tool_calls_end｜>"], &[&STEP3_CALL]),
+    &STEP3_CALL,
+    &section(
+        "kimi_k2",
+        "<|tool_calls_section_begin|>",
+        &["<|tool_calls_section_end|>"],
+        &[&KIMI_CALL],
+    ),
+    &section(
+        "kimi_k2",
+        "<|tool_call_section_begin|>",
+        &["<|tool_call_section_end|>"],
+        &[&KIMI_CALL],
+    ),
+    &KIMI_CALL,
+];
