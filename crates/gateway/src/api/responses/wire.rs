@@ -51,6 +51,10 @@ pub(crate) struct Echo {
     pub(crate) tool_choice: Value,
     pub(crate) parallel_tool_calls: bool,
     pub(crate) max_output_tokens: Value,
+    /// Echoed, not enforced: it limits calls to hosted tools, which the gateway never runs.
+    pub(crate) max_tool_calls: Value,
+    /// The tier the request asked for, if any.
+    pub(crate) service_tier: Option<String>,
     pub(crate) temperature: Value,
     pub(crate) top_p: Value,
     pub(crate) store: bool,
@@ -59,6 +63,9 @@ pub(crate) struct Echo {
     pub(crate) reasoning: Value,
     pub(crate) user: Value,
 }
+
+/// The `service_tier` values the API knows.
+const SERVICE_TIERS: &[&str] = &["auto", "default", "flex", "scale", "priority"];
 
 /// The separator of a namespace and a tool's name in the flat name the model sees.
 const NAMESPACE_SEPARATOR: &str = "__";
@@ -120,8 +127,13 @@ const TOOL: Fields = &[
     ("format", &[Obj]),
     ("tools", &[Arr]),
 ];
-const TOOL_CHOICE: Fields =
-    &[("type", &[Str]), ("name", &[Str]), ("mode", &[Str]), ("tools", &[Arr])];
+const TOOL_CHOICE: Fields = &[
+    ("type", &[Str]),
+    ("name", &[Str]),
+    ("namespace", &[Str]),
+    ("mode", &[Str]),
+    ("tools", &[Arr]),
+];
 
 const WALK: Walker = Walker { error: type_error };
 
@@ -140,6 +152,9 @@ fn check_types(body: &serde_json::Map<String, Value>) -> Result<(), ApiError> {
     }
     if let Some(Value::Object(choice)) = body.get("tool_choice") {
         WALK.fields("tool_choice", choice, TOOL_CHOICE)?;
+        for (i, tool) in items(choice, "tools") {
+            WALK.object(&format!("tool_choice.tools[{i}]"), tool, TOOL_CHOICE)?;
+        }
     }
     Ok(())
 }
@@ -268,6 +283,17 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
             ));
         }
     }
+    let service_tier = object.get("service_tier").and_then(Value::as_str);
+    if let Some(tier) = service_tier {
+        if !SERVICE_TIERS.contains(&tier) {
+            return Err(invalid(
+                format!(
+                    "Invalid value: '{tier}'. Supported values are: 'auto', 'default', 'flex', 'scale', and 'priority'."
+                ),
+                "service_tier",
+            ));
+        }
+    }
     let get = |key: &str| object.get(key).cloned().unwrap_or(Value::Null);
     let echo = Echo {
         instructions: get("instructions"),
@@ -275,9 +301,12 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
         tool_choice: object.get("tool_choice").cloned().unwrap_or_else(|| json!("auto")),
         parallel_tool_calls,
         max_output_tokens: get("max_output_tokens"),
+        max_tool_calls: get("max_tool_calls"),
+        service_tier: service_tier.map(str::to_owned),
         temperature: object.get("temperature").cloned().unwrap_or(json!(1.0)),
         top_p: object.get("top_p").cloned().unwrap_or(json!(1.0)),
-        store: object.get("store").and_then(Value::as_bool).unwrap_or(true),
+        // As asked; when not asked, false: the gateway stores nothing.
+        store: object.get("store").and_then(Value::as_bool).unwrap_or(false),
         metadata: object.get("metadata").cloned().unwrap_or_else(|| json!({})),
         text: object.get("text").cloned().unwrap_or_else(|| json!({"format": {"type": "text"}})),
         reasoning: object
@@ -661,79 +690,47 @@ fn check_pairs(input: &[Value]) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// `tool_choice` in all its forms; `allowed_tools` narrows the tool list to its tools.
+/// `tool_choice` in all its forms; `allowed_tools` narrows the tool list to its tools. Every
+/// tool it names must be declared, with the type it is named with.
 fn read_tool_choice(
     value: Option<&Value>,
     tools: Vec<ToolSpec>,
     origins: &BTreeMap<String, ToolOrigin>,
 ) -> Result<(ToolChoice, Vec<ToolSpec>), ApiError> {
     let param = "tool_choice";
-    let named = |name: &str, tools: &[ToolSpec]| -> Result<ToolChoice, ApiError> {
-        // A namespaced tool may be named by its flat name or by its own.
-        let flat = origins
-            .iter()
-            .find(|(flat, origin)| *flat == name || origin.name == name)
-            .map(|(flat, _)| flat.clone())
-            .filter(|flat| tools.iter().any(|t| &t.name == flat));
-        match flat {
-            Some(flat) => Ok(ToolChoice::Named(flat)),
-            None => {
-                Err(invalid(format!("Tool choice '{name}' not found in 'tools' parameter."), param))
-            }
-        }
-    };
-    let choice = match value {
+    let (choice, tools) = match value {
         None | Some(Value::Null) => {
-            if tools.is_empty() {
-                ToolChoice::None
-            } else {
-                ToolChoice::Auto
-            }
+            (if tools.is_empty() { ToolChoice::None } else { ToolChoice::Auto }, tools)
         }
-        Some(Value::String(text)) => match text.as_str() {
-            "none" => ToolChoice::None,
-            "auto" => ToolChoice::Auto,
-            "required" => ToolChoice::Required,
-            other => {
-                return Err(invalid(
-                    format!(
-                        "Invalid value: '{other}'. Supported values are: 'none', 'auto', and 'required'."
-                    ),
-                    param,
-                ));
-            }
-        },
+        Some(Value::String(text)) => {
+            let choice = match text.as_str() {
+                "none" => ToolChoice::None,
+                "auto" => ToolChoice::Auto,
+                "required" => ToolChoice::Required,
+                other => {
+                    return Err(invalid(
+                        format!(
+                            "Invalid value: '{other}'. Supported values are: 'none', 'auto', and 'required'."
+                        ),
+                        param,
+                    ));
+                }
+            };
+            (choice, tools)
+        }
         Some(Value::Object(object)) => {
             let kind = object.get("type").and_then(Value::as_str).unwrap_or_default();
             match kind {
                 "function" | "custom" => {
-                    let name = object
-                        .get("name")
-                        .and_then(Value::as_str)
-                        .ok_or_else(|| missing("tool_choice.name"))?;
-                    named(name, &tools)?
+                    let flat = named(object, param, &tools, origins, |unknown| {
+                        invalid(
+                            format!("Tool choice '{unknown}' not found in 'tools' parameter."),
+                            param,
+                        )
+                    })?;
+                    (ToolChoice::Named(flat), tools)
                 }
-                "allowed_tools" => {
-                    let allowed: Vec<String> = object
-                        .get("tools")
-                        .and_then(Value::as_array)
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|t| t.get("name").and_then(Value::as_str))
-                        .filter_map(|name| match named(name, &tools) {
-                            Ok(ToolChoice::Named(flat)) => Some(flat),
-                            _ => None,
-                        })
-                        .collect();
-                    let tools: Vec<ToolSpec> =
-                        tools.into_iter().filter(|t| allowed.contains(&t.name)).collect();
-                    let mode = match object.get("mode").and_then(Value::as_str) {
-                        Some("required") => ToolChoice::Required,
-                        _ if tools.is_empty() => ToolChoice::None,
-                        _ => ToolChoice::Auto,
-                    };
-                    return Ok((mode, tools));
-                }
+                "allowed_tools" => allowed_tools(object, tools, origins)?,
                 hosted if is_hosted(hosted) && !hosted.is_empty() => {
                     return Err(invalid(
                         format!(
@@ -756,6 +753,118 @@ fn read_tool_choice(
         ));
     }
     Ok((choice, tools))
+}
+
+/// `{"type": "allowed_tools", "mode", "tools"}`: the tool list narrowed to the tools it
+/// names (hosted ones among them are left out, as in `tools`), and the mode.
+fn allowed_tools(
+    object: &serde_json::Map<String, Value>,
+    tools: Vec<ToolSpec>,
+    origins: &BTreeMap<String, ToolOrigin>,
+) -> Result<(ToolChoice, Vec<ToolSpec>), ApiError> {
+    let mode = match object.get("mode").and_then(Value::as_str) {
+        None | Some("auto") => ToolChoice::Auto,
+        Some("required") => ToolChoice::Required,
+        Some(other) => {
+            return Err(invalid(
+                format!("Invalid value: '{other}'. Supported values are: 'auto' and 'required'."),
+                "tool_choice.mode",
+            ));
+        }
+    };
+    let Some(Value::Array(entries)) = object.get("tools") else {
+        return Err(missing("tool_choice.tools"));
+    };
+    let mut allowed = Vec::new();
+    for (j, entry) in entries.iter().enumerate() {
+        let path = format!("tool_choice.tools[{j}]");
+        let Value::Object(entry) = entry else { continue };
+        match entry.get("type").and_then(Value::as_str) {
+            Some(kind @ ("function" | "custom")) => {
+                let flat = named(entry, &path, &tools, origins, |unknown| {
+                    invalid(
+                        format!(
+                            "Invalid value for 'tool_choice.tools': {kind} '{unknown}' is not one of the given tools."
+                        ),
+                        "tool_choice.tools",
+                    )
+                })?;
+                allowed.push(flat);
+            }
+            Some(kind) if is_hosted(kind) && !kind.is_empty() => {}
+            Some(_) => return Err(invalid(format!("Invalid value for '{path}.type'."), &path)),
+            None => return Err(missing(&format!("{path}.type"))),
+        }
+    }
+    let tools: Vec<ToolSpec> = tools.into_iter().filter(|t| allowed.contains(&t.name)).collect();
+    let mode = match mode {
+        ToolChoice::Auto if tools.is_empty() => ToolChoice::None,
+        mode => mode,
+    };
+    Ok((mode, tools))
+}
+
+/// The flat name of the tool `{"type", "name", "namespace"?}` names: the name itself, or a
+/// namespaced tool's own name (with its `namespace`, or without when only one namespace
+/// has it). A name no declared tool has is the error `unknown` makes of it; a tool of the
+/// other type, or a name several namespaces share, is a 400 of its own.
+fn named(
+    object: &serde_json::Map<String, Value>,
+    path: &str,
+    tools: &[ToolSpec],
+    origins: &BTreeMap<String, ToolOrigin>,
+    unknown: impl Fn(&str) -> ApiError,
+) -> Result<String, ApiError> {
+    let kind = match object.get("type").and_then(Value::as_str) {
+        Some("custom") => ToolKind::Custom,
+        _ => ToolKind::Function,
+    };
+    let name = object
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| missing(&format!("{path}.name")))?;
+    let namespace = object.get("namespace").and_then(Value::as_str);
+    let declared = |flat: &str| tools.iter().any(|t| t.name == flat);
+    let candidates: Vec<(&String, &ToolOrigin)> = origins
+        .iter()
+        .filter(|(flat, _)| declared(flat))
+        .filter(|(flat, origin)| match namespace {
+            Some(ns) => origin.namespace.as_deref() == Some(ns) && origin.name == name,
+            None => *flat == name || origin.name == name,
+        })
+        .collect();
+    let found = match candidates.iter().find(|(flat, _)| *flat == name) {
+        Some(exact) => *exact,
+        None => match candidates.as_slice() {
+            [one] => *one,
+            [] => return Err(unknown(name)),
+            several => {
+                let namespaces: Vec<&str> =
+                    several.iter().filter_map(|(_, o)| o.namespace.as_deref()).collect();
+                return Err(invalid(
+                    format!(
+                        "Tool choice '{name}' is ambiguous: the namespaces {} each have it; add 'namespace'.",
+                        namespaces.join(", ")
+                    ),
+                    path,
+                ));
+            }
+        },
+    };
+    let (flat, origin) = found;
+    if origin.kind != kind {
+        let (is, use_type) = match origin.kind {
+            ToolKind::Function => ("a function tool", "function"),
+            ToolKind::Custom => ("a custom tool", "custom"),
+        };
+        return Err(invalid(
+            format!(
+                "Invalid value for '{path}': '{name}' is {is}; name it with {{\"type\": \"{use_type}\", \"name\": \"{name}\"}}."
+            ),
+            path,
+        ));
+    }
+    Ok(flat.clone())
 }
 
 #[cfg(test)]
@@ -847,5 +956,110 @@ mod tests {
         assert_eq!(parsed.chat.tool_choice, ToolChoice::Required);
         assert_eq!(parsed.chat.tools.len(), 1);
         assert_eq!(parsed.chat.tools[0].name, "b");
+    }
+
+    fn choice_error(tools: Value, choice: Value) -> ApiError {
+        parse(json!({"model": "m", "input": "hi", "tools": tools, "tool_choice": choice}))
+            .unwrap_err()
+    }
+
+    #[test]
+    fn allowed_tools_must_name_declared_tools_of_their_type() {
+        let tools = json!([{"type": "function", "name": "a"}, {"type": "custom", "name": "patch"}, {"type": "web_search"}]);
+        let err = choice_error(
+            tools.clone(),
+            json!({"type": "allowed_tools", "mode": "auto", "tools": [{"type": "function", "name": "a"}, {"type": "function", "name": "nope"}]}),
+        );
+        assert_eq!(
+            err.message(),
+            "Invalid value for 'tool_choice.tools': function 'nope' is not one of the given tools."
+        );
+        assert!(
+            matches!(&err, ApiError::InvalidRequest { param: Some(p), .. } if p == "tool_choice.tools")
+        );
+        // Required, with nothing left to call: the same 400 as `required` without tools.
+        let err = choice_error(
+            tools.clone(),
+            json!({"type": "allowed_tools", "mode": "required", "tools": [{"type": "web_search"}]}),
+        );
+        assert!(err.message().contains("requires 'tools'"), "{err:?}");
+        let err = choice_error(
+            tools.clone(),
+            json!({"type": "allowed_tools", "mode": "sometimes", "tools": []}),
+        );
+        assert!(err.message().contains("'sometimes'"), "{err:?}");
+        let err = choice_error(tools.clone(), json!({"type": "allowed_tools", "mode": "auto"}));
+        assert_eq!(err.message(), "Missing required parameter: 'tool_choice.tools'.");
+        // A custom tool named as a function, and a function named as a custom tool.
+        let err = choice_error(
+            tools.clone(),
+            json!({"type": "allowed_tools", "mode": "auto", "tools": [{"type": "function", "name": "patch"}]}),
+        );
+        assert!(err.message().contains("'patch' is a custom tool"), "{err:?}");
+        let err = choice_error(tools.clone(), json!({"type": "custom", "name": "a"}));
+        assert!(err.message().contains("'a' is a function tool"), "{err:?}");
+        let err = choice_error(tools, json!({"type": "function", "name": "b"}));
+        assert_eq!(err.message(), "Tool choice 'b' not found in 'tools' parameter.");
+        // Auto with only hosted tools allowed: nothing to call, no error.
+        let parsed = parse(json!({"model": "m", "input": "hi", "tools": [{"type": "function", "name": "a"}, {"type": "web_search"}],
+            "tool_choice": {"type": "allowed_tools", "mode": "auto", "tools": [{"type": "web_search"}]}}))
+        .unwrap();
+        assert_eq!((parsed.chat.tool_choice, parsed.chat.tools.len()), (ToolChoice::None, 0));
+    }
+
+    #[test]
+    fn a_namespaced_tool_is_named_by_its_flat_name_its_own_or_with_its_namespace() {
+        let tools = json!([
+            {"type": "namespace", "name": "agents", "tools": [{"type": "function", "name": "spawn"}, {"type": "function", "name": "wait"}]},
+            {"type": "namespace", "name": "jobs", "tools": [{"type": "function", "name": "wait"}]}]);
+        let choose = |choice: Value| {
+            parse(json!({"model": "m", "input": "hi", "tools": tools, "tool_choice": choice}))
+                .map(|p| p.chat.tool_choice)
+        };
+        let named = |flat: &str| Ok(ToolChoice::Named(flat.to_owned()));
+        assert_eq!(
+            choose(json!({"type": "function", "name": "agents__spawn"})),
+            named("agents__spawn")
+        );
+        assert_eq!(choose(json!({"type": "function", "name": "spawn"})), named("agents__spawn"));
+        assert_eq!(
+            choose(json!({"type": "function", "name": "wait", "namespace": "jobs"})),
+            named("jobs__wait")
+        );
+        let err = choose(json!({"type": "function", "name": "wait"})).unwrap_err();
+        assert!(
+            err.message().contains("ambiguous") && err.message().contains("agents, jobs"),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn echoed_fields_and_service_tiers() {
+        let parsed = parse(
+            json!({"model": "m", "input": "hi", "max_tool_calls": 2, "service_tier": "flex"}),
+        )
+        .unwrap();
+        assert_eq!(parsed.echo.max_tool_calls, 2);
+        assert_eq!(parsed.echo.service_tier.as_deref(), Some("flex"));
+        assert!(!parsed.echo.store, "nothing is stored when store is not asked for");
+        assert!(parse(json!({"model": "m", "input": "hi", "store": true})).unwrap().echo.store);
+        let err = parse(json!({"model": "m", "input": "hi", "service_tier": "turbo"})).unwrap_err();
+        assert!(
+            matches!(&err, ApiError::InvalidRequest { param: Some(p), .. } if p == "service_tier")
+        );
+    }
+
+    #[test]
+    fn images_and_files_are_placeholders_the_model_sees() {
+        let parsed = parse(json!({"model": "m", "input": [{"role": "user", "content": [
+            {"type": "input_text", "text": "Compare:"},
+            {"type": "input_image", "image_url": "data:image/png;base64,AAAA"},
+            {"type": "input_file", "filename": "report.pdf", "file_data": "data:application/pdf;base64,AAAA"},
+            {"type": "input_file", "file_id": "file_1"}]}]}))
+        .unwrap();
+        assert_eq!(
+            parsed.chat.messages[0],
+            Message::User("Compare:\n[image]\n[file: report.pdf]\n[file]".into())
+        );
     }
 }
