@@ -439,3 +439,50 @@ async fn a_long_custom_input_streams_in_deltas_that_join_to_its_input() {
         (Some("custom_tool_call"), Some(patch.as_str()))
     );
 }
+
+/// Codex defers its sub-agent (and MCP) tools behind `tool_search`, which it runs itself: the
+/// model's call goes out as a `tool_search_call` (arguments an object), and the tools the
+/// `tool_search_output` in the next request loads are callable, namespaced as they came.
+#[tokio::test]
+async fn codex_tool_search_loads_tools_that_are_then_called() {
+    let gw = spawn_gateway(|_| {}).await;
+    let tools = json!([
+        {"type": "function", "name": "exec_command", "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}},
+        {"type": "tool_search", "execution": "client", "description": "Searches deferred tools.",
+            "parameters": {"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "number"}}, "required": ["query"]}},
+        {"type": "web_search"}]);
+    gw.upstream.push(Reply::text(hermes("tool_search", json!({"query": "agent"}))).chunks(4));
+    let response = post(
+        &gw,
+        &json!({"model": "m", "input": "Close the agent.", "tools": tools, "stream": true}),
+    )
+    .await;
+    let events = events(&within(response.text()).await.unwrap());
+    let done = events.iter().find(|e| e["type"] == "response.output_item.done").unwrap();
+    let call = &done["item"];
+    assert_eq!(call["type"], "tool_search_call");
+    assert_eq!(call["execution"], "client");
+    assert_eq!(call["arguments"], json!({"query": "agent"}));
+    assert!(events.iter().all(|e| !e["type"].as_str().unwrap().contains("arguments")));
+    assert_eq!(events.last().unwrap()["response"]["output"][0], *call);
+
+    let call_id = call["call_id"].clone();
+    gw.upstream.push(Reply::text(hermes("multi_agent_v1__close_agent", json!({"target": "a1"}))));
+    let input = json!([
+        {"role": "user", "content": "Close the agent."},
+        {"type": "tool_search_call", "id": call["id"], "call_id": call_id, "status": "completed", "execution": "client", "arguments": {"query": "agent"}},
+        {"type": "tool_search_output", "call_id": call_id, "status": "completed", "execution": "client", "tools": [
+            {"type": "namespace", "name": "multi_agent_v1", "description": "Sub-agents.", "tools": [
+                {"type": "function", "name": "close_agent", "parameters": {"type": "object", "properties": {"target": {"type": "string"}}, "required": ["target"]}}]}]}]);
+    let value: Value = post(&gw, &json!({"model": "m", "input": input, "tools": tools}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(called(&value), ["multi_agent_v1.close_agent"]);
+    let sent = gw.upstream.requests()[1].to_string();
+    assert!(
+        sent.contains("multi_agent_v1__close_agent") && sent.contains("(tool_search)"),
+        "{sent}"
+    );
+}

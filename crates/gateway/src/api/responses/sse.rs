@@ -60,8 +60,10 @@ enum Open {
         call_id: String,
         flat: String,
         arguments: String,
-        /// A custom tool's raw input, decoded as it arrives; `None` for a function call.
-        raw: Option<RawInput>,
+        /// What kind of call it is.
+        kind: ToolKind,
+        /// A custom tool's raw input, decoded as it arrives.
+        raw: RawInput,
     },
 }
 
@@ -216,10 +218,10 @@ impl Builder {
                 self.emit("response.content_part.done", data);
                 json!({"id": id, "type": "message", "status": status.as_str(), "role": "assistant", "content": [part]})
             }
-            Open::Call { id, call_id, flat, arguments, raw } => {
+            Open::Call { id, call_id, flat, arguments, kind, raw } => {
                 let origin = self.origin(&flat);
-                match raw {
-                    None => {
+                match kind {
+                    ToolKind::Function => {
                         // Deltas join to the final arguments, also when the model gave none.
                         let arguments = if arguments.is_empty() {
                             let delta =
@@ -231,9 +233,9 @@ impl Builder {
                         };
                         let data = json!({"item_id": id, "output_index": index, "name": origin.name, "arguments": arguments});
                         self.emit("response.function_call_arguments.done", data);
-                        call_item(&id, &call_id, &origin, &arguments, status)
+                        call_item(&id, &call_id, &origin, json!(arguments), status)
                     }
-                    Some(raw) => {
+                    ToolKind::Custom => {
                         // The input streamed as it was decoded; arguments that did not begin
                         // with an `input` string are read whole now and sent as one delta.
                         let input = match raw.decoded() {
@@ -249,7 +251,15 @@ impl Builder {
                         };
                         let data = json!({"item_id": id, "output_index": index, "input": input});
                         self.emit("response.custom_tool_call_input.done", data);
-                        call_item(&id, &call_id, &origin, &input, status)
+                        call_item(&id, &call_id, &origin, json!(input), status)
+                    }
+                    // Its arguments are an object, not a string, and have no events of their own.
+                    ToolKind::ToolSearch => {
+                        let arguments = match serde_json::from_str::<Value>(&arguments) {
+                            Ok(object @ Value::Object(_)) => object,
+                            _ => json!({}),
+                        };
+                        call_item(&id, &call_id, &origin, arguments, status)
                     }
                 }
             }
@@ -320,12 +330,13 @@ impl Builder {
                 self.close(Status::Completed);
                 let index = self.index();
                 let origin = self.origin(name);
-                let (prefix, raw) = match origin.kind {
-                    ToolKind::Function => ("fc_", None),
-                    ToolKind::Custom => ("ctc_", Some(RawInput::default())),
+                let (prefix, empty) = match origin.kind {
+                    ToolKind::Function => ("fc_", json!("")),
+                    ToolKind::Custom => ("ctc_", json!("")),
+                    ToolKind::ToolSearch => ("tsc_", json!({})),
                 };
                 let id = response_id(prefix);
-                let item = call_item(&id, call_id, &origin, "", Status::InProgress);
+                let item = call_item(&id, call_id, &origin, empty, Status::InProgress);
                 self.emit(
                     "response.output_item.added",
                     json!({"output_index": index, "item": item}),
@@ -335,18 +346,24 @@ impl Builder {
                     call_id: call_id.clone(),
                     flat: name.clone(),
                     arguments: String::new(),
-                    raw,
+                    kind: origin.kind,
+                    raw: RawInput::default(),
                 };
             }
             ChatEvent::CallArgs { json: fragment, .. } => {
                 let index = self.index();
-                let Open::Call { id, arguments, raw, .. } = &mut self.open else { return };
+                let Open::Call { id, arguments, kind, raw, .. } = &mut self.open else { return };
                 arguments.push_str(fragment);
                 // A function call's arguments stream as the model writes them; a custom
                 // call's raw input as it is decoded from them.
-                let (kind, delta) = match raw {
-                    None => ("response.function_call_arguments.delta", fragment.clone()),
-                    Some(raw) => ("response.custom_tool_call_input.delta", raw.feed(arguments)),
+                let (kind, delta) = match kind {
+                    ToolKind::Function => {
+                        ("response.function_call_arguments.delta", fragment.clone())
+                    }
+                    ToolKind::Custom => {
+                        ("response.custom_tool_call_input.delta", raw.feed(arguments))
+                    }
+                    ToolKind::ToolSearch => return,
                 };
                 let data = json!({"item_id": id, "output_index": index, "delta": delta});
                 if !delta.is_empty() {
@@ -396,15 +413,23 @@ impl Builder {
     }
 }
 
-/// A call item in the shape its kind has: a function call's `arguments` or a custom call's
-/// `input` is `value`.
-fn call_item(id: &str, call_id: &str, origin: &ToolOrigin, value: &str, status: Status) -> Value {
-    let (kind, field) = match origin.kind {
-        ToolKind::Function => ("function_call", "arguments"),
-        ToolKind::Custom => ("custom_tool_call", "input"),
+/// A call item in the shape its kind has: a function call's `arguments` (a string), a
+/// custom call's `input`, or a tool search's `arguments` (an object) is `value`.
+fn call_item(id: &str, call_id: &str, origin: &ToolOrigin, value: Value, status: Status) -> Value {
+    let mut item = match origin.kind {
+        ToolKind::Function => {
+            json!({"type": "function_call", "name": origin.name, "arguments": value})
+        }
+        ToolKind::Custom => {
+            json!({"type": "custom_tool_call", "name": origin.name, "input": value})
+        }
+        ToolKind::ToolSearch => {
+            json!({"type": "tool_search_call", "execution": "client", "arguments": value})
+        }
     };
-    let mut item = json!({"id": id, "type": kind, "status": status.as_str(), "call_id": call_id, "name": origin.name});
-    item[field] = json!(value);
+    item["id"] = json!(id);
+    item["status"] = json!(status.as_str());
+    item["call_id"] = json!(call_id);
     if let Some(namespace) = &origin.namespace {
         item["namespace"] = json!(namespace);
     }

@@ -18,6 +18,10 @@ pub(crate) enum ToolKind {
     Function,
     /// A freeform tool: the call's one input is raw text (`custom_tool_call`).
     Custom,
+    /// Codex's `tool_search` (`execution: "client"`), which the client runs itself: the model
+    /// calls it as a function, the call goes out as a `tool_search_call`, and the tools its
+    /// `tool_search_output` loads become callable.
+    ToolSearch,
 }
 
 /// The tool a flat name (as the model sees it) stands for.
@@ -62,6 +66,15 @@ pub(crate) struct Echo {
     pub(crate) text: Value,
     pub(crate) reasoning: Value,
     pub(crate) user: Value,
+}
+
+/// The name the model calls Codex's `tool_search` by.
+const TOOL_SEARCH: &str = "tool_search";
+
+/// Whether a `tool_search` tool or item is one the client runs (`execution: "client"`);
+/// one the server would run is a hosted tool.
+fn is_client(value: &Value) -> bool {
+    value.get("execution").and_then(Value::as_str) == Some("client")
 }
 
 /// The `service_tier` values the API knows.
@@ -109,6 +122,8 @@ const REQUEST: Fields = &[
 ];
 const ITEM: Fields = &[
     ("type", &[Str]),
+    ("execution", &[Str]),
+    ("tools", &[Arr]),
     ("role", &[Str]),
     ("content", &[Str, Arr]),
     ("call_id", &[Str]),
@@ -120,6 +135,7 @@ const ITEM: Fields = &[
 ];
 const TOOL: Fields = &[
     ("type", &[Str]),
+    ("execution", &[Str]),
     ("name", &[Str]),
     ("description", &[Str]),
     ("parameters", &[Obj]),
@@ -148,6 +164,18 @@ fn check_types(body: &serde_json::Map<String, Value>) -> Result<(), ApiError> {
         let tool = WALK.object(&format!("tools[{i}]"), tool, TOOL)?;
         for (j, inner) in items(tool, "tools") {
             WALK.object(&format!("tools[{i}].tools[{j}]"), inner, TOOL)?;
+        }
+    }
+    // The tools a `tool_search_output` item loads.
+    if let Some(Value::Array(input)) = body.get("input") {
+        for (i, item) in input.iter().enumerate() {
+            let Value::Object(item) = item else { continue };
+            for (j, tool) in items(item, "tools") {
+                let tool = WALK.object(&format!("input[{i}].tools[{j}]"), tool, TOOL)?;
+                for (k, inner) in items(tool, "tools") {
+                    WALK.object(&format!("input[{i}].tools[{j}].tools[{k}]"), inner, TOOL)?;
+                }
+            }
         }
     }
     if let Some(Value::Object(choice)) = body.get("tool_choice") {
@@ -208,6 +236,9 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
     let mut hosted = Vec::new();
     for (i, tool) in items(object, "tools") {
         read_tool(&format!("tools[{i}]"), tool, None, &mut tools, &mut origins, &mut hosted)?;
+    }
+    if let Some(Value::Array(input)) = object.get("input") {
+        loaded_tools(input, &mut tools, &mut origins, &mut hosted)?;
     }
 
     let mut messages = Vec::new();
@@ -444,6 +475,27 @@ fn read_tool(
             );
             tools.push(spec);
         }
+        "tool_search" if is_client(value) && namespace.is_none() => {
+            let spec = ToolSpec {
+                name: TOOL_SEARCH.to_owned(),
+                description: Some(
+                    value
+                        .get("description")
+                        .and_then(Value::as_str)
+                        .unwrap_or("Searches for more tools and makes the ones found callable.")
+                        .to_owned(),
+                ),
+                parameters: Some(value.get("parameters").cloned().unwrap_or_else(|| {
+                    json!({"type": "object", "properties": {"query": {"type": "string"},
+                        "limit": {"type": "number"}}, "required": ["query"]})
+                })),
+            };
+            origins.insert(
+                spec.name.clone(),
+                ToolOrigin { kind: ToolKind::ToolSearch, namespace: None, name: spec.name.clone() },
+            );
+            tools.push(spec);
+        }
         "namespace" if namespace.is_none() => {
             let name = value
                 .get("name")
@@ -472,6 +524,41 @@ fn read_tool(
                 &format!("{path}.type"),
             ));
         }
+    }
+    Ok(())
+}
+
+/// The tools the history's `tool_search_output` items loaded (Codex's sub-agent and MCP
+/// tools are deferred behind its `tool_search`): declared like those of `tools`, once each.
+fn loaded_tools(
+    input: &[Value],
+    tools: &mut Vec<ToolSpec>,
+    origins: &mut BTreeMap<String, ToolOrigin>,
+    hosted: &mut Vec<String>,
+) -> Result<(), ApiError> {
+    let mut loaded = Vec::new();
+    let mut loaded_origins = BTreeMap::new();
+    for (i, item) in input.iter().enumerate() {
+        if item.get("type").and_then(Value::as_str) != Some("tool_search_output")
+            || !is_client(item)
+        {
+            continue;
+        }
+        for (j, tool) in
+            item.get("tools").and_then(Value::as_array).into_iter().flatten().enumerate()
+        {
+            let path = format!("input[{i}].tools[{j}]");
+            read_tool(&path, tool, None, &mut loaded, &mut loaded_origins, hosted)?;
+        }
+    }
+    for spec in loaded {
+        if tools.iter().any(|t| t.name == spec.name) {
+            continue;
+        }
+        if let Some(origin) = loaded_origins.remove(&spec.name) {
+            origins.insert(spec.name.clone(), origin);
+        }
+        tools.push(spec);
     }
     Ok(())
 }
@@ -599,6 +686,34 @@ fn read_item(
                 },
             );
         }
+        "tool_search_call" if is_client(item) => push_call(
+            messages,
+            PriorCall {
+                id: call_id(item, i)?,
+                name: TOOL_SEARCH.to_owned(),
+                arguments: arguments_text(item.get("arguments")),
+            },
+        ),
+        "tool_search_output" if is_client(item) => {
+            let mut names = Vec::new();
+            let mut ignored = Vec::new();
+            let mut origins = BTreeMap::new();
+            for tool in item.get("tools").and_then(Value::as_array).into_iter().flatten() {
+                read_tool("", tool, None, &mut names, &mut origins, &mut ignored)?;
+            }
+            let names: Vec<String> = names.into_iter().map(|t| t.name).collect();
+            let content = if names.is_empty() {
+                "No tools were found.".to_owned()
+            } else {
+                format!("These tools can be called now: {}.", names.join(", "))
+            };
+            messages.push(Message::ToolResult {
+                call_id: call_id(item, i)?,
+                name: Some(TOOL_SEARCH.to_owned()),
+                content,
+                is_error: false,
+            });
+        }
         "local_shell_call" => push_call(
             messages,
             PriorCall {
@@ -642,10 +757,28 @@ fn called(messages: &[Message], id: &str) -> Option<String> {
     })
 }
 
+/// Whether an item is a call or a call's output, for pairing them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pairing {
+    Call,
+    Output,
+    Neither,
+}
+
+fn pairing(item: &Value) -> Pairing {
+    match item.get("type").and_then(Value::as_str).unwrap_or("message") {
+        "function_call" | "custom_tool_call" | "local_shell_call" => Pairing::Call,
+        "tool_search_call" if is_client(item) => Pairing::Call,
+        "function_call_output" | "custom_tool_call_output" | "local_shell_call_output" => {
+            Pairing::Output
+        }
+        "tool_search_output" if is_client(item) => Pairing::Output,
+        _ => Pairing::Neither,
+    }
+}
+
 /// Every call has its output later, and every output follows its call (the API's words).
 fn check_pairs(input: &[Value]) -> Result<(), ApiError> {
-    let kind =
-        |item: &Value| item.get("type").and_then(Value::as_str).unwrap_or("message").to_owned();
     let id = |item: &Value| {
         item.get("call_id")
             .or_else(|| item.get("id"))
@@ -655,9 +788,9 @@ fn check_pairs(input: &[Value]) -> Result<(), ApiError> {
     };
     let mut calls: Vec<String> = Vec::new();
     for item in input {
-        match kind(item).as_str() {
-            "function_call" | "custom_tool_call" | "local_shell_call" => calls.push(id(item)),
-            "function_call_output" | "custom_tool_call_output" | "local_shell_call_output" => {
+        match pairing(item) {
+            Pairing::Call => calls.push(id(item)),
+            Pairing::Output => {
                 let output = id(item);
                 if !calls.contains(&output) {
                     return Err(ApiError::InvalidRequest {
@@ -669,16 +802,12 @@ fn check_pairs(input: &[Value]) -> Result<(), ApiError> {
                     });
                 }
             }
-            _ => {}
+            Pairing::Neither => {}
         }
     }
     for call in &calls {
-        let answered = input.iter().any(|item| {
-            matches!(
-                kind(item).as_str(),
-                "function_call_output" | "custom_tool_call_output" | "local_shell_call_output"
-            ) && id(item) == *call
-        });
+        let answered =
+            input.iter().any(|item| pairing(item) == Pairing::Output && id(item) == *call);
         if !answered {
             return Err(ApiError::InvalidRequest {
                 message: format!("No tool output found for function call {call}."),
@@ -815,10 +944,7 @@ fn named(
     origins: &BTreeMap<String, ToolOrigin>,
     unknown: impl Fn(&str) -> ApiError,
 ) -> Result<String, ApiError> {
-    let kind = match object.get("type").and_then(Value::as_str) {
-        Some("custom") => ToolKind::Custom,
-        _ => ToolKind::Function,
-    };
+    let custom = object.get("type").and_then(Value::as_str) == Some("custom");
     let name = object
         .get("name")
         .and_then(Value::as_str)
@@ -852,9 +978,9 @@ fn named(
         },
     };
     let (flat, origin) = found;
-    if origin.kind != kind {
+    if (origin.kind == ToolKind::Custom) != custom {
         let (is, use_type) = match origin.kind {
-            ToolKind::Function => ("a function tool", "function"),
+            ToolKind::Function | ToolKind::ToolSearch => ("a function tool", "function"),
             ToolKind::Custom => ("a custom tool", "custom"),
         };
         return Err(invalid(
@@ -885,8 +1011,12 @@ mod tests {
             {"type": "tool_search", "execution": "client"}]}))
         .unwrap();
         let names: Vec<&str> = parsed.chat.tools.iter().map(|t| t.name.as_str()).collect();
-        assert_eq!(names, ["exec_command", "apply_patch", "multi_agent_v1__spawn_agent"]);
-        assert_eq!(parsed.hosted, ["web_search", "tool_search"]);
+        assert_eq!(
+            names,
+            ["exec_command", "apply_patch", "multi_agent_v1__spawn_agent", "tool_search"]
+        );
+        assert_eq!(parsed.hosted, ["web_search"]);
+        assert_eq!(parsed.tools["tool_search"].kind, ToolKind::ToolSearch);
         let origin = &parsed.tools["multi_agent_v1__spawn_agent"];
         assert_eq!(
             (origin.namespace.as_deref(), origin.name.as_str()),
@@ -1061,5 +1191,46 @@ mod tests {
             parsed.chat.messages[0],
             Message::User("Compare:\n[image]\n[file: report.pdf]\n[file]".into())
         );
+    }
+
+    /// Codex's deferred tools: a `tool_search_call` and the `tool_search_output` that loads a
+    /// namespace; the loaded tools are declared (once, when two searches load them), and the
+    /// pair is history.
+    #[test]
+    fn tools_a_tool_search_loaded_are_declared() {
+        let loaded = json!({"type": "tool_search_output", "id": "tso_1", "call_id": "call_ts", "status": "completed", "execution": "client",
+            "tools": [{"type": "namespace", "name": "multi_agent_v1", "description": "Sub-agents.", "tools": [
+                {"type": "function", "name": "close_agent", "parameters": {"type": "object", "properties": {"target": {"type": "string"}}}}]}]});
+        let search = json!({"type": "tool_search_call", "id": "tsc_1", "call_id": "call_ts", "status": "completed", "execution": "client", "arguments": {"query": "agent"}});
+        let (mut search2, mut loaded2) = (search.clone(), loaded.clone());
+        search2["call_id"] = json!("call_ts2");
+        loaded2["call_id"] = json!("call_ts2");
+        let parsed = parse(json!({"model": "m", "input": [{"role": "user", "content": "Close it."}, search, loaded, search2, loaded2],
+            "tools": [{"type": "function", "name": "exec_command"}, {"type": "tool_search", "execution": "client", "parameters": {"type": "object", "properties": {"query": {"type": "string"}}}}]}))
+        .unwrap();
+        // Loaded twice, declared once.
+        let names: Vec<&str> = parsed.chat.tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["exec_command", "tool_search", "multi_agent_v1__close_agent"]);
+        let origin = &parsed.tools["multi_agent_v1__close_agent"];
+        assert_eq!(
+            (origin.namespace.as_deref(), origin.kind),
+            (Some("multi_agent_v1"), ToolKind::Function)
+        );
+        let Message::Assistant { calls, .. } = &parsed.chat.messages[1] else { panic!() };
+        assert_eq!(
+            (calls[0].name.as_str(), calls[0].arguments.as_str()),
+            ("tool_search", r#"{"query":"agent"}"#)
+        );
+        assert!(
+            matches!(&parsed.chat.messages[2], Message::ToolResult { name: Some(n), content, .. }
+            if n == "tool_search" && content.contains("multi_agent_v1__close_agent"))
+        );
+        // A search the server ran is a hosted tool's history: left out, not paired.
+        let server = parse(json!({"model": "m", "input": [{"role": "user", "content": "hi"},
+            {"type": "tool_search_call", "call_id": "call_s", "execution": "server", "arguments": {}}],
+            "tools": [{"type": "tool_search"}]}))
+        .unwrap();
+        assert_eq!(server.hosted, ["tool_search"]);
+        assert_eq!(server.chat.messages.len(), 1);
     }
 }
