@@ -1,7 +1,7 @@
 //! The API families. Only this module knows their JSON.
 
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use axum::body::Body;
@@ -12,7 +12,6 @@ use bytes::Bytes;
 use futures::{Stream, StreamExt};
 
 use crate::error::ApiError;
-use crate::observe::InBandError;
 use crate::state::AppState;
 
 pub(crate) mod anthropic;
@@ -77,6 +76,21 @@ pub(crate) async fn read_body(
             "The request body could not be read: the connection broke off before it ended.",
             None,
         )),
+    }
+}
+
+/// Where a stream reports the error that ended it after its head was sent; `observe` takes
+/// it from the response's extensions when the body ends, and logs and counts it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct InBandError(Arc<Mutex<Option<ApiError>>>);
+
+impl InBandError {
+    pub(crate) fn set(&self, err: &ApiError) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(err.clone());
+    }
+
+    pub(crate) fn take(&self) -> Option<ApiError> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
     }
 }
 
