@@ -1,7 +1,8 @@
 """A pass-through proxy in front of a real upstream that records what went through it.
 
 Standard library only. The local-model tests put it between `toolshim serve` and the llama.cpp
-server, so that they can compare what the client got with what the model really wrote:
+server, so that they can compare what the client got with what the model really wrote; the
+Codex test puts it between Codex and the gateway, to see what Codex sends:
 
     proxy = RecordingProxy("http://127.0.0.1:PORT").start()   # the real upstream's root
     ... --upstream proxy.base_url ...
@@ -31,6 +32,8 @@ class Exchange:
 
     path: str
     request: dict[str, Any]
+    # The request's headers, names in lower case.
+    headers: dict[str, str] = field(default_factory=dict)
     status: int = 0
     # The assistant text the upstream produced (content deltas joined, or the message).
     text: str = ""
@@ -62,13 +65,18 @@ class RecordingProxy:
             def _forward(self, body: bytes | None) -> None:
                 exchange = None
                 if body is not None:
-                    exchange = Exchange(path=self.path, request=json.loads(body or b"{}"))
+                    headers = {name.lower(): value for name, value in self.headers.items()}
+                    exchange = Exchange(path=self.path, request=json.loads(body or b"{}"), headers=headers)
                     proxy.exchanges.append(exchange)
+                # The key goes on (a gateway with keys checks it); other headers stay here.
+                forwarded = {"content-type": "application/json"}
+                if self.headers.get("authorization"):
+                    forwarded["authorization"] = self.headers["authorization"]
                 req = urllib.request.Request(
                     proxy.upstream + self.path,
                     data=body,
                     method="POST" if body is not None else "GET",
-                    headers={"content-type": "application/json"},
+                    headers=forwarded,
                 )
                 try:
                     resp = urllib.request.urlopen(req, timeout=UPSTREAM_TIMEOUT_S)

@@ -3,9 +3,12 @@ chat-only upstream (issue 16, protocols.md §6B).
 
 Codex speaks only the Responses API. Here it works in a temp folder: the upstream has it run a
 shell command that creates a file (its `exec_command` function tool), then apply a patch that
-adds another (its freeform `apply_patch` custom tool, answered with a `custom_tool_call`), and
-the test checks both files. Codex's plugins, analytics and update checks are off, and its only
-provider is the gateway on 127.0.0.1.
+adds another (its freeform `apply_patch` custom tool, answered with a `custom_tool_call`), then
+search for its deferred sub-agent tools (`tool_search`, which Codex runs itself) and call one
+of the tools that loads (`multi_agent_v1.close_agent`, a namespaced tool), and the test checks
+the files and the calls. Codex's plugins, analytics and update checks are off, and its only
+provider is the gateway on 127.0.0.1, through a recording proxy that keeps what Codex sent:
+the first request is checked against what docs/responses.md says Codex sends.
 
 The binary comes from `CODEX_BIN`, else `target/codex/node_modules/.bin/codex` (`.ci/run`
 installs it there with npm).
@@ -23,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO_ROOT
+from recording_proxy import RecordingProxy
 
 CODEX_BIN = Path(os.environ.get("CODEX_BIN", REPO_ROOT / "target" / "codex" / "node_modules" / ".bin" / "codex"))
 TIMEOUT_S = 180
@@ -32,6 +36,14 @@ MODEL = "gpt-5.5"
 SHELL_FILE = "made_by_shell.txt"
 PATCH_FILE = "made_by_patch.txt"
 PATCH = f"*** Begin Patch\n*** Add File: {PATCH_FILE}\n+Hello from apply_patch\n*** End Patch\n"
+
+# What Codex 0.169 sends, as docs/responses.md lists it: a new field or tool type fails here,
+# so that the list (and what the gateway does with it) is looked at again.
+CODEX_FIELDS = {
+    "model", "stream", "input", "tools", "tool_choice", "parallel_tool_calls", "reasoning", "store",
+    "include", "prompt_cache_key", "text", "client_metadata", "instructions", "service_tier",
+}
+CODEX_TOOL_TYPES = {"function", "custom", "namespace", "tool_search", "web_search", "local_shell"}
 
 
 class ScriptedUpstream:
@@ -87,8 +99,12 @@ class ScriptedUpstream:
             return "ok"
         def call(name: str, arguments: dict) -> str:
             return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
-        if "(apply_patch)" in everything:
+        if "(multi_agent_v1__close_agent)" in everything:
             return f"Both files are in place: {SHELL_FILE} and {PATCH_FILE}."
+        if "(tool_search)" in everything:
+            return call("multi_agent_v1__close_agent", {"target": "no-such-agent"})
+        if "(apply_patch)" in everything:
+            return call("tool_search", {"query": "agent"})
         if "(exec_command)" in everything:
             return "Now the patch.\n" + call("apply_patch", {"input": PATCH})
         return call("exec_command", {"cmd": f"printf shell-ok > {SHELL_FILE}"})
@@ -97,7 +113,7 @@ class ScriptedUpstream:
         self.server.shutdown()
 
 
-def test_codex_runs_a_shell_command_and_applies_a_patch(gateway_factory, tmp_path: Path) -> None:
+def test_codex_runs_a_shell_command_applies_a_patch_and_calls_a_deferred_tool(gateway_factory, tmp_path: Path) -> None:
     if not (CODEX_BIN.is_file() and os.access(CODEX_BIN, os.X_OK)):
         pytest.fail(
             f"Codex not found at {CODEX_BIN}: install it with "
@@ -109,8 +125,11 @@ def test_codex_runs_a_shell_command_and_applies_a_patch(gateway_factory, tmp_pat
     home = tmp_path / "codex-home"
     home.mkdir()
     upstream = ScriptedUpstream()
+    proxy = None
     try:
         gw = gateway_factory(upstream_url=upstream.base_url)
+        # Codex talks to the gateway through a recording proxy, to see what it sends.
+        proxy = RecordingProxy(gw.root).start()
         (home / "config.toml").write_text(
             f'model = "{MODEL}"\n'
             'model_provider = "toolshim"\n'
@@ -119,7 +138,7 @@ def test_codex_runs_a_shell_command_and_applies_a_patch(gateway_factory, tmp_pat
             "[features]\nplugins = false\n"
             "[model_providers.toolshim]\n"
             'name = "toolshim"\n'
-            f'base_url = "{gw.base_url}"\n'
+            f'base_url = "{proxy.base_url}/v1"\n'
             'wire_api = "responses"\n'
             'env_key = "TOOLSHIM_TEST_KEY"\n'
         )
@@ -144,5 +163,33 @@ def test_codex_runs_a_shell_command_and_applies_a_patch(gateway_factory, tmp_pat
         # The custom tool's raw input went back into the history as a call with that input.
         assert "Add File: made_by_patch.txt" in json.dumps(turns[-1]["messages"])
         assert not any("tools" in r for r in upstream.requests), "emulated: no native tools upstream"
+        check_what_codex_sent(proxy)
     finally:
         upstream.close()
+        if proxy is not None:
+            proxy.stop()
+
+
+def check_what_codex_sent(proxy: RecordingProxy) -> None:
+    """The first request as docs/responses.md describes it, and the tool search's round trip:
+    the tools it loaded were declared, and the namespaced call was Codex's to run."""
+    posts = [e for e in proxy.exchanges if e.path == "/v1/responses"]
+    assert posts, [e.path for e in proxy.exchanges]
+    first = posts[0].request
+    assert set(first) <= CODEX_FIELDS, f"new fields: {set(first) - CODEX_FIELDS}"
+    assert first["stream"] is True and first["store"] is False
+    assert first["include"] == ["reasoning.encrypted_content"]
+    types = {tool["type"] for tool in first["tools"]}
+    assert types <= CODEX_TOOL_TYPES, f"new tool types: {types - CODEX_TOOL_TYPES}"
+    search = next(tool for tool in first["tools"] if tool["type"] == "tool_search")
+    assert search["execution"] == "client", search
+    assert {"session-id", "originator", "x-codex-turn-metadata"} <= set(posts[0].headers), posts[0].headers
+    last = posts[-1].request["input"]
+    outputs = {item["call_id"]: item for item in last if item.get("type") in ("function_call_output", "tool_search_output")}
+    searched = next(item for item in last if item.get("type") == "tool_search_call")
+    loaded = outputs[searched["call_id"]]["tools"]
+    assert any(tool.get("name") == "multi_agent_v1" for tool in loaded), loaded
+    close = next(item for item in last if item.get("type") == "function_call" and item.get("name") == "close_agent")
+    assert close["namespace"] == "multi_agent_v1", close
+    answer = outputs[close["call_id"]]["output"]
+    assert "no-such-agent" in str(answer) and "unsupported call" not in str(answer), answer

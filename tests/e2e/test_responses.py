@@ -103,6 +103,34 @@ def test_two_turn_round_trip_with_function_call_output(client, upstream):
     assert "RESP-7" in sent and call.call_id in sent
 
 
+def test_streamed_two_turn_round_trip_with_function_call_output(client, upstream):
+    upstream.script([
+        {"text": hermes("get_weather", {"city": "Paris"}), "chunk": 3},
+        {"text": "Paris is 18°C and cloudy.", "chunk": 4},
+    ])
+    with client.responses.stream(model=MODEL, input="What's the weather in Paris?", tools=[WEATHER]) as stream:
+        for _ in stream:
+            pass
+        first = stream.get_final_response()
+    call = next(item for item in first.output if item.type == "function_call")
+    history = [
+        {"role": "user", "content": "What's the weather in Paris?"},
+        {"type": "function_call", "id": call.id, "call_id": call.call_id, "name": call.name, "arguments": call.arguments},
+        {"type": "function_call_output", "call_id": call.call_id, "output": "18°C, cloudy (ref RESP-9)"},
+    ]
+    deltas: list[str] = []
+    with client.responses.stream(model=MODEL, input=history, tools=[WEATHER]) as stream:
+        for event in stream:
+            if event.type == "response.output_text.delta":
+                deltas.append(event.delta)
+        second = stream.get_final_response()
+    assert second.status == "completed"
+    assert "".join(deltas) == second.output_text == "Paris is 18°C and cloudy."
+    assert len(deltas) > 1
+    sent = all_text(upstream.requests[1])
+    assert "RESP-9" in sent and call.call_id in sent
+
+
 def test_custom_tool_call_carries_its_input_verbatim(client, upstream):
     upstream.script([hermes("apply_patch", {"input": PATCH})])
     response = client.responses.create(model=MODEL, input="Add hello.txt", tools=[APPLY_PATCH])
@@ -112,12 +140,16 @@ def test_custom_tool_call_carries_its_input_verbatim(client, upstream):
 
     upstream.script([hermes("apply_patch", {"input": PATCH})])
     done = None
+    deltas: list[str] = []
     with client.responses.stream(model=MODEL, input="Add hello.txt", tools=[APPLY_PATCH]) as stream:
         for event in stream:
+            if event.type == "response.custom_tool_call_input.delta":
+                deltas.append(event.delta)
             if event.type == "response.custom_tool_call_input.done":
                 done = event.input
         final = stream.get_final_response()
     assert done == PATCH
+    assert len(deltas) > 1 and "".join(deltas) == PATCH, deltas
     assert final.output[-1].type == "custom_tool_call" and final.output[-1].input == PATCH
     # Rendered back into history the same way.
     upstream.script(["Added."])

@@ -27,7 +27,8 @@ pub(crate) enum Command {
 /// prompt, earlier calls and results are rendered as text, the reply is parsed for tool calls
 /// in any dialect, `tool_choice` is enforced, bad replies are retried, and the client gets real
 /// `tool_calls`. `native` passes requests through; `auto` (the default) tries native and falls
-/// back to emulation when the upstream rejects tools. Also serves `GET /v1/models`,
+/// back to emulation when the upstream rejects tools (the mode applies to Chat Completions;
+/// `POST /v1/responses` and `POST /v1/messages` always emulate). Also serves `GET /v1/models`,
 /// `GET /healthz` (liveness), `GET /readyz` (the upstream answers) and `GET /metrics`. The first
 /// line on standard error is
 /// `toolshim: listening on http://ADDR`. SIGINT or SIGTERM stops it after in-flight requests
@@ -51,7 +52,8 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub(crate) config: Option<PathBuf>,
 
-    /// How models get tool calling: emulate, native or auto [default: auto]
+    /// How Chat Completions requests get tool calling: emulate, native or auto (Responses and
+    /// Messages requests are always emulated) [default: auto]
     #[arg(long, value_name = "MODE")]
     pub(crate) mode: Option<String>,
 

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use reqwest::Url;
 use serde::Deserialize;
 
 /// How a model gets tool calling.
@@ -437,16 +438,11 @@ impl Config {
             );
         }
         for (name, upstream) in self.upstream_configs() {
-            let prefix = if name == crate::routes::LEGACY {
-                "upstream".to_owned()
-            } else {
-                format!("upstreams.{name}")
-            };
+            let prefix =
+                if name == LEGACY { "upstream".to_owned() } else { format!("upstreams.{name}") };
             if upstream.url.trim().is_empty() {
                 problem(&format!("{prefix}.url"), "missing".into());
-            } else if let Err(text) =
-                crate::upstream::client::endpoints(upstream.url.trim(), upstream.api)
-            {
+            } else if let Err(text) = endpoints(upstream.url.trim(), upstream.api) {
                 problem(
                     &format!("{prefix}.url"),
                     text.trim_start_matches("upstream.url: ").to_owned(),
@@ -531,6 +527,107 @@ impl Config {
     pub(crate) fn secs(value: f64) -> Duration {
         Duration::from_secs_f64(value.clamp(0.001, 86_400.0))
     }
+}
+
+/// The name the `[upstream]` table has among the upstreams.
+pub(crate) const LEGACY: &str = "default";
+
+/// The upstreams as a whole: their names, and the names the routes use.
+impl Config {
+    /// Every upstream by name: the `[upstream]` table as `default` (when it has a URL), and
+    /// each `[upstreams.NAME]`.
+    pub(crate) fn upstream_configs(&self) -> Vec<(String, &UpstreamConfig)> {
+        let mut all = Vec::new();
+        if !self.upstream.url.trim().is_empty() {
+            all.push((LEGACY.to_owned(), &self.upstream));
+        }
+        all.extend(self.upstreams.iter().map(|(name, named)| (name.clone(), &named.upstream)));
+        all
+    }
+
+    /// The problems with the upstream names the routes use.
+    pub(crate) fn route_problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        let known: Vec<String> =
+            self.upstream_configs().into_iter().map(|(name, _)| name).collect();
+        if self.upstreams.contains_key(LEGACY) && !self.upstream.url.trim().is_empty() {
+            problems.push(format!(
+                "upstreams.{LEGACY}: the name is taken by the [upstream] table; name this upstream otherwise"
+            ));
+        }
+        if let Some(name) = &self.default_upstream {
+            if !known.contains(name) {
+                problems.push(format!(
+                    "default_upstream: no upstream is named `{name}`; the upstreams are: {}",
+                    known.join(", ")
+                ));
+            }
+        }
+        for (name, named) in &self.upstreams {
+            for fallback in &named.fallback {
+                if !known.contains(fallback) {
+                    problems.push(format!(
+                        "upstreams.{name}.fallback: no upstream is named `{fallback}`"
+                    ));
+                }
+            }
+            if named.models.iter().any(String::is_empty) {
+                problems.push(format!("upstreams.{name}.models: a model name is empty"));
+            }
+            if named.models.is_empty()
+                && named.aliases.is_empty()
+                && self.default_upstream.as_deref() != Some(name)
+            {
+                problems.push(format!(
+                    "upstreams.{name}: serves no model; list them in `models` (patterns like claude-* work), or make it the default_upstream"
+                ));
+            }
+        }
+        problems
+    }
+}
+
+/// The chat endpoint and the models URL for a configured upstream URL: a base URL (`…` or
+/// `…/v1`) gets `/v1/chat/completions` or `/v1/messages`; a URL that already ends with the
+/// endpoint's path is used as it is.
+pub(crate) fn endpoints(url: &str, api: UpstreamApi) -> Result<(Url, Url), String> {
+    let mut base = Url::parse(url.trim())
+        .map_err(|err| format!("upstream.url: `{url}` is not a URL ({err})"))?;
+    if !matches!(base.scheme(), "http" | "https") {
+        return Err(format!("upstream.url: `{url}` must start with http:// or https://"));
+    }
+    let (own, other) = match api {
+        UpstreamApi::OpenAi => ("/chat/completions", "/messages"),
+        UpstreamApi::Anthropic => ("/messages", "/chat/completions"),
+    };
+    let path = base.path().trim_end_matches('/').to_owned();
+    if path.ends_with(other) {
+        let fixed = path.trim_end_matches(other);
+        return Err(format!(
+            "upstream.url: `{url}` is a {} endpoint but upstream.api is {}; set upstream.api to match, or use the base URL `{}`",
+            if other == "/messages" { "Messages" } else { "Chat Completions" },
+            match api {
+                UpstreamApi::OpenAi => "openai",
+                UpstreamApi::Anthropic => "anthropic",
+            },
+            {
+                let mut b = base.clone();
+                b.set_path(fixed);
+                b
+            }
+        ));
+    }
+    let root = if let Some(root) = path.strip_suffix(own) {
+        root.to_owned()
+    } else if path.ends_with("/v1") {
+        path.clone()
+    } else {
+        format!("{path}/v1")
+    };
+    let mut endpoint = base.clone();
+    endpoint.set_path(&format!("{root}{own}"));
+    base.set_path(&format!("{root}/models"));
+    Ok((endpoint, base))
 }
 
 /// Checks a listen address: `host:port`, where the host is an IP address or a name
@@ -716,6 +813,56 @@ impl Walk<'_, '_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn issue_14_endpoints_are_not_doubled() {
+        let cases = [
+            (
+                "http://h:1",
+                UpstreamApi::OpenAi,
+                "http://h:1/v1/chat/completions",
+                "http://h:1/v1/models",
+            ),
+            (
+                "http://h:1/v1/",
+                UpstreamApi::OpenAi,
+                "http://h:1/v1/chat/completions",
+                "http://h:1/v1/models",
+            ),
+            (
+                "http://h:1/v1/chat/completions",
+                UpstreamApi::OpenAi,
+                "http://h:1/v1/chat/completions",
+                "http://h:1/v1/models",
+            ),
+            (
+                "https://h/api/chat/completions?v=1",
+                UpstreamApi::OpenAi,
+                "https://h/api/chat/completions?v=1",
+                "https://h/api/models?v=1",
+            ),
+            (
+                "http://h:1/v1/messages",
+                UpstreamApi::Anthropic,
+                "http://h:1/v1/messages",
+                "http://h:1/v1/models",
+            ),
+            (
+                "http://h:1",
+                UpstreamApi::Anthropic,
+                "http://h:1/v1/messages",
+                "http://h:1/v1/models",
+            ),
+        ];
+        for (url, api, endpoint, models) in cases {
+            let (e, m) = endpoints(url, api).unwrap();
+            assert_eq!((e.as_str(), m.as_str()), (endpoint, models), "{url}");
+        }
+        let err = endpoints("http://h:1/v1/messages", UpstreamApi::OpenAi).unwrap_err();
+        assert!(err.contains("upstream.api") && err.contains("http://h:1/v1"), "{err}");
+        assert!(endpoints("ftp://h", UpstreamApi::OpenAi).is_err());
+        assert!(endpoints("not a url", UpstreamApi::OpenAi).is_err());
+    }
 
     #[test]
     fn every_problem_is_reported_with_its_key() {

@@ -6,7 +6,7 @@
 //! body is polled (the pipeline of a stream) runs inside the request's span, so every log
 //! line of a request carries its id.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::Body;
@@ -17,6 +17,7 @@ use axum::response::Response;
 use tracing::Instrument;
 
 use crate::api;
+use crate::api::InBandError;
 use crate::body::OnEnd;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
@@ -44,20 +45,6 @@ fn request_id(request: &Request) -> String {
             !id.is_empty() && id.len() <= MAX_CLIENT_ID && id.bytes().all(|b| b.is_ascii_graphic())
         })
         .map_or_else(new_request_id, str::to_owned)
-}
-
-/// Where a stream reports the error that ended it after its head was sent.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct InBandError(Arc<Mutex<Option<ApiError>>>);
-
-impl InBandError {
-    pub(crate) fn set(&self, err: &ApiError) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(err.clone());
-    }
-
-    fn take(&self) -> Option<ApiError> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
-    }
 }
 
 /// Assigns the request id, runs the request in its span (cut off with a 503 when the

@@ -2,10 +2,7 @@
 //! the upstream named `default`: which upstream serves a client model, under which name, in
 //! which mode, and which upstreams to fall back to.
 
-use crate::config::{CallFormat, Config, Mode, NamedUpstream, ReasoningCalls, UpstreamConfig};
-
-/// The name the `[upstream]` table has among the upstreams.
-pub(crate) const LEGACY: &str = "default";
+use crate::config::{CallFormat, Config, LEGACY, Mode, NamedUpstream, ReasoningCalls};
 
 /// How a client model is served.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,17 +32,6 @@ pub(crate) fn matches(pattern: &str, name: &str) -> bool {
 }
 
 impl Config {
-    /// Every upstream by name: the `[upstream]` table as `default` (when it has a URL), and
-    /// each `[upstreams.NAME]`.
-    pub(crate) fn upstream_configs(&self) -> Vec<(String, &UpstreamConfig)> {
-        let mut all = Vec::new();
-        if !self.upstream.url.trim().is_empty() {
-            all.push((LEGACY.to_owned(), &self.upstream));
-        }
-        all.extend(self.upstreams.iter().map(|(name, named)| (name.clone(), &named.upstream)));
-        all
-    }
-
     /// The named upstream that names `model` itself (an alias or an exact name), else the
     /// first whose pattern matches it.
     fn named_for(&self, model: &str) -> Option<(&str, &NamedUpstream)> {
@@ -119,47 +105,6 @@ impl Config {
         names.sort();
         names.dedup();
         names
-    }
-
-    /// The problems with the upstream names the routes use.
-    pub(crate) fn route_problems(&self) -> Vec<String> {
-        let mut problems = Vec::new();
-        let known: Vec<String> =
-            self.upstream_configs().into_iter().map(|(name, _)| name).collect();
-        if self.upstreams.contains_key(LEGACY) && !self.upstream.url.trim().is_empty() {
-            problems.push(format!(
-                "upstreams.{LEGACY}: the name is taken by the [upstream] table; name this upstream otherwise"
-            ));
-        }
-        if let Some(name) = &self.default_upstream {
-            if !known.contains(name) {
-                problems.push(format!(
-                    "default_upstream: no upstream is named `{name}`; the upstreams are: {}",
-                    known.join(", ")
-                ));
-            }
-        }
-        for (name, named) in &self.upstreams {
-            for fallback in &named.fallback {
-                if !known.contains(fallback) {
-                    problems.push(format!(
-                        "upstreams.{name}.fallback: no upstream is named `{fallback}`"
-                    ));
-                }
-            }
-            if named.models.iter().any(String::is_empty) {
-                problems.push(format!("upstreams.{name}.models: a model name is empty"));
-            }
-            if named.models.is_empty()
-                && named.aliases.is_empty()
-                && self.default_upstream.as_deref() != Some(name)
-            {
-                problems.push(format!(
-                    "upstreams.{name}: serves no model; list them in `models` (patterns like claude-* work), or make it the default_upstream"
-                ));
-            }
-        }
-        problems
     }
 }
 

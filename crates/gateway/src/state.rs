@@ -216,7 +216,7 @@ impl AppState {
 
     /// The default upstream's client, for the model list when the configuration names none.
     pub(crate) fn default_upstream(&self) -> Option<&UpstreamClient> {
-        let name = self.config.default_upstream.as_deref().unwrap_or(crate::routes::LEGACY);
+        let name = self.config.default_upstream.as_deref().unwrap_or(crate::config::LEGACY);
         self.upstreams.get(name).or_else(|| self.upstreams.values().next())
     }
 }

@@ -1,7 +1,7 @@
 //! The API families. Only this module knows their JSON.
 
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use axum::body::Body;
@@ -12,7 +12,6 @@ use bytes::Bytes;
 use futures::{Stream, StreamExt};
 
 use crate::error::ApiError;
-use crate::observe::InBandError;
 use crate::state::AppState;
 
 pub(crate) mod anthropic;
@@ -80,6 +79,21 @@ pub(crate) async fn read_body(
     }
 }
 
+/// Where a stream reports the error that ended it after its head was sent; `observe` takes
+/// it from the response's extensions when the body ends, and logs and counts it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct InBandError(Arc<Mutex<Option<ApiError>>>);
+
+impl InBandError {
+    pub(crate) fn set(&self, err: &ApiError) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(err.clone());
+    }
+
+    pub(crate) fn take(&self) -> Option<ApiError> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+}
+
 /// How one API family writes a stream.
 pub(crate) trait StreamEncoder: Send + 'static {
     /// What the stream is made of.
@@ -96,14 +110,32 @@ pub(crate) trait StreamEncoder: Send + 'static {
     }
     /// The frames after the last event of a stream that ended well.
     fn end(&mut self, _out: &mut Vec<Bytes>) {}
+    /// Whether an error that comes before the first event is still reported in-band, after
+    /// the stream's first frames, instead of as an HTTP error (for errors a family's clients
+    /// read only from the stream).
+    fn in_band_before_start(&self, _err: &ApiError) -> bool {
+        false
+    }
+}
+
+/// What a stream begins with.
+enum First<E> {
+    /// Its first event.
+    Event(E),
+    /// Nothing within `stream_keepalive_secs`: the head goes out with the opening frames.
+    Late,
+    /// An error the encoder reports in-band from the start.
+    Error(ApiError),
 }
 
 /// Turns a stream of events into an SSE response. The status waits for the first event, so
 /// an error before any output is an ordinary HTTP error; after that, errors are in-band. A
 /// first event that takes longer than `stream_keepalive_secs` (the pipeline holds its output
 /// while it retries) does not leave the client without a byte: the head goes out with a
-/// keep-alive, and later errors are in-band. When the shutdown's drain timeout passes, the
-/// stream ends with an in-band error.
+/// keep-alive, and later errors are in-band. An error before the first event that the
+/// encoder reports in-band (`in_band_before_start`) gets a stream too: the opening frames,
+/// then the error. When the shutdown's drain timeout passes, the stream ends with an in-band
+/// error.
 pub(crate) async fn stream_response<S, E>(
     state: &AppState,
     started: Instant,
@@ -118,22 +150,35 @@ where
     let keepalive_every = crate::config::Config::secs(state.config.stream_keepalive_secs);
     let first = tokio::select! {
         next = tokio::time::timeout(keepalive_every, events.next()) => match next {
-            Ok(Some(Ok(event))) => Some(event),
+            Ok(Some(Ok(event))) => First::Event(event),
+            Ok(Some(Err(err))) if encoder.in_band_before_start(&err) => First::Error(err),
             Ok(Some(Err(err))) => return Err(err),
             Ok(None) => return Err(ApiError::Internal("the pipeline ended without an outcome".into())),
-            Err(_) => None,
+            Err(_) => First::Late,
         },
         () = cut.cancelled() => return Err(ApiError::ShuttingDown),
     };
     let metrics = Arc::clone(&state.metrics);
-    if first.is_some() {
+    if matches!(first, First::Event(_)) {
         metrics.first_token(started.elapsed());
     }
     let in_band = InBandError::default();
     let slot = in_band.clone();
     let body = async_stream::stream! {
         let mut frames = Vec::new();
-        let mut next = first;
+        let mut next = match first {
+            First::Event(event) => Some(event),
+            First::Late => None,
+            First::Error(err) => {
+                encoder.open(&mut frames);
+                for frame in frames.drain(..) {
+                    yield Ok::<Bytes, Infallible>(frame);
+                }
+                slot.set(&err);
+                yield Ok(encoder.error(&err));
+                return;
+            }
+        };
         if next.is_none() {
             encoder.open(&mut frames);
             for frame in frames.drain(..) {

@@ -1,6 +1,7 @@
 //! The protocol-neutral core: emulated tool calling on a chat-only upstream.
 //!
-//! `types` is what a request is and what it produces (a leaf module); `prompt` renders a
+//! `types` is what a request is, the settings it runs with and what it produces (a leaf
+//! module of the core); `prompt` renders a
 //! request into a neutral `UpstreamRequest` (the tool contract, history as text, neutralized
 //! tool results); `shaper` turns the parser's events into chat events under the request's
 //! policy; `pipeline::run` drives an `Upstream` (retries, commit, outcome). No OpenAI or
@@ -12,5 +13,5 @@ pub(crate) mod schema;
 pub(crate) mod shaper;
 pub(crate) mod types;
 
-pub(crate) use pipeline::{Settings, run};
+pub(crate) use pipeline::run;
 pub(crate) use types::*;

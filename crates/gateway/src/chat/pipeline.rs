@@ -10,25 +10,11 @@ use futures::{Stream, StreamExt};
 use crate::chat::prompt;
 use crate::chat::shaper::{DeclaredTools, Shaper};
 use crate::chat::types::{
-    ChatEvent, ChatRequest, Finish, Outcome, Retry, RetryReason, ToolChoice, Usage,
+    ChatEvent, ChatRequest, Finish, Outcome, Retry, RetryReason, Settings, ToolChoice, Usage,
 };
-use crate::config::{CallFormat, ReasoningCalls};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::upstream::{FinishReason, Upstream, UpstreamEvent};
-
-/// What the pipeline needs to know besides the request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Settings {
-    /// The model name sent upstream.
-    pub(crate) upstream_model: String,
-    /// How the prompt asks for calls.
-    pub(crate) call_format: CallFormat,
-    /// How often a bad reply is asked for again.
-    pub(crate) max_retries: u32,
-    /// Whether calls inside reasoning count.
-    pub(crate) reasoning_calls: ReasoningCalls,
-}
 
 /// Runs a request in emulation mode against `upstream`.
 pub(crate) fn run<U: Upstream>(
@@ -209,6 +195,7 @@ mod tests {
 
     use super::*;
     use crate::chat::types::{Message, ToolSpec};
+    use crate::config::{CallFormat, ReasoningCalls};
     use crate::upstream::{Role, UpstreamRequest, UpstreamStream};
 
     /// An upstream that answers from a script, in memory, and keeps what it was sent.

@@ -12,9 +12,8 @@ use std::sync::Arc;
 
 use toolshim_parse::{Config as ParseConfig, ReasoningCalls, Tool, ToolSet, WarningCode};
 
-use crate::chat::pipeline::Settings;
 use crate::chat::types::{
-    ChatRequest, Message, OutputFormat, Retry, RetryReason, ToolChoice, ToolSpec,
+    ChatRequest, Message, OutputFormat, Retry, RetryReason, Settings, ToolChoice, ToolSpec,
 };
 use crate::config::CallFormat;
 use crate::upstream::{Role, Turn, UpstreamRequest};

@@ -4,6 +4,7 @@
 use serde_json::Value;
 
 pub(crate) use crate::chat::schema::OutputFormat;
+use crate::config::{CallFormat, ReasoningCalls};
 
 /// A chat request in the gateway's own terms.
 #[derive(Debug, Clone)]
@@ -24,6 +25,19 @@ pub(crate) struct ChatRequest {
     pub(crate) show_reasoning: bool,
     /// The format the answer must have (structured outputs), if the client set one.
     pub(crate) output: Option<OutputFormat>,
+}
+
+/// What the pipeline needs to know besides the request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Settings {
+    /// The model name sent upstream.
+    pub(crate) upstream_model: String,
+    /// How the prompt asks for calls.
+    pub(crate) call_format: CallFormat,
+    /// How often a bad reply is asked for again.
+    pub(crate) max_retries: u32,
+    /// Whether calls inside reasoning count.
+    pub(crate) reasoning_calls: ReasoningCalls,
 }
 
 /// One message of the conversation.

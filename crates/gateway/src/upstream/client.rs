@@ -10,7 +10,7 @@ use reqwest::Url;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::config::{Config, UpstreamApi, UpstreamConfig};
+use crate::config::{Config, UpstreamApi, UpstreamConfig, endpoints};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::upstream::reply::{self, Payload, ReplyLimits};
@@ -49,49 +49,6 @@ pub(crate) struct UpstreamClient {
     key_env: String,
     limits: ReplyLimits,
     metrics: Arc<Metrics>,
-}
-
-/// The chat endpoint and the models URL for a configured upstream URL: a base URL (`…` or
-/// `…/v1`) gets `/v1/chat/completions` or `/v1/messages`; a URL that already ends with the
-/// endpoint's path is used as it is.
-pub(crate) fn endpoints(url: &str, api: UpstreamApi) -> Result<(Url, Url), String> {
-    let mut base = Url::parse(url.trim())
-        .map_err(|err| format!("upstream.url: `{url}` is not a URL ({err})"))?;
-    if !matches!(base.scheme(), "http" | "https") {
-        return Err(format!("upstream.url: `{url}` must start with http:// or https://"));
-    }
-    let (own, other) = match api {
-        UpstreamApi::OpenAi => ("/chat/completions", "/messages"),
-        UpstreamApi::Anthropic => ("/messages", "/chat/completions"),
-    };
-    let path = base.path().trim_end_matches('/').to_owned();
-    if path.ends_with(other) {
-        let fixed = path.trim_end_matches(other);
-        return Err(format!(
-            "upstream.url: `{url}` is a {} endpoint but upstream.api is {}; set upstream.api to match, or use the base URL `{}`",
-            if other == "/messages" { "Messages" } else { "Chat Completions" },
-            match api {
-                UpstreamApi::OpenAi => "openai",
-                UpstreamApi::Anthropic => "anthropic",
-            },
-            {
-                let mut b = base.clone();
-                b.set_path(fixed);
-                b
-            }
-        ));
-    }
-    let root = if let Some(root) = path.strip_suffix(own) {
-        root.to_owned()
-    } else if path.ends_with("/v1") {
-        path.clone()
-    } else {
-        format!("{path}/v1")
-    };
-    let mut endpoint = base.clone();
-    endpoint.set_path(&format!("{root}{own}"));
-    base.set_path(&format!("{root}/models"));
-    Ok((endpoint, base))
 }
 
 /// A URL as logs show it: no user, password or query (which may carry a key).
@@ -532,56 +489,6 @@ impl Upstream for UpstreamClient {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn issue_14_endpoints_are_not_doubled() {
-        let cases = [
-            (
-                "http://h:1",
-                UpstreamApi::OpenAi,
-                "http://h:1/v1/chat/completions",
-                "http://h:1/v1/models",
-            ),
-            (
-                "http://h:1/v1/",
-                UpstreamApi::OpenAi,
-                "http://h:1/v1/chat/completions",
-                "http://h:1/v1/models",
-            ),
-            (
-                "http://h:1/v1/chat/completions",
-                UpstreamApi::OpenAi,
-                "http://h:1/v1/chat/completions",
-                "http://h:1/v1/models",
-            ),
-            (
-                "https://h/api/chat/completions?v=1",
-                UpstreamApi::OpenAi,
-                "https://h/api/chat/completions?v=1",
-                "https://h/api/models?v=1",
-            ),
-            (
-                "http://h:1/v1/messages",
-                UpstreamApi::Anthropic,
-                "http://h:1/v1/messages",
-                "http://h:1/v1/models",
-            ),
-            (
-                "http://h:1",
-                UpstreamApi::Anthropic,
-                "http://h:1/v1/messages",
-                "http://h:1/v1/models",
-            ),
-        ];
-        for (url, api, endpoint, models) in cases {
-            let (e, m) = endpoints(url, api).unwrap();
-            assert_eq!((e.as_str(), m.as_str()), (endpoint, models), "{url}");
-        }
-        let err = endpoints("http://h:1/v1/messages", UpstreamApi::OpenAi).unwrap_err();
-        assert!(err.contains("upstream.api") && err.contains("http://h:1/v1"), "{err}");
-        assert!(endpoints("ftp://h", UpstreamApi::OpenAi).is_err());
-        assert!(endpoints("not a url", UpstreamApi::OpenAi).is_err());
-    }
 
     #[test]
     fn logs_show_no_credentials() {

@@ -7,7 +7,8 @@ use serde_json::json;
 
 use crate::error::ApiError;
 
-fn body(err: &ApiError) -> serde_json::Value {
+/// The `{"error": …}` body for `err`.
+pub(crate) fn body(err: &ApiError) -> serde_json::Value {
     let (kind, code, param): (&str, Option<String>, Option<String>) = match err {
         ApiError::InvalidRequest { param, code, .. } => {
             ("invalid_request_error", code.clone(), param.clone())
@@ -46,7 +47,14 @@ fn body(err: &ApiError) -> serde_json::Value {
 
 /// The HTTP response for an error raised before streaming began.
 pub(crate) fn response(err: ApiError) -> Response {
-    let mut response = (err.status(), axum::Json(body(&err))).into_response();
+    let body = body(&err);
+    response_with(err, body)
+}
+
+/// The HTTP response for `err` with this body (a family that words some errors its own way
+/// builds the body and keeps the status, `retry-after` and logging).
+pub(crate) fn response_with(err: ApiError, body: serde_json::Value) -> Response {
+    let mut response = (err.status(), axum::Json(body)).into_response();
     if let Some(value) = err.retry_after().and_then(|v| HeaderValue::from_str(v).ok()) {
         response.headers_mut().insert(header::RETRY_AFTER, value);
     }

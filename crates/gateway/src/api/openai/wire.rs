@@ -398,7 +398,8 @@ pub(crate) fn missing(param: &str) -> ApiError {
     }
 }
 
-/// The text of a `content` field: a string, or the text parts of an array.
+/// The text of a `content` field: a string, or the text parts of an array (images, audio and
+/// files as placeholders the model can see).
 pub(crate) fn text_of(content: Option<&Value>) -> String {
     match content {
         Some(Value::String(text)) => text.clone(),
@@ -412,7 +413,18 @@ pub(crate) fn text_of(content: Option<&Value>) -> String {
                 }
                 Some("image_url") | Some("input_image") => "[image]".to_owned(),
                 Some("input_audio") => "[audio]".to_owned(),
-                Some("file") => "[file]".to_owned(),
+                // A file's name, when the part gives one, is all the model can be shown.
+                Some("file") | Some("input_file") => {
+                    match part
+                        .get("filename")
+                        .or_else(|| part.pointer("/file/filename"))
+                        .and_then(Value::as_str)
+                        .filter(|name| !name.is_empty())
+                    {
+                        Some(name) => format!("[file: {name}]"),
+                        None => "[file]".to_owned(),
+                    }
+                }
                 _ => part.as_str().unwrap_or_default().to_owned(),
             }
         })),

@@ -9,8 +9,8 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde_json::Value;
 
-use crate::api::openai::error;
 use crate::api::openai::handlers::authorize;
+use crate::api::responses::error;
 use crate::api::responses::sse::{Builder, Encoder, Shape, now, response_id};
 use crate::api::responses::wire;
 use crate::error::ApiError;
@@ -55,16 +55,15 @@ async fn handle(state: AppState, headers: &HeaderMap, body: Body) -> Result<Resp
     };
     let stream = parsed.stream;
     let mut events = Box::pin(state.emulate(parsed.chat, stream));
-    let mut builder = Builder::new(shape);
     if !stream {
-        let mut ignored = Vec::new();
+        let mut builder = Builder::new(shape, false);
         while let Some(event) = events.next().await {
-            builder.push(&event?, &mut ignored);
-            ignored.clear();
+            builder.push(&event?);
         }
         return Ok((StatusCode::OK, axum::Json(builder.finish())).into_response());
     }
-    crate::api::stream_response(&state, started, events, Encoder { builder }).await
+    let encoder = Encoder { builder: Builder::new(shape, true) };
+    crate::api::stream_response(&state, started, events, encoder).await
 }
 
 /// `GET` and `DELETE /v1/responses/{id}`: the gateway keeps no responses.

@@ -1,7 +1,10 @@
 //! The OpenAI Responses API (`POST /v1/responses`) on the same pipeline: `wire` reads the
-//! request, `sse` writes the reply, `handlers` ties them together. Errors use the OpenAI
-//! error shape (`api::openai::error`).
+//! request, `sse` writes the reply (`raw_input` decodes a custom call's input as it
+//! arrives), `handlers` ties them together. `error` words errors as the Responses API does,
+//! in OpenAI's error shape (`api::openai::error`).
 
+pub(crate) mod error;
 pub(crate) mod handlers;
+pub(crate) mod raw_input;
 pub(crate) mod sse;
 pub(crate) mod wire;

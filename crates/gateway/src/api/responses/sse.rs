@@ -9,6 +9,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use crate::api::responses::error;
+use crate::api::responses::raw_input::RawInput;
 use crate::api::responses::wire::{Echo, ToolKind, ToolOrigin};
 use crate::chat::{ChatEvent, Finish, Outcome, Usage};
 use crate::error::ApiError;
@@ -45,14 +47,51 @@ pub(crate) struct Shape {
 #[derive(Debug)]
 enum Open {
     None,
-    Reasoning { id: String, text: String },
-    Message { id: String, text: String },
-    Call { id: String, call_id: String, flat: String, arguments: String },
+    Reasoning {
+        id: String,
+        text: String,
+    },
+    Message {
+        id: String,
+        text: String,
+    },
+    Call {
+        id: String,
+        call_id: String,
+        flat: String,
+        arguments: String,
+        /// What kind of call it is.
+        kind: ToolKind,
+        /// A custom tool's raw input, decoded as it arrives.
+        raw: RawInput,
+    },
+}
+
+/// How an item ends: `completed`, or `incomplete` when the token limit or a failure cut it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Status {
+    InProgress,
+    Completed,
+    Incomplete,
+}
+
+impl Status {
+    fn as_str(self) -> &'static str {
+        match self {
+            Status::InProgress => "in_progress",
+            Status::Completed => "completed",
+            Status::Incomplete => "incomplete",
+        }
+    }
 }
 
 /// Builds a response from the pipeline's events.
 pub(crate) struct Builder {
     shape: Shape,
+    /// Whether events are written (a stream); without, only the final object is built.
+    streaming: bool,
+    /// Events written and not taken yet.
+    frames: Vec<Bytes>,
     sequence: u64,
     started: bool,
     /// Finished items, in order.
@@ -60,13 +99,6 @@ pub(crate) struct Builder {
     open: Open,
     /// Set once the response is finished (completed, incomplete or failed).
     done: Option<Value>,
-}
-
-fn event(kind: &str, mut data: Value, sequence: &mut u64) -> Bytes {
-    data["type"] = json!(kind);
-    data["sequence_number"] = json!(*sequence);
-    *sequence += 1;
-    Bytes::from(format!("event: {kind}\ndata: {data}\n\n"))
 }
 
 fn usage(usage: Usage) -> Value {
@@ -80,9 +112,12 @@ fn usage(usage: Usage) -> Value {
 }
 
 impl Builder {
-    pub(crate) fn new(shape: Shape) -> Builder {
+    /// A builder for a stream (`streaming`) or for one final object.
+    pub(crate) fn new(shape: Shape, streaming: bool) -> Builder {
         Builder {
             shape,
+            streaming,
+            frames: Vec::new(),
             sequence: 0,
             started: false,
             output: Vec::new(),
@@ -91,27 +126,38 @@ impl Builder {
         }
     }
 
+    /// Moves the events written so far to `out`.
+    pub(crate) fn take_frames(&mut self, out: &mut Vec<Bytes>) {
+        out.append(&mut self.frames);
+    }
+
     /// The response object in a given state.
-    fn response(&self, status: &str, usage: Value, output: &[Value]) -> Value {
+    fn response(&self, status: &str, usage: Value) -> Value {
         let echo = &self.shape.echo;
+        // The tier asked for while the response is under way; the tier that served it after.
+        let service_tier = match (status, echo.service_tier.as_deref()) {
+            ("in_progress", tier) => tier.unwrap_or("auto"),
+            (_, None | Some("auto")) => "default",
+            (_, Some(tier)) => tier,
+        };
         json!({
             "id": self.shape.id,
             "object": "response",
             "created_at": self.shape.created_at,
             "status": status,
             "background": false,
-            "completed_at": if status == "in_progress" { Value::Null } else { json!(now()) },
+            "completed_at": if status == "completed" { json!(now()) } else { Value::Null },
             "error": null,
             "incomplete_details": null,
             "instructions": echo.instructions,
             "max_output_tokens": echo.max_output_tokens,
-            "max_tool_calls": null,
+            "max_tool_calls": echo.max_tool_calls,
             "model": self.shape.model,
-            "output": output,
+            "output": if status == "in_progress" { &[] } else { self.output.as_slice() },
             "parallel_tool_calls": echo.parallel_tool_calls,
             "previous_response_id": null,
             "reasoning": echo.reasoning,
-            "service_tier": "default",
+            "service_tier": service_tier,
             "store": echo.store,
             "temperature": echo.temperature,
             "text": echo.text,
@@ -125,110 +171,101 @@ impl Builder {
         })
     }
 
-    fn emit(&mut self, kind: &str, data: Value, out: &mut Vec<Bytes>) {
-        out.push(event(kind, data, &mut self.sequence));
+    /// Writes one event (in a stream; otherwise only its sequence number is spent).
+    fn emit(&mut self, kind: &str, mut data: Value) {
+        if self.streaming {
+            data["type"] = json!(kind);
+            data["sequence_number"] = json!(self.sequence);
+            self.frames.push(Bytes::from(format!("event: {kind}\ndata: {data}\n\n")));
+        }
+        self.sequence += 1;
     }
 
     /// `response.created` and `response.in_progress`, once.
-    pub(crate) fn start(&mut self, out: &mut Vec<Bytes>) {
+    pub(crate) fn start(&mut self) {
         if self.started {
             return;
         }
         self.started = true;
-        let response = self.response("in_progress", Value::Null, &[]);
-        self.emit("response.created", json!({"response": response}), out);
-        self.emit("response.in_progress", json!({"response": response}), out);
+        let response = self.response("in_progress", Value::Null);
+        self.emit("response.created", json!({"response": response}));
+        self.emit("response.in_progress", json!({"response": response}));
     }
 
     fn index(&self) -> usize {
         self.output.len()
     }
 
-    /// Ends the open item: its `done` events, and it joins the output.
-    fn close(&mut self, out: &mut Vec<Bytes>) {
+    /// Ends the open item with `status`: its `done` events, and it joins the output.
+    fn close(&mut self, status: Status) {
         let index = self.index();
-        match std::mem::replace(&mut self.open, Open::None) {
-            Open::None => {}
+        let item = match std::mem::replace(&mut self.open, Open::None) {
+            Open::None => return,
             Open::Reasoning { id, text } => {
-                self.emit(
-                    "response.reasoning_text.done",
-                    json!({"item_id": id, "output_index": index, "content_index": 0, "text": text}),
-                    out,
-                );
-                let item = json!({"id": id, "type": "reasoning", "status": "completed", "summary": [],
-                    "content": [{"type": "reasoning_text", "text": text}]});
-                self.emit(
-                    "response.output_item.done",
-                    json!({"output_index": index, "item": item}),
-                    out,
-                );
-                self.output.push(item);
+                let data =
+                    json!({"item_id": id, "output_index": index, "content_index": 0, "text": text});
+                self.emit("response.reasoning_text.done", data);
+                json!({"id": id, "type": "reasoning", "status": status.as_str(), "summary": [],
+                    "content": [{"type": "reasoning_text", "text": text}]})
             }
             Open::Message { id, text } => {
-                self.emit("response.output_text.done", json!({"item_id": id, "output_index": index, "content_index": 0, "text": text, "logprobs": []}), out);
+                let data = json!({"item_id": id, "output_index": index, "content_index": 0, "text": text, "logprobs": []});
+                self.emit("response.output_text.done", data);
                 let part =
                     json!({"type": "output_text", "text": text, "annotations": [], "logprobs": []});
-                self.emit(
-                    "response.content_part.done",
-                    json!({"item_id": id, "output_index": index, "content_index": 0, "part": part}),
-                    out,
-                );
-                let item = json!({"id": id, "type": "message", "status": "completed", "role": "assistant", "content": [part]});
-                self.emit(
-                    "response.output_item.done",
-                    json!({"output_index": index, "item": item}),
-                    out,
-                );
-                self.output.push(item);
+                let data =
+                    json!({"item_id": id, "output_index": index, "content_index": 0, "part": part});
+                self.emit("response.content_part.done", data);
+                json!({"id": id, "type": "message", "status": status.as_str(), "role": "assistant", "content": [part]})
             }
-            Open::Call { id, call_id, flat, arguments } => {
+            Open::Call { id, call_id, flat, arguments, kind, raw } => {
                 let origin = self.origin(&flat);
-                let item = match origin.kind {
+                match kind {
                     ToolKind::Function => {
-                        let arguments =
-                            if arguments.is_empty() { "{}".to_owned() } else { arguments };
-                        self.emit("response.function_call_arguments.done", json!({"item_id": id, "output_index": index, "name": origin.name, "arguments": arguments}), out);
-                        call_item(
-                            &id,
-                            "function_call",
-                            &call_id,
-                            &origin,
-                            "arguments",
-                            &arguments,
-                            "completed",
-                        )
+                        // Deltas join to the final arguments, also when the model gave none.
+                        let arguments = if arguments.is_empty() {
+                            let delta =
+                                json!({"item_id": id, "output_index": index, "delta": "{}"});
+                            self.emit("response.function_call_arguments.delta", delta);
+                            "{}".to_owned()
+                        } else {
+                            arguments
+                        };
+                        let data = json!({"item_id": id, "output_index": index, "name": origin.name, "arguments": arguments});
+                        self.emit("response.function_call_arguments.done", data);
+                        call_item(&id, &call_id, &origin, json!(arguments), status)
                     }
                     ToolKind::Custom => {
-                        let input = custom_input(&arguments);
-                        self.emit(
-                            "response.custom_tool_call_input.delta",
-                            json!({"item_id": id, "output_index": index, "delta": input}),
-                            out,
-                        );
-                        self.emit(
-                            "response.custom_tool_call_input.done",
-                            json!({"item_id": id, "output_index": index, "input": input}),
-                            out,
-                        );
-                        call_item(
-                            &id,
-                            "custom_tool_call",
-                            &call_id,
-                            &origin,
-                            "input",
-                            &input,
-                            "completed",
-                        )
+                        // The input streamed as it was decoded; arguments that did not begin
+                        // with an `input` string are read whole now and sent as one delta.
+                        let input = match raw.decoded() {
+                            Some(input) => input.to_owned(),
+                            None => {
+                                let input = custom_input(&arguments);
+                                if !input.is_empty() {
+                                    let delta = json!({"item_id": id, "output_index": index, "delta": input});
+                                    self.emit("response.custom_tool_call_input.delta", delta);
+                                }
+                                input
+                            }
+                        };
+                        let data = json!({"item_id": id, "output_index": index, "input": input});
+                        self.emit("response.custom_tool_call_input.done", data);
+                        call_item(&id, &call_id, &origin, json!(input), status)
                     }
-                };
-                self.emit(
-                    "response.output_item.done",
-                    json!({"output_index": index, "item": item}),
-                    out,
-                );
-                self.output.push(item);
+                    // Its arguments are an object, not a string, and have no events of their own.
+                    ToolKind::ToolSearch => {
+                        let arguments = match serde_json::from_str::<Value>(&arguments) {
+                            Ok(object @ Value::Object(_)) => object,
+                            _ => json!({}),
+                        };
+                        call_item(&id, &call_id, &origin, arguments, status)
+                    }
+                }
             }
-        }
+        };
+        self.emit("response.output_item.done", json!({"output_index": index, "item": item}));
+        self.output.push(item);
     }
 
     fn origin(&self, flat: &str) -> ToolOrigin {
@@ -240,153 +277,159 @@ impl Builder {
     }
 
     /// Writes one pipeline event.
-    pub(crate) fn push(&mut self, event: &ChatEvent, out: &mut Vec<Bytes>) {
-        self.start(out);
-        let index = self.index();
+    pub(crate) fn push(&mut self, event: &ChatEvent) {
+        self.start();
         match event {
             ChatEvent::Reasoning(text) => {
                 if !matches!(self.open, Open::Reasoning { .. }) {
-                    self.close(out);
+                    self.close(Status::Completed);
                     let id = response_id("rs_");
                     let item = json!({"id": id, "type": "reasoning", "status": "in_progress", "summary": [], "content": []});
                     self.emit(
                         "response.output_item.added",
                         json!({"output_index": self.index(), "item": item}),
-                        out,
                     );
                     self.open = Open::Reasoning { id, text: String::new() };
                 }
                 let index = self.index();
-                if let Open::Reasoning { id, text: all } = &mut self.open {
-                    all.push_str(text);
-                    let data = json!({"item_id": id, "output_index": index, "content_index": 0, "delta": text});
-                    out.push(self::event(
-                        "response.reasoning_text.delta",
-                        data,
-                        &mut self.sequence,
-                    ));
-                }
+                let data = match &mut self.open {
+                    Open::Reasoning { id, text: all } => {
+                        all.push_str(text);
+                        json!({"item_id": id, "output_index": index, "content_index": 0, "delta": text})
+                    }
+                    _ => return,
+                };
+                self.emit("response.reasoning_text.delta", data);
             }
             ChatEvent::Text(text) => {
                 if !matches!(self.open, Open::Message { .. }) {
-                    self.close(out);
+                    self.close(Status::Completed);
                     let index = self.index();
                     let id = response_id("msg_");
                     let item = json!({"id": id, "type": "message", "status": "in_progress", "role": "assistant", "content": []});
                     self.emit(
                         "response.output_item.added",
                         json!({"output_index": index, "item": item}),
-                        out,
                     );
                     let part = json!({"type": "output_text", "text": "", "annotations": [], "logprobs": []});
-                    self.emit("response.content_part.added", json!({"item_id": id, "output_index": index, "content_index": 0, "part": part}), out);
+                    let data = json!({"item_id": id, "output_index": index, "content_index": 0, "part": part});
+                    self.emit("response.content_part.added", data);
                     self.open = Open::Message { id, text: String::new() };
                 }
                 let index = self.index();
-                if let Open::Message { id, text: all } = &mut self.open {
-                    all.push_str(text);
-                    let data = json!({"item_id": id, "output_index": index, "content_index": 0, "delta": text, "logprobs": []});
-                    out.push(self::event("response.output_text.delta", data, &mut self.sequence));
-                }
+                let data = match &mut self.open {
+                    Open::Message { id, text: all } => {
+                        all.push_str(text);
+                        json!({"item_id": id, "output_index": index, "content_index": 0, "delta": text, "logprobs": []})
+                    }
+                    _ => return,
+                };
+                self.emit("response.output_text.delta", data);
             }
             ChatEvent::CallStart { id: call_id, name, .. } => {
-                self.close(out);
+                self.close(Status::Completed);
                 let index = self.index();
                 let origin = self.origin(name);
-                let (kind, prefix, field) = match origin.kind {
-                    ToolKind::Function => ("function_call", "fc_", "arguments"),
-                    ToolKind::Custom => ("custom_tool_call", "ctc_", "input"),
+                let (prefix, empty) = match origin.kind {
+                    ToolKind::Function => ("fc_", json!("")),
+                    ToolKind::Custom => ("ctc_", json!("")),
+                    ToolKind::ToolSearch => ("tsc_", json!({})),
                 };
                 let id = response_id(prefix);
-                let item = call_item(&id, kind, call_id, &origin, field, "", "in_progress");
+                let item = call_item(&id, call_id, &origin, empty, Status::InProgress);
                 self.emit(
                     "response.output_item.added",
                     json!({"output_index": index, "item": item}),
-                    out,
                 );
                 self.open = Open::Call {
                     id,
                     call_id: call_id.clone(),
                     flat: name.clone(),
                     arguments: String::new(),
+                    kind: origin.kind,
+                    raw: RawInput::default(),
                 };
             }
             ChatEvent::CallArgs { json: fragment, .. } => {
-                let custom = match &self.open {
-                    Open::Call { flat, .. } => self.origin(flat).kind == ToolKind::Custom,
-                    _ => false,
-                };
-                if let Open::Call { id, arguments, .. } = &mut self.open {
-                    arguments.push_str(fragment);
-                    // A function call's arguments stream as the model writes them; a custom
-                    // call's raw input is known whole only at its end.
-                    if !custom {
-                        let data = json!({"item_id": id, "output_index": index, "delta": fragment});
-                        out.push(self::event(
-                            "response.function_call_arguments.delta",
-                            data,
-                            &mut self.sequence,
-                        ));
+                let index = self.index();
+                let Open::Call { id, arguments, kind, raw, .. } = &mut self.open else { return };
+                arguments.push_str(fragment);
+                // A function call's arguments stream as the model writes them; a custom
+                // call's raw input as it is decoded from them.
+                let (kind, delta) = match kind {
+                    ToolKind::Function => {
+                        ("response.function_call_arguments.delta", fragment.clone())
                     }
+                    ToolKind::Custom => {
+                        ("response.custom_tool_call_input.delta", raw.feed(arguments))
+                    }
+                    ToolKind::ToolSearch => return,
+                };
+                let data = json!({"item_id": id, "output_index": index, "delta": delta});
+                if !delta.is_empty() {
+                    self.emit(kind, data);
                 }
             }
-            ChatEvent::CallEnd { .. } => self.close(out),
+            ChatEvent::CallEnd { .. } => self.close(Status::Completed),
             ChatEvent::Done(outcome) => {
-                self.close(out);
                 let (status, kind) = match outcome.finish {
-                    Finish::Length => ("incomplete", "response.incomplete"),
-                    Finish::Stop | Finish::ToolCalls { .. } => ("completed", "response.completed"),
+                    Finish::Length => (Status::Incomplete, "response.incomplete"),
+                    Finish::Stop | Finish::ToolCalls { .. } => {
+                        (Status::Completed, "response.completed")
+                    }
                 };
+                self.close(status);
                 let mut usage_seen = outcome.usage;
                 if usage_seen.prompt_tokens == 0 {
                     usage_seen.prompt_tokens = self.shape.input_tokens;
                 }
-                let mut response = self.response(status, usage(usage_seen), &self.output);
+                let mut response = self.response(status.as_str(), usage(usage_seen));
                 if outcome.finish == Finish::Length {
                     response["incomplete_details"] = json!({"reason": "max_output_tokens"});
                 }
-                self.emit(kind, json!({"response": response}), out);
+                self.emit(kind, json!({"response": response}));
                 self.done = Some(response);
             }
         }
     }
 
-    /// A failure after streaming began: `response.failed` with the error's code.
-    pub(crate) fn failed(&mut self, err: &ApiError) -> Bytes {
-        let mut response = self.response("failed", Value::Null, &self.output);
-        response["error"] = json!({"code": error_code(err), "message": error_message(err)});
-        event("response.failed", json!({"response": response}), &mut self.sequence)
+    /// A failure: the open item ends `incomplete`, then `response.failed` with the error's
+    /// code and message (and the items so far in its output).
+    pub(crate) fn fail(&mut self, err: &ApiError) {
+        self.start();
+        self.close(Status::Incomplete);
+        let mut response = self.response("failed", Value::Null);
+        response["error"] = json!({"code": error::code(err), "message": error::message(err)});
+        self.emit("response.failed", json!({"response": response}));
+        self.done = Some(response);
     }
 
     /// The finished response object (for a non-streaming request).
     pub(crate) fn finish(mut self) -> Value {
-        match self.done.take() {
-            Some(response) => response,
-            None => {
-                let mut ignored = Vec::new();
-                self.push(
-                    &ChatEvent::Done(Outcome { finish: Finish::Stop, usage: Usage::default() }),
-                    &mut ignored,
-                );
-                self.done.unwrap_or(Value::Null)
-            }
+        if self.done.is_none() {
+            self.push(&ChatEvent::Done(Outcome { finish: Finish::Stop, usage: Usage::default() }));
         }
+        self.done.unwrap_or(Value::Null)
     }
 }
 
-/// A call item in the shape its kind has.
-fn call_item(
-    id: &str,
-    kind: &str,
-    call_id: &str,
-    origin: &ToolOrigin,
-    field: &str,
-    value: &str,
-    status: &str,
-) -> Value {
-    let mut item =
-        json!({"id": id, "type": kind, "status": status, "call_id": call_id, "name": origin.name});
-    item[field] = json!(value);
+/// A call item in the shape its kind has: a function call's `arguments` (a string), a
+/// custom call's `input`, or a tool search's `arguments` (an object) is `value`.
+fn call_item(id: &str, call_id: &str, origin: &ToolOrigin, value: Value, status: Status) -> Value {
+    let mut item = match origin.kind {
+        ToolKind::Function => {
+            json!({"type": "function_call", "name": origin.name, "arguments": value})
+        }
+        ToolKind::Custom => {
+            json!({"type": "custom_tool_call", "name": origin.name, "input": value})
+        }
+        ToolKind::ToolSearch => {
+            json!({"type": "tool_search_call", "execution": "client", "arguments": value})
+        }
+    };
+    item["id"] = json!(id);
+    item["status"] = json!(status.as_str());
+    item["call_id"] = json!(call_id);
     if let Some(namespace) = &origin.namespace {
         item["namespace"] = json!(namespace);
     }
@@ -409,30 +452,6 @@ fn custom_input(arguments: &str) -> String {
     }
 }
 
-/// The `error.code` clients read from a failed response.
-fn error_code(err: &ApiError) -> &'static str {
-    match err {
-        ApiError::ContextOverflow { .. } => "context_length_exceeded",
-        ApiError::UpstreamRateLimited { .. } => "rate_limit_exceeded",
-        ApiError::UpstreamOverloaded { .. } => "server_is_overloaded",
-        ApiError::ToolCallMissing { .. } => "tool_call_missing",
-        ApiError::OutputInvalid { .. } => "output_invalid",
-        _ => "server_error",
-    }
-}
-
-/// The message, with the delay Codex reads from a rate limit ("try again in Ns").
-fn error_message(err: &ApiError) -> String {
-    match err {
-        ApiError::UpstreamRateLimited { retry_after, .. } => {
-            let seconds =
-                retry_after.as_deref().and_then(|v| v.trim().parse::<f64>().ok()).unwrap_or(1.0);
-            format!("Rate limit reached for the upstream model. Please try again in {seconds}s.")
-        }
-        other => other.message(),
-    }
-}
-
 /// Writes a Responses stream.
 pub(crate) struct Encoder {
     pub(crate) builder: Builder,
@@ -442,13 +461,14 @@ impl crate::api::StreamEncoder for Encoder {
     type Event = ChatEvent;
 
     fn encode(&mut self, event: &ChatEvent, out: &mut Vec<Bytes>) {
-        self.builder.push(event, out);
+        self.builder.push(event);
+        self.builder.take_frames(out);
     }
 
     fn error(&mut self, err: &ApiError) -> Bytes {
+        self.builder.fail(err);
         let mut out = Vec::new();
-        self.builder.start(&mut out);
-        out.push(self.builder.failed(err));
+        self.builder.take_frames(&mut out);
         Bytes::from(out.concat())
     }
 
@@ -458,7 +478,15 @@ impl crate::api::StreamEncoder for Encoder {
 
     /// A stream whose head goes out before its first event starts with `response.created`.
     fn open(&mut self, out: &mut Vec<Bytes>) {
-        self.builder.start(out);
+        self.builder.start();
+        self.builder.take_frames(out);
+    }
+
+    /// A context overflow and a rate limit are `response.failed` events even before the
+    /// first event: Codex reads their codes there (a context error; a retry after the delay
+    /// in "try again in Ns"), while an HTTP 429 ends its turn and an HTTP 400 is shown raw.
+    fn in_band_before_start(&self, err: &ApiError) -> bool {
+        matches!(err, ApiError::ContextOverflow { .. } | ApiError::UpstreamRateLimited { .. })
     }
 }
 
@@ -489,7 +517,17 @@ mod tests {
         }
     }
 
-    fn events(out: &[Bytes]) -> Vec<Value> {
+    /// Streams `events` through a builder; returns every event written, parsed.
+    fn stream(builder: &mut Builder, events: &[ChatEvent]) -> Vec<Value> {
+        let mut out = Vec::new();
+        for event in events {
+            builder.push(event);
+        }
+        builder.take_frames(&mut out);
+        parse(&out)
+    }
+
+    fn parse(out: &[Bytes]) -> Vec<Value> {
         out.iter()
             .flat_map(|b| {
                 String::from_utf8(b.to_vec())
@@ -503,38 +541,49 @@ mod tests {
             .collect()
     }
 
+    fn types(events: &[Value]) -> Vec<&str> {
+        events.iter().map(|e| e["type"].as_str().unwrap()).collect()
+    }
+
+    fn done(finish: Finish) -> ChatEvent {
+        ChatEvent::Done(Outcome { finish, usage: Usage { prompt_tokens: 0, completion_tokens: 5 } })
+    }
+
     #[test]
     fn text_then_calls_follow_the_grammar_with_sequence_numbers() {
-        let mut builder = Builder::new(shape(&[
-            ("apply_patch", ToolKind::Custom, None, "apply_patch"),
-            ("ns__go", ToolKind::Function, Some("ns"), "go"),
-        ]));
-        let mut out = Vec::new();
-        for event in [
-            ChatEvent::Reasoning("Think.".into()),
-            ChatEvent::Text("Hi.".into()),
-            ChatEvent::CallStart { index: 0, id: "call_a".into(), name: "apply_patch".into() },
-            ChatEvent::CallArgs { index: 0, json: "{\"input\":\"*** Begin Patch\\n".into() },
-            ChatEvent::CallArgs { index: 0, json: "*** End Patch\"}".into() },
-            ChatEvent::CallEnd { index: 0 },
-            ChatEvent::CallStart { index: 1, id: "call_b".into(), name: "ns__go".into() },
-            ChatEvent::CallArgs { index: 1, json: "{\"x\":1}".into() },
-            ChatEvent::CallEnd { index: 1 },
-            ChatEvent::Done(Outcome {
-                finish: Finish::ToolCalls { forced: false },
-                usage: Usage { prompt_tokens: 0, completion_tokens: 5 },
-            }),
-        ] {
-            builder.push(&event, &mut out);
-        }
-        let events = events(&out);
-        let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        let mut builder = Builder::new(
+            shape(&[
+                ("apply_patch", ToolKind::Custom, None, "apply_patch"),
+                ("ns__go", ToolKind::Function, Some("ns"), "go"),
+            ]),
+            true,
+        );
+        let events = stream(
+            &mut builder,
+            &[
+                ChatEvent::Reasoning("Think.".into()),
+                ChatEvent::Text("Hi.".into()),
+                ChatEvent::CallStart { index: 0, id: "call_a".into(), name: "apply_patch".into() },
+                ChatEvent::CallArgs { index: 0, json: "{\"input\":\"*** Begin Patch\\n".into() },
+                ChatEvent::CallArgs { index: 0, json: "*** End Patch\"}".into() },
+                ChatEvent::CallEnd { index: 0 },
+                ChatEvent::CallStart { index: 1, id: "call_b".into(), name: "ns__go".into() },
+                ChatEvent::CallArgs { index: 1, json: "{\"x\":1}".into() },
+                ChatEvent::CallEnd { index: 1 },
+                done(Finish::ToolCalls { forced: false }),
+            ],
+        );
+        let types = types(&events);
         assert_eq!(types.first(), Some(&"response.created"));
         assert_eq!(types.last(), Some(&"response.completed"));
         for (i, e) in events.iter().enumerate() {
             assert_eq!(e["sequence_number"], i as u64);
         }
         let done = &events.last().unwrap()["response"];
+        assert_eq!(done["service_tier"], "default");
+        assert_eq!(events[0]["response"]["service_tier"], "auto");
+        assert!(events[0]["response"]["completed_at"].is_null());
+        assert!(done["completed_at"].is_u64());
         let output = done["output"].as_array().unwrap();
         let kinds: Vec<&str> = output.iter().map(|i| i["type"].as_str().unwrap()).collect();
         assert_eq!(kinds, ["reasoning", "message", "custom_tool_call", "function_call"]);
@@ -546,7 +595,12 @@ mod tests {
         assert_eq!(output[3]["arguments"], "{\"x\":1}");
         assert_eq!(done["usage"]["input_tokens"], 10);
         assert_eq!(done["usage"]["total_tokens"], 15);
-        assert!(types.contains(&"response.custom_tool_call_input.done"));
+        let input_deltas: Vec<&str> = events
+            .iter()
+            .filter(|e| e["type"] == "response.custom_tool_call_input.delta")
+            .map(|e| e["delta"].as_str().unwrap())
+            .collect();
+        assert_eq!(input_deltas, ["*** Begin Patch\n", "*** End Patch"]);
         assert_eq!(
             types.iter().filter(|t| **t == "response.function_call_arguments.delta").count(),
             1
@@ -554,17 +608,127 @@ mod tests {
     }
 
     #[test]
-    fn a_token_limit_is_an_incomplete_response() {
-        let mut builder = Builder::new(shape(&[]));
-        let mut out = Vec::new();
-        builder.push(&ChatEvent::Text("Hel".into()), &mut out);
-        builder.push(
-            &ChatEvent::Done(Outcome { finish: Finish::Length, usage: Usage::default() }),
-            &mut out,
+    fn a_long_custom_input_streams_in_pieces_that_join_to_its_input() {
+        let patch: String =
+            (0..40).map(|i| format!("+line {i} with \"quotes\" and a tab\t\n")).collect();
+        let arguments = json!({"input": patch}).to_string();
+        let mut events = vec![ChatEvent::CallStart {
+            index: 0,
+            id: "call_a".into(),
+            name: "apply_patch".into(),
+        }];
+        let chars: Vec<char> = arguments.chars().collect();
+        events.extend(
+            chars.chunks(5).map(|c| ChatEvent::CallArgs { index: 0, json: c.iter().collect() }),
         );
+        events.extend([ChatEvent::CallEnd { index: 0 }, done(Finish::ToolCalls { forced: false })]);
+        let mut builder =
+            Builder::new(shape(&[("apply_patch", ToolKind::Custom, None, "apply_patch")]), true);
+        let events = stream(&mut builder, &events);
+        let deltas: Vec<&str> = events
+            .iter()
+            .filter(|e| e["type"] == "response.custom_tool_call_input.delta")
+            .map(|e| e["delta"].as_str().unwrap())
+            .collect();
+        assert!(deltas.len() > 10, "{}", deltas.len());
+        let input_done =
+            events.iter().find(|e| e["type"] == "response.custom_tool_call_input.done").unwrap();
+        assert_eq!(deltas.concat(), input_done["input"].as_str().unwrap());
+        assert_eq!(input_done["input"], patch.as_str());
+    }
+
+    #[test]
+    fn a_custom_call_without_an_input_string_gets_one_delta_at_its_end() {
+        let mut builder =
+            Builder::new(shape(&[("apply_patch", ToolKind::Custom, None, "apply_patch")]), true);
+        let events = stream(
+            &mut builder,
+            &[
+                ChatEvent::CallStart { index: 0, id: "call_a".into(), name: "apply_patch".into() },
+                ChatEvent::CallArgs { index: 0, json: "{\"patch\":\"x y\"}".into() },
+                ChatEvent::CallEnd { index: 0 },
+            ],
+        );
+        let deltas: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["type"] == "response.custom_tool_call_input.delta")
+            .map(|e| &e["delta"])
+            .collect();
+        assert_eq!(deltas, [&json!("x y")]);
+    }
+
+    #[test]
+    fn a_call_without_arguments_gets_one_empty_object_delta() {
+        let mut builder = Builder::new(shape(&[]), true);
+        let events = stream(
+            &mut builder,
+            &[
+                ChatEvent::CallStart { index: 0, id: "call_a".into(), name: "now".into() },
+                ChatEvent::CallEnd { index: 0 },
+            ],
+        );
+        let deltas: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["type"] == "response.function_call_arguments.delta")
+            .map(|e| &e["delta"])
+            .collect();
+        assert_eq!(deltas, [&json!("{}")]);
+        let done =
+            events.iter().find(|e| e["type"] == "response.function_call_arguments.done").unwrap();
+        assert_eq!(done["arguments"], "{}");
+    }
+
+    #[test]
+    fn a_token_limit_leaves_the_message_incomplete() {
+        let mut builder = Builder::new(shape(&[]), true);
+        let events = stream(&mut builder, &[ChatEvent::Text("Hel".into()), done(Finish::Length)]);
+        let last = events.last().unwrap();
+        assert_eq!(last["type"], "response.incomplete");
+        assert!(last["response"]["completed_at"].is_null());
+        let item_done = events.iter().find(|e| e["type"] == "response.output_item.done").unwrap();
+        assert_eq!(item_done["item"]["status"], "incomplete");
         let response = builder.finish();
         assert_eq!(response["status"], "incomplete");
         assert_eq!(response["incomplete_details"]["reason"], "max_output_tokens");
+        assert_eq!(response["output"][0]["status"], "incomplete");
+    }
+
+    #[test]
+    fn a_failure_closes_the_open_item_as_incomplete_before_response_failed() {
+        let mut builder = Builder::new(shape(&[]), true);
+        let mut events = stream(&mut builder, &[ChatEvent::Text("Paris is".into())]);
+        let mut out = Vec::new();
+        builder.fail(&ApiError::Upstream { message: "broke".into(), detail: String::new() });
+        builder.take_frames(&mut out);
+        events.extend(parse(&out));
+        let types = types(&events);
+        let n = types.len();
+        assert_eq!(
+            types[n - 4..],
+            [
+                "response.output_text.done",
+                "response.content_part.done",
+                "response.output_item.done",
+                "response.failed"
+            ]
+        );
+        assert_eq!(events[n - 2]["item"]["status"], "incomplete");
+        let failed = &events[n - 1]["response"];
+        assert_eq!(failed["status"], "failed");
+        assert!(failed["completed_at"].is_null());
+        assert_eq!(failed["error"]["code"], "server_error");
+        assert_eq!(failed["output"][0]["content"][0]["text"], "Paris is");
+        assert_eq!(failed["output"][0]["status"], "incomplete");
+    }
+
+    #[test]
+    fn a_whole_response_writes_no_events() {
+        let mut builder = Builder::new(shape(&[]), false);
+        let events = stream(&mut builder, &[ChatEvent::Text("Hi.".into()), done(Finish::Stop)]);
+        assert!(events.is_empty());
+        let response = builder.finish();
+        assert_eq!(response["output"][0]["content"][0]["text"], "Hi.");
+        assert_eq!(response["status"], "completed");
     }
 
     #[test]

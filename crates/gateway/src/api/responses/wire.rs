@@ -18,6 +18,10 @@ pub(crate) enum ToolKind {
     Function,
     /// A freeform tool: the call's one input is raw text (`custom_tool_call`).
     Custom,
+    /// Codex's `tool_search` (`execution: "client"`), which the client runs itself: the model
+    /// calls it as a function, the call goes out as a `tool_search_call`, and the tools its
+    /// `tool_search_output` loads become callable.
+    ToolSearch,
 }
 
 /// The tool a flat name (as the model sees it) stands for.
@@ -51,6 +55,10 @@ pub(crate) struct Echo {
     pub(crate) tool_choice: Value,
     pub(crate) parallel_tool_calls: bool,
     pub(crate) max_output_tokens: Value,
+    /// Echoed, not enforced: it limits calls to hosted tools, which the gateway never runs.
+    pub(crate) max_tool_calls: Value,
+    /// The tier the request asked for, if any.
+    pub(crate) service_tier: Option<String>,
     pub(crate) temperature: Value,
     pub(crate) top_p: Value,
     pub(crate) store: bool,
@@ -59,6 +67,18 @@ pub(crate) struct Echo {
     pub(crate) reasoning: Value,
     pub(crate) user: Value,
 }
+
+/// The name the model calls Codex's `tool_search` by.
+const TOOL_SEARCH: &str = "tool_search";
+
+/// Whether a `tool_search` tool or item is one the client runs (`execution: "client"`);
+/// one the server would run is a hosted tool.
+fn is_client(value: &Value) -> bool {
+    value.get("execution").and_then(Value::as_str) == Some("client")
+}
+
+/// The `service_tier` values the API knows.
+const SERVICE_TIERS: &[&str] = &["auto", "default", "flex", "scale", "priority"];
 
 /// The separator of a namespace and a tool's name in the flat name the model sees.
 const NAMESPACE_SEPARATOR: &str = "__";
@@ -102,6 +122,8 @@ const REQUEST: Fields = &[
 ];
 const ITEM: Fields = &[
     ("type", &[Str]),
+    ("execution", &[Str]),
+    ("tools", &[Arr]),
     ("role", &[Str]),
     ("content", &[Str, Arr]),
     ("call_id", &[Str]),
@@ -113,6 +135,7 @@ const ITEM: Fields = &[
 ];
 const TOOL: Fields = &[
     ("type", &[Str]),
+    ("execution", &[Str]),
     ("name", &[Str]),
     ("description", &[Str]),
     ("parameters", &[Obj]),
@@ -120,8 +143,13 @@ const TOOL: Fields = &[
     ("format", &[Obj]),
     ("tools", &[Arr]),
 ];
-const TOOL_CHOICE: Fields =
-    &[("type", &[Str]), ("name", &[Str]), ("mode", &[Str]), ("tools", &[Arr])];
+const TOOL_CHOICE: Fields = &[
+    ("type", &[Str]),
+    ("name", &[Str]),
+    ("namespace", &[Str]),
+    ("mode", &[Str]),
+    ("tools", &[Arr]),
+];
 
 const WALK: Walker = Walker { error: type_error };
 
@@ -138,8 +166,23 @@ fn check_types(body: &serde_json::Map<String, Value>) -> Result<(), ApiError> {
             WALK.object(&format!("tools[{i}].tools[{j}]"), inner, TOOL)?;
         }
     }
+    // The tools a `tool_search_output` item loads.
+    if let Some(Value::Array(input)) = body.get("input") {
+        for (i, item) in input.iter().enumerate() {
+            let Value::Object(item) = item else { continue };
+            for (j, tool) in items(item, "tools") {
+                let tool = WALK.object(&format!("input[{i}].tools[{j}]"), tool, TOOL)?;
+                for (k, inner) in items(tool, "tools") {
+                    WALK.object(&format!("input[{i}].tools[{j}].tools[{k}]"), inner, TOOL)?;
+                }
+            }
+        }
+    }
     if let Some(Value::Object(choice)) = body.get("tool_choice") {
         WALK.fields("tool_choice", choice, TOOL_CHOICE)?;
+        for (i, tool) in items(choice, "tools") {
+            WALK.object(&format!("tool_choice.tools[{i}]"), tool, TOOL_CHOICE)?;
+        }
     }
     Ok(())
 }
@@ -193,6 +236,9 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
     let mut hosted = Vec::new();
     for (i, tool) in items(object, "tools") {
         read_tool(&format!("tools[{i}]"), tool, None, &mut tools, &mut origins, &mut hosted)?;
+    }
+    if let Some(Value::Array(input)) = object.get("input") {
+        loaded_tools(input, &mut tools, &mut origins, &mut hosted)?;
     }
 
     let mut messages = Vec::new();
@@ -268,6 +314,17 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
             ));
         }
     }
+    let service_tier = object.get("service_tier").and_then(Value::as_str);
+    if let Some(tier) = service_tier {
+        if !SERVICE_TIERS.contains(&tier) {
+            return Err(invalid(
+                format!(
+                    "Invalid value: '{tier}'. Supported values are: 'auto', 'default', 'flex', 'scale', and 'priority'."
+                ),
+                "service_tier",
+            ));
+        }
+    }
     let get = |key: &str| object.get(key).cloned().unwrap_or(Value::Null);
     let echo = Echo {
         instructions: get("instructions"),
@@ -275,9 +332,12 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
         tool_choice: object.get("tool_choice").cloned().unwrap_or_else(|| json!("auto")),
         parallel_tool_calls,
         max_output_tokens: get("max_output_tokens"),
+        max_tool_calls: get("max_tool_calls"),
+        service_tier: service_tier.map(str::to_owned),
         temperature: object.get("temperature").cloned().unwrap_or(json!(1.0)),
         top_p: object.get("top_p").cloned().unwrap_or(json!(1.0)),
-        store: object.get("store").and_then(Value::as_bool).unwrap_or(true),
+        // As asked; when not asked, false: the gateway stores nothing.
+        store: object.get("store").and_then(Value::as_bool).unwrap_or(false),
         metadata: object.get("metadata").cloned().unwrap_or_else(|| json!({})),
         text: object.get("text").cloned().unwrap_or_else(|| json!({"format": {"type": "text"}})),
         reasoning: object
@@ -415,6 +475,27 @@ fn read_tool(
             );
             tools.push(spec);
         }
+        "tool_search" if is_client(value) && namespace.is_none() => {
+            let spec = ToolSpec {
+                name: TOOL_SEARCH.to_owned(),
+                description: Some(
+                    value
+                        .get("description")
+                        .and_then(Value::as_str)
+                        .unwrap_or("Searches for more tools and makes the ones found callable.")
+                        .to_owned(),
+                ),
+                parameters: Some(value.get("parameters").cloned().unwrap_or_else(|| {
+                    json!({"type": "object", "properties": {"query": {"type": "string"},
+                        "limit": {"type": "number"}}, "required": ["query"]})
+                })),
+            };
+            origins.insert(
+                spec.name.clone(),
+                ToolOrigin { kind: ToolKind::ToolSearch, namespace: None, name: spec.name.clone() },
+            );
+            tools.push(spec);
+        }
         "namespace" if namespace.is_none() => {
             let name = value
                 .get("name")
@@ -443,6 +524,41 @@ fn read_tool(
                 &format!("{path}.type"),
             ));
         }
+    }
+    Ok(())
+}
+
+/// The tools the history's `tool_search_output` items loaded (Codex's sub-agent and MCP
+/// tools are deferred behind its `tool_search`): declared like those of `tools`, once each.
+fn loaded_tools(
+    input: &[Value],
+    tools: &mut Vec<ToolSpec>,
+    origins: &mut BTreeMap<String, ToolOrigin>,
+    hosted: &mut Vec<String>,
+) -> Result<(), ApiError> {
+    let mut loaded = Vec::new();
+    let mut loaded_origins = BTreeMap::new();
+    for (i, item) in input.iter().enumerate() {
+        if item.get("type").and_then(Value::as_str) != Some("tool_search_output")
+            || !is_client(item)
+        {
+            continue;
+        }
+        for (j, tool) in
+            item.get("tools").and_then(Value::as_array).into_iter().flatten().enumerate()
+        {
+            let path = format!("input[{i}].tools[{j}]");
+            read_tool(&path, tool, None, &mut loaded, &mut loaded_origins, hosted)?;
+        }
+    }
+    for spec in loaded {
+        if tools.iter().any(|t| t.name == spec.name) {
+            continue;
+        }
+        if let Some(origin) = loaded_origins.remove(&spec.name) {
+            origins.insert(spec.name.clone(), origin);
+        }
+        tools.push(spec);
     }
     Ok(())
 }
@@ -570,6 +686,34 @@ fn read_item(
                 },
             );
         }
+        "tool_search_call" if is_client(item) => push_call(
+            messages,
+            PriorCall {
+                id: call_id(item, i)?,
+                name: TOOL_SEARCH.to_owned(),
+                arguments: arguments_text(item.get("arguments")),
+            },
+        ),
+        "tool_search_output" if is_client(item) => {
+            let mut names = Vec::new();
+            let mut ignored = Vec::new();
+            let mut origins = BTreeMap::new();
+            for tool in item.get("tools").and_then(Value::as_array).into_iter().flatten() {
+                read_tool("", tool, None, &mut names, &mut origins, &mut ignored)?;
+            }
+            let names: Vec<String> = names.into_iter().map(|t| t.name).collect();
+            let content = if names.is_empty() {
+                "No tools were found.".to_owned()
+            } else {
+                format!("These tools can be called now: {}.", names.join(", "))
+            };
+            messages.push(Message::ToolResult {
+                call_id: call_id(item, i)?,
+                name: Some(TOOL_SEARCH.to_owned()),
+                content,
+                is_error: false,
+            });
+        }
         "local_shell_call" => push_call(
             messages,
             PriorCall {
@@ -613,10 +757,28 @@ fn called(messages: &[Message], id: &str) -> Option<String> {
     })
 }
 
+/// Whether an item is a call or a call's output, for pairing them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pairing {
+    Call,
+    Output,
+    Neither,
+}
+
+fn pairing(item: &Value) -> Pairing {
+    match item.get("type").and_then(Value::as_str).unwrap_or("message") {
+        "function_call" | "custom_tool_call" | "local_shell_call" => Pairing::Call,
+        "tool_search_call" if is_client(item) => Pairing::Call,
+        "function_call_output" | "custom_tool_call_output" | "local_shell_call_output" => {
+            Pairing::Output
+        }
+        "tool_search_output" if is_client(item) => Pairing::Output,
+        _ => Pairing::Neither,
+    }
+}
+
 /// Every call has its output later, and every output follows its call (the API's words).
 fn check_pairs(input: &[Value]) -> Result<(), ApiError> {
-    let kind =
-        |item: &Value| item.get("type").and_then(Value::as_str).unwrap_or("message").to_owned();
     let id = |item: &Value| {
         item.get("call_id")
             .or_else(|| item.get("id"))
@@ -626,9 +788,9 @@ fn check_pairs(input: &[Value]) -> Result<(), ApiError> {
     };
     let mut calls: Vec<String> = Vec::new();
     for item in input {
-        match kind(item).as_str() {
-            "function_call" | "custom_tool_call" | "local_shell_call" => calls.push(id(item)),
-            "function_call_output" | "custom_tool_call_output" | "local_shell_call_output" => {
+        match pairing(item) {
+            Pairing::Call => calls.push(id(item)),
+            Pairing::Output => {
                 let output = id(item);
                 if !calls.contains(&output) {
                     return Err(ApiError::InvalidRequest {
@@ -640,16 +802,12 @@ fn check_pairs(input: &[Value]) -> Result<(), ApiError> {
                     });
                 }
             }
-            _ => {}
+            Pairing::Neither => {}
         }
     }
     for call in &calls {
-        let answered = input.iter().any(|item| {
-            matches!(
-                kind(item).as_str(),
-                "function_call_output" | "custom_tool_call_output" | "local_shell_call_output"
-            ) && id(item) == *call
-        });
+        let answered =
+            input.iter().any(|item| pairing(item) == Pairing::Output && id(item) == *call);
         if !answered {
             return Err(ApiError::InvalidRequest {
                 message: format!("No tool output found for function call {call}."),
@@ -661,79 +819,47 @@ fn check_pairs(input: &[Value]) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// `tool_choice` in all its forms; `allowed_tools` narrows the tool list to its tools.
+/// `tool_choice` in all its forms; `allowed_tools` narrows the tool list to its tools. Every
+/// tool it names must be declared, with the type it is named with.
 fn read_tool_choice(
     value: Option<&Value>,
     tools: Vec<ToolSpec>,
     origins: &BTreeMap<String, ToolOrigin>,
 ) -> Result<(ToolChoice, Vec<ToolSpec>), ApiError> {
     let param = "tool_choice";
-    let named = |name: &str, tools: &[ToolSpec]| -> Result<ToolChoice, ApiError> {
-        // A namespaced tool may be named by its flat name or by its own.
-        let flat = origins
-            .iter()
-            .find(|(flat, origin)| *flat == name || origin.name == name)
-            .map(|(flat, _)| flat.clone())
-            .filter(|flat| tools.iter().any(|t| &t.name == flat));
-        match flat {
-            Some(flat) => Ok(ToolChoice::Named(flat)),
-            None => {
-                Err(invalid(format!("Tool choice '{name}' not found in 'tools' parameter."), param))
-            }
-        }
-    };
-    let choice = match value {
+    let (choice, tools) = match value {
         None | Some(Value::Null) => {
-            if tools.is_empty() {
-                ToolChoice::None
-            } else {
-                ToolChoice::Auto
-            }
+            (if tools.is_empty() { ToolChoice::None } else { ToolChoice::Auto }, tools)
         }
-        Some(Value::String(text)) => match text.as_str() {
-            "none" => ToolChoice::None,
-            "auto" => ToolChoice::Auto,
-            "required" => ToolChoice::Required,
-            other => {
-                return Err(invalid(
-                    format!(
-                        "Invalid value: '{other}'. Supported values are: 'none', 'auto', and 'required'."
-                    ),
-                    param,
-                ));
-            }
-        },
+        Some(Value::String(text)) => {
+            let choice = match text.as_str() {
+                "none" => ToolChoice::None,
+                "auto" => ToolChoice::Auto,
+                "required" => ToolChoice::Required,
+                other => {
+                    return Err(invalid(
+                        format!(
+                            "Invalid value: '{other}'. Supported values are: 'none', 'auto', and 'required'."
+                        ),
+                        param,
+                    ));
+                }
+            };
+            (choice, tools)
+        }
         Some(Value::Object(object)) => {
             let kind = object.get("type").and_then(Value::as_str).unwrap_or_default();
             match kind {
                 "function" | "custom" => {
-                    let name = object
-                        .get("name")
-                        .and_then(Value::as_str)
-                        .ok_or_else(|| missing("tool_choice.name"))?;
-                    named(name, &tools)?
+                    let flat = named(object, param, &tools, origins, |unknown| {
+                        invalid(
+                            format!("Tool choice '{unknown}' not found in 'tools' parameter."),
+                            param,
+                        )
+                    })?;
+                    (ToolChoice::Named(flat), tools)
                 }
-                "allowed_tools" => {
-                    let allowed: Vec<String> = object
-                        .get("tools")
-                        .and_then(Value::as_array)
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|t| t.get("name").and_then(Value::as_str))
-                        .filter_map(|name| match named(name, &tools) {
-                            Ok(ToolChoice::Named(flat)) => Some(flat),
-                            _ => None,
-                        })
-                        .collect();
-                    let tools: Vec<ToolSpec> =
-                        tools.into_iter().filter(|t| allowed.contains(&t.name)).collect();
-                    let mode = match object.get("mode").and_then(Value::as_str) {
-                        Some("required") => ToolChoice::Required,
-                        _ if tools.is_empty() => ToolChoice::None,
-                        _ => ToolChoice::Auto,
-                    };
-                    return Ok((mode, tools));
-                }
+                "allowed_tools" => allowed_tools(object, tools, origins)?,
                 hosted if is_hosted(hosted) && !hosted.is_empty() => {
                     return Err(invalid(
                         format!(
@@ -758,6 +884,115 @@ fn read_tool_choice(
     Ok((choice, tools))
 }
 
+/// `{"type": "allowed_tools", "mode", "tools"}`: the tool list narrowed to the tools it
+/// names (hosted ones among them are left out, as in `tools`), and the mode.
+fn allowed_tools(
+    object: &serde_json::Map<String, Value>,
+    tools: Vec<ToolSpec>,
+    origins: &BTreeMap<String, ToolOrigin>,
+) -> Result<(ToolChoice, Vec<ToolSpec>), ApiError> {
+    let mode = match object.get("mode").and_then(Value::as_str) {
+        None | Some("auto") => ToolChoice::Auto,
+        Some("required") => ToolChoice::Required,
+        Some(other) => {
+            return Err(invalid(
+                format!("Invalid value: '{other}'. Supported values are: 'auto' and 'required'."),
+                "tool_choice.mode",
+            ));
+        }
+    };
+    let Some(Value::Array(entries)) = object.get("tools") else {
+        return Err(missing("tool_choice.tools"));
+    };
+    let mut allowed = Vec::new();
+    for (j, entry) in entries.iter().enumerate() {
+        let path = format!("tool_choice.tools[{j}]");
+        let Value::Object(entry) = entry else { continue };
+        match entry.get("type").and_then(Value::as_str) {
+            Some(kind @ ("function" | "custom")) => {
+                let flat = named(entry, &path, &tools, origins, |unknown| {
+                    invalid(
+                        format!(
+                            "Invalid value for 'tool_choice.tools': {kind} '{unknown}' is not one of the given tools."
+                        ),
+                        "tool_choice.tools",
+                    )
+                })?;
+                allowed.push(flat);
+            }
+            Some(kind) if is_hosted(kind) && !kind.is_empty() => {}
+            Some(_) => return Err(invalid(format!("Invalid value for '{path}.type'."), &path)),
+            None => return Err(missing(&format!("{path}.type"))),
+        }
+    }
+    let tools: Vec<ToolSpec> = tools.into_iter().filter(|t| allowed.contains(&t.name)).collect();
+    let mode = match mode {
+        ToolChoice::Auto if tools.is_empty() => ToolChoice::None,
+        mode => mode,
+    };
+    Ok((mode, tools))
+}
+
+/// The flat name of the tool `{"type", "name", "namespace"?}` names: the name itself, or a
+/// namespaced tool's own name (with its `namespace`, or without when only one namespace
+/// has it). A name no declared tool has is the error `unknown` makes of it; a tool of the
+/// other type, or a name several namespaces share, is a 400 of its own.
+fn named(
+    object: &serde_json::Map<String, Value>,
+    path: &str,
+    tools: &[ToolSpec],
+    origins: &BTreeMap<String, ToolOrigin>,
+    unknown: impl Fn(&str) -> ApiError,
+) -> Result<String, ApiError> {
+    let custom = object.get("type").and_then(Value::as_str) == Some("custom");
+    let name = object
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| missing(&format!("{path}.name")))?;
+    let namespace = object.get("namespace").and_then(Value::as_str);
+    let declared = |flat: &str| tools.iter().any(|t| t.name == flat);
+    let candidates: Vec<(&String, &ToolOrigin)> = origins
+        .iter()
+        .filter(|(flat, _)| declared(flat))
+        .filter(|(flat, origin)| match namespace {
+            Some(ns) => origin.namespace.as_deref() == Some(ns) && origin.name == name,
+            None => *flat == name || origin.name == name,
+        })
+        .collect();
+    let found = match candidates.iter().find(|(flat, _)| *flat == name) {
+        Some(exact) => *exact,
+        None => match candidates.as_slice() {
+            [one] => *one,
+            [] => return Err(unknown(name)),
+            several => {
+                let namespaces: Vec<&str> =
+                    several.iter().filter_map(|(_, o)| o.namespace.as_deref()).collect();
+                return Err(invalid(
+                    format!(
+                        "Tool choice '{name}' is ambiguous: the namespaces {} each have it; add 'namespace'.",
+                        namespaces.join(", ")
+                    ),
+                    path,
+                ));
+            }
+        },
+    };
+    let (flat, origin) = found;
+    if (origin.kind == ToolKind::Custom) != custom {
+        let (is, use_type) = match origin.kind {
+            ToolKind::Function | ToolKind::ToolSearch => ("a function tool", "function"),
+            ToolKind::Custom => ("a custom tool", "custom"),
+        };
+        return Err(invalid(
+            format!(
+                "Invalid value for '{path}': '{name}' is {is}; name it with {{\"type\": \"{use_type}\", \"name\": \"{name}\"}}."
+            ),
+            path,
+        ));
+    }
+    Ok(flat.clone())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -776,8 +1011,12 @@ mod tests {
             {"type": "tool_search", "execution": "client"}]}))
         .unwrap();
         let names: Vec<&str> = parsed.chat.tools.iter().map(|t| t.name.as_str()).collect();
-        assert_eq!(names, ["exec_command", "apply_patch", "multi_agent_v1__spawn_agent"]);
-        assert_eq!(parsed.hosted, ["web_search", "tool_search"]);
+        assert_eq!(
+            names,
+            ["exec_command", "apply_patch", "multi_agent_v1__spawn_agent", "tool_search"]
+        );
+        assert_eq!(parsed.hosted, ["web_search"]);
+        assert_eq!(parsed.tools["tool_search"].kind, ToolKind::ToolSearch);
         let origin = &parsed.tools["multi_agent_v1__spawn_agent"];
         assert_eq!(
             (origin.namespace.as_deref(), origin.name.as_str()),
@@ -847,5 +1086,151 @@ mod tests {
         assert_eq!(parsed.chat.tool_choice, ToolChoice::Required);
         assert_eq!(parsed.chat.tools.len(), 1);
         assert_eq!(parsed.chat.tools[0].name, "b");
+    }
+
+    fn choice_error(tools: Value, choice: Value) -> ApiError {
+        parse(json!({"model": "m", "input": "hi", "tools": tools, "tool_choice": choice}))
+            .unwrap_err()
+    }
+
+    #[test]
+    fn allowed_tools_must_name_declared_tools_of_their_type() {
+        let tools = json!([{"type": "function", "name": "a"}, {"type": "custom", "name": "patch"}, {"type": "web_search"}]);
+        let err = choice_error(
+            tools.clone(),
+            json!({"type": "allowed_tools", "mode": "auto", "tools": [{"type": "function", "name": "a"}, {"type": "function", "name": "nope"}]}),
+        );
+        assert_eq!(
+            err.message(),
+            "Invalid value for 'tool_choice.tools': function 'nope' is not one of the given tools."
+        );
+        assert!(
+            matches!(&err, ApiError::InvalidRequest { param: Some(p), .. } if p == "tool_choice.tools")
+        );
+        // Required, with nothing left to call: the same 400 as `required` without tools.
+        let err = choice_error(
+            tools.clone(),
+            json!({"type": "allowed_tools", "mode": "required", "tools": [{"type": "web_search"}]}),
+        );
+        assert!(err.message().contains("requires 'tools'"), "{err:?}");
+        let err = choice_error(
+            tools.clone(),
+            json!({"type": "allowed_tools", "mode": "sometimes", "tools": []}),
+        );
+        assert!(err.message().contains("'sometimes'"), "{err:?}");
+        let err = choice_error(tools.clone(), json!({"type": "allowed_tools", "mode": "auto"}));
+        assert_eq!(err.message(), "Missing required parameter: 'tool_choice.tools'.");
+        // A custom tool named as a function, and a function named as a custom tool.
+        let err = choice_error(
+            tools.clone(),
+            json!({"type": "allowed_tools", "mode": "auto", "tools": [{"type": "function", "name": "patch"}]}),
+        );
+        assert!(err.message().contains("'patch' is a custom tool"), "{err:?}");
+        let err = choice_error(tools.clone(), json!({"type": "custom", "name": "a"}));
+        assert!(err.message().contains("'a' is a function tool"), "{err:?}");
+        let err = choice_error(tools, json!({"type": "function", "name": "b"}));
+        assert_eq!(err.message(), "Tool choice 'b' not found in 'tools' parameter.");
+        // Auto with only hosted tools allowed: nothing to call, no error.
+        let parsed = parse(json!({"model": "m", "input": "hi", "tools": [{"type": "function", "name": "a"}, {"type": "web_search"}],
+            "tool_choice": {"type": "allowed_tools", "mode": "auto", "tools": [{"type": "web_search"}]}}))
+        .unwrap();
+        assert_eq!((parsed.chat.tool_choice, parsed.chat.tools.len()), (ToolChoice::None, 0));
+    }
+
+    #[test]
+    fn a_namespaced_tool_is_named_by_its_flat_name_its_own_or_with_its_namespace() {
+        let tools = json!([
+            {"type": "namespace", "name": "agents", "tools": [{"type": "function", "name": "spawn"}, {"type": "function", "name": "wait"}]},
+            {"type": "namespace", "name": "jobs", "tools": [{"type": "function", "name": "wait"}]}]);
+        let choose = |choice: Value| {
+            parse(json!({"model": "m", "input": "hi", "tools": tools, "tool_choice": choice}))
+                .map(|p| p.chat.tool_choice)
+        };
+        let named = |flat: &str| Ok(ToolChoice::Named(flat.to_owned()));
+        assert_eq!(
+            choose(json!({"type": "function", "name": "agents__spawn"})),
+            named("agents__spawn")
+        );
+        assert_eq!(choose(json!({"type": "function", "name": "spawn"})), named("agents__spawn"));
+        assert_eq!(
+            choose(json!({"type": "function", "name": "wait", "namespace": "jobs"})),
+            named("jobs__wait")
+        );
+        let err = choose(json!({"type": "function", "name": "wait"})).unwrap_err();
+        assert!(
+            err.message().contains("ambiguous") && err.message().contains("agents, jobs"),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn echoed_fields_and_service_tiers() {
+        let parsed = parse(
+            json!({"model": "m", "input": "hi", "max_tool_calls": 2, "service_tier": "flex"}),
+        )
+        .unwrap();
+        assert_eq!(parsed.echo.max_tool_calls, 2);
+        assert_eq!(parsed.echo.service_tier.as_deref(), Some("flex"));
+        assert!(!parsed.echo.store, "nothing is stored when store is not asked for");
+        assert!(parse(json!({"model": "m", "input": "hi", "store": true})).unwrap().echo.store);
+        let err = parse(json!({"model": "m", "input": "hi", "service_tier": "turbo"})).unwrap_err();
+        assert!(
+            matches!(&err, ApiError::InvalidRequest { param: Some(p), .. } if p == "service_tier")
+        );
+    }
+
+    #[test]
+    fn images_and_files_are_placeholders_the_model_sees() {
+        let parsed = parse(json!({"model": "m", "input": [{"role": "user", "content": [
+            {"type": "input_text", "text": "Compare:"},
+            {"type": "input_image", "image_url": "data:image/png;base64,AAAA"},
+            {"type": "input_file", "filename": "report.pdf", "file_data": "data:application/pdf;base64,AAAA"},
+            {"type": "input_file", "file_id": "file_1"}]}]}))
+        .unwrap();
+        assert_eq!(
+            parsed.chat.messages[0],
+            Message::User("Compare:\n[image]\n[file: report.pdf]\n[file]".into())
+        );
+    }
+
+    /// Codex's deferred tools: a `tool_search_call` and the `tool_search_output` that loads a
+    /// namespace; the loaded tools are declared (once, when two searches load them), and the
+    /// pair is history.
+    #[test]
+    fn tools_a_tool_search_loaded_are_declared() {
+        let loaded = json!({"type": "tool_search_output", "id": "tso_1", "call_id": "call_ts", "status": "completed", "execution": "client",
+            "tools": [{"type": "namespace", "name": "multi_agent_v1", "description": "Sub-agents.", "tools": [
+                {"type": "function", "name": "close_agent", "parameters": {"type": "object", "properties": {"target": {"type": "string"}}}}]}]});
+        let search = json!({"type": "tool_search_call", "id": "tsc_1", "call_id": "call_ts", "status": "completed", "execution": "client", "arguments": {"query": "agent"}});
+        let (mut search2, mut loaded2) = (search.clone(), loaded.clone());
+        search2["call_id"] = json!("call_ts2");
+        loaded2["call_id"] = json!("call_ts2");
+        let parsed = parse(json!({"model": "m", "input": [{"role": "user", "content": "Close it."}, search, loaded, search2, loaded2],
+            "tools": [{"type": "function", "name": "exec_command"}, {"type": "tool_search", "execution": "client", "parameters": {"type": "object", "properties": {"query": {"type": "string"}}}}]}))
+        .unwrap();
+        // Loaded twice, declared once.
+        let names: Vec<&str> = parsed.chat.tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["exec_command", "tool_search", "multi_agent_v1__close_agent"]);
+        let origin = &parsed.tools["multi_agent_v1__close_agent"];
+        assert_eq!(
+            (origin.namespace.as_deref(), origin.kind),
+            (Some("multi_agent_v1"), ToolKind::Function)
+        );
+        let Message::Assistant { calls, .. } = &parsed.chat.messages[1] else { panic!() };
+        assert_eq!(
+            (calls[0].name.as_str(), calls[0].arguments.as_str()),
+            ("tool_search", r#"{"query":"agent"}"#)
+        );
+        assert!(
+            matches!(&parsed.chat.messages[2], Message::ToolResult { name: Some(n), content, .. }
+            if n == "tool_search" && content.contains("multi_agent_v1__close_agent"))
+        );
+        // A search the server ran is a hosted tool's history: left out, not paired.
+        let server = parse(json!({"model": "m", "input": [{"role": "user", "content": "hi"},
+            {"type": "tool_search_call", "call_id": "call_s", "execution": "server", "arguments": {}}],
+            "tools": [{"type": "tool_search"}]}))
+        .unwrap();
+        assert_eq!(server.hosted, ["tool_search"]);
+        assert_eq!(server.chat.messages.len(), 1);
     }
 }
