@@ -102,6 +102,9 @@ pub struct Config {
     /// Seconds of silence after which a stream gets a keep-alive (an SSE comment, or an
     /// Anthropic `ping`), also before its first event while the reply is held for retries.
     pub stream_keepalive_secs: f64,
+    /// Seconds a `/readyz` answer is reused (callers meanwhile share one probe of the
+    /// upstreams); 0 probes for every call that did not wait for a probe in flight.
+    pub readyz_cache_secs: f64,
 }
 
 /// Which API the upstream speaks.
@@ -148,6 +151,12 @@ pub struct UpstreamConfig {
     /// The longest line of an upstream event stream, in bytes; a longer one ends the reply
     /// with an error.
     pub max_line_bytes: usize,
+    /// Seconds the readiness probe (`GET …/models` at startup and for `/readyz`), and the
+    /// model list a client asks for, may take in all.
+    pub probe_timeout_secs: f64,
+    /// Seconds to read the body of an upstream error status (for its message); the idle
+    /// timeout applies too, if shorter.
+    pub error_body_timeout_secs: f64,
 }
 
 /// One more upstream (`[upstreams.NAME]`): the endpoint, how it is used, and the models it
@@ -205,6 +214,7 @@ impl Default for Config {
             body_read_timeout_secs: 60.0,
             keep_alive_timeout_secs: 60.0,
             stream_keepalive_secs: 10.0,
+            readyz_cache_secs: 5.0,
         }
     }
 }
@@ -220,6 +230,8 @@ impl Default for UpstreamConfig {
             idle_timeout_secs: 120.0,
             max_reply_bytes: 16 << 20,
             max_line_bytes: 4 << 20,
+            probe_timeout_secs: 10.0,
+            error_body_timeout_secs: 10.0,
         }
     }
 }
@@ -456,6 +468,8 @@ impl Config {
                 ("connect_timeout_secs", upstream.connect_timeout_secs),
                 ("first_byte_timeout_secs", upstream.first_byte_timeout_secs),
                 ("idle_timeout_secs", upstream.idle_timeout_secs),
+                ("probe_timeout_secs", upstream.probe_timeout_secs),
+                ("error_body_timeout_secs", upstream.error_body_timeout_secs),
             ] {
                 if !(value.is_finite() && value > 0.0) {
                     problem(
@@ -491,6 +505,15 @@ impl Config {
             if !(value.is_finite() && value > 0.0) {
                 problem(key, format!("must be a positive number of seconds, not {value}"));
             }
+        }
+        if !(self.readyz_cache_secs.is_finite() && self.readyz_cache_secs >= 0.0) {
+            problem(
+                "readyz_cache_secs",
+                format!(
+                    "must be 0 or a positive number of seconds, not {}",
+                    self.readyz_cache_secs
+                ),
+            );
         }
         if self.max_retries > 10 {
             problem("max_retries", format!("{} is more than the allowed 10", self.max_retries));
@@ -571,6 +594,8 @@ fn upstream_field(
         "idle_timeout_secs" => upstream.idle_timeout_secs = value(item)?,
         "max_reply_bytes" => upstream.max_reply_bytes = value(item)?,
         "max_line_bytes" => upstream.max_line_bytes = value(item)?,
+        "probe_timeout_secs" => upstream.probe_timeout_secs = value(item)?,
+        "error_body_timeout_secs" => upstream.error_body_timeout_secs = value(item)?,
         _ => return Ok(false),
     }
     Ok(true)
@@ -586,10 +611,10 @@ struct Walk<'a, 'p> {
 }
 
 /// The keys a config file may have at each level.
-const TOP_KEYS: &str = "listen, api_keys, mode, call_format, reasoning_calls, default_upstream, native_refusal_secs, max_retries, body_limit_bytes, drain_timeout_secs, max_connections, header_read_timeout_secs, body_read_timeout_secs, keep_alive_timeout_secs, stream_keepalive_secs, [upstream], [upstreams.NAME], [models.NAME]";
-const UPSTREAM_KEYS: &str = "url, api, api_key_env, connect_timeout_secs, first_byte_timeout_secs, idle_timeout_secs, max_reply_bytes, max_line_bytes";
+const TOP_KEYS: &str = "listen, api_keys, mode, call_format, reasoning_calls, default_upstream, native_refusal_secs, max_retries, body_limit_bytes, drain_timeout_secs, max_connections, header_read_timeout_secs, body_read_timeout_secs, keep_alive_timeout_secs, stream_keepalive_secs, readyz_cache_secs, [upstream], [upstreams.NAME], [models.NAME]";
+const UPSTREAM_KEYS: &str = "url, api, api_key_env, connect_timeout_secs, first_byte_timeout_secs, idle_timeout_secs, max_reply_bytes, max_line_bytes, probe_timeout_secs, error_body_timeout_secs";
 const MODEL_KEYS: &str = "upstream, mode, call_format, reasoning_calls";
-const NAMED_UPSTREAM_KEYS: &str = "url, api, api_key_env, connect_timeout_secs, first_byte_timeout_secs, idle_timeout_secs, max_reply_bytes, max_line_bytes, mode, call_format, models, aliases, model, fallback";
+const NAMED_UPSTREAM_KEYS: &str = "url, api, api_key_env, connect_timeout_secs, first_byte_timeout_secs, idle_timeout_secs, max_reply_bytes, max_line_bytes, probe_timeout_secs, error_body_timeout_secs, mode, call_format, models, aliases, model, fallback";
 
 fn value<T: serde::de::DeserializeOwned>(
     value: &toml::Spanned<toml::de::DeValue<'_>>,
@@ -679,6 +704,7 @@ impl Walk<'_, '_> {
             ["body_read_timeout_secs"] => config.body_read_timeout_secs = value(item)?,
             ["keep_alive_timeout_secs"] => config.keep_alive_timeout_secs = value(item)?,
             ["stream_keepalive_secs"] => config.stream_keepalive_secs = value(item)?,
+            ["readyz_cache_secs"] => config.readyz_cache_secs = value(item)?,
             ["default_upstream"] => config.default_upstream = Some(value(item)?),
             ["native_refusal_secs"] => config.native_refusal_secs = value(item)?,
             ["upstream", field] => return upstream_field(&mut config.upstream, field, item),

@@ -31,9 +31,6 @@ pub(crate) enum Wire {
 /// An error body is read up to this many bytes (the rest is not needed to report it).
 const MAX_ERROR_BODY: usize = 64 << 10;
 
-/// A model list is read up to this many bytes.
-const MAX_MODELS_BODY: usize = 4 << 20;
-
 /// Talks to the upstream chat endpoint.
 #[derive(Debug, Clone)]
 pub(crate) struct UpstreamClient {
@@ -48,6 +45,10 @@ pub(crate) struct UpstreamClient {
     key: Option<String>,
     key_env: String,
     limits: ReplyLimits,
+    /// How long the probe, and the model list, may take in all.
+    probe_within: Duration,
+    /// How long an error status's body may take (the idle timeout too, if shorter).
+    error_body_within: Duration,
     metrics: Arc<Metrics>,
 }
 
@@ -227,6 +228,8 @@ impl UpstreamClient {
                 max_reply: config.max_reply_bytes,
                 max_line: config.max_line_bytes,
             },
+            probe_within: Config::secs(config.probe_timeout_secs),
+            error_body_within: Config::secs(config.error_body_timeout_secs),
             metrics,
         })
     }
@@ -344,7 +347,6 @@ impl UpstreamClient {
         let body = self.redact(&body);
         let code = status.as_u16();
         let detail = format!("{}: status {code}: {}", self.shown, first_bytes(body.as_bytes()));
-        tracing::debug!(status = code, body = %body, "upstream error body");
         Err(match code {
             503 | 529 => ApiError::UpstreamOverloaded { retry_after },
             429 => ApiError::UpstreamRateLimited {
@@ -368,11 +370,12 @@ impl UpstreamClient {
         })
     }
 
-    /// The start of an error body: up to `MAX_ERROR_BODY` bytes, within the idle timeout
-    /// (an upstream that never finishes its error body does not hold the client).
+    /// The start of an error body: up to `MAX_ERROR_BODY` bytes, within
+    /// `error_body_timeout_secs` or the idle timeout, whichever is shorter (an upstream that
+    /// never finishes its error body does not hold the client).
     async fn error_body(&self, response: reqwest::Response) -> String {
         let mut bytes = response.bytes_stream();
-        let deadline = Instant::now() + self.limits.idle.min(Duration::from_secs(10));
+        let deadline = Instant::now() + self.limits.idle.min(self.error_body_within);
         let mut body = Vec::new();
         while body.len() < MAX_ERROR_BODY {
             match tokio::time::timeout_at(deadline, bytes.next()).await {
@@ -430,17 +433,18 @@ impl UpstreamClient {
     }
 
     /// The upstream's model ids (`GET …/models`); none when it has no such list (404). A
-    /// failure is an error, not an empty list.
+    /// failure is an error, not an empty list. The whole list must come within
+    /// `probe_timeout_secs` (a client waits for it), and be at most `max_reply_bytes`.
     pub(crate) async fn model_ids(&self) -> Result<Vec<String>, ApiError> {
         let started = Instant::now();
         let request = self.http.get(self.models.clone());
-        let response = match self.send_to(request, started, self.limits.first_byte).await {
+        let response = match self.send_to(request, started, self.probe_within).await {
             Ok(response) => response,
             Err(ApiError::UpstreamRejected { status: 404 | 405, .. }) => return Ok(Vec::new()),
             Err(err) => return Err(err),
         };
         let mut bytes = response.bytes_stream();
-        let deadline = Instant::now() + self.limits.idle;
+        let deadline = started + self.probe_within;
         let mut body = Vec::new();
         loop {
             match tokio::time::timeout_at(deadline, bytes.next()).await {
@@ -453,8 +457,14 @@ impl UpstreamClient {
                 Ok(Some(Err(err))) => return Err(self.unanswered(&err, "model list broke off")),
                 Ok(Some(Ok(chunk))) => body.extend_from_slice(&chunk),
             }
-            if body.len() > MAX_MODELS_BODY {
-                return Err(reply::broken("is a model list over 4 MiB", &self.shown));
+            if body.len() > self.limits.max_reply {
+                return Err(reply::broken(
+                    &format!(
+                        "is a model list over {} bytes (upstream.max_reply_bytes)",
+                        self.limits.max_reply
+                    ),
+                    &self.shown,
+                ));
             }
         }
         let value: Value = serde_json::from_slice(&body).map_err(|_| ApiError::Upstream {
@@ -476,12 +486,12 @@ impl UpstreamClient {
 
     /// Whether the upstream answers at all, with its own credentials accepted: any answer to
     /// `GET …/models` but a server error, 401 or 403 (an upstream without a model list
-    /// answers 404, and is up). Bounded by the connect timeout and 10 s for the answer.
+    /// answers 404, and is up: a 404 says only that something answers at that address).
+    /// Bounded by `probe_timeout_secs`.
     pub(crate) async fn probe(&self) -> Result<(), ApiError> {
         let started = Instant::now();
         let request = self.http.get(self.models.clone());
-        let within = self.limits.first_byte.min(Duration::from_secs(10));
-        match self.send_to(request, started, within).await {
+        match self.send_to(request, started, self.probe_within).await {
             Ok(_) | Err(ApiError::UpstreamRejected { .. }) => Ok(()),
             Err(err) => Err(err),
         }

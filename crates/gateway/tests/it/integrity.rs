@@ -262,11 +262,11 @@ async fn replies_past_the_caps_end_with_an_error() {
     }
 }
 
-/// An upstream error status whose body never ends is reported within the idle timeout, with
-/// the status it had.
+/// An upstream error status whose body never ends is reported within
+/// `error_body_timeout_secs` (the idle timeout is 5 s here), with the status it had.
 #[tokio::test]
 async fn an_error_body_that_never_ends_does_not_hold_the_client() {
-    let gw = spawn_gateway(|config| config.upstream.idle_timeout_secs = 0.3).await;
+    let gw = spawn_gateway(|config| config.upstream.error_body_timeout_secs = 0.3).await;
     for (status, expected) in [(500, StatusCode::BAD_GATEWAY), (400, StatusCode::BAD_REQUEST)] {
         for api in APIS {
             gw.upstream.push(
@@ -282,8 +282,9 @@ async fn an_error_body_that_never_ends_does_not_hold_the_client() {
     }
 }
 
-/// `GET /v1/models` with a stalled upstream times out (504) and with an unreachable one is a
-/// 502, on both shapes; never an empty list.
+/// `GET /v1/models` with a stalled upstream times out (504) within `probe_timeout_secs` (the
+/// first-byte timeout, 5 s here, does not apply: a client waits for the list) and with an
+/// unreachable one is a 502, on both shapes; never an empty list.
 #[tokio::test]
 async fn models_report_upstream_failures() {
     let stalled = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -300,7 +301,7 @@ async fn models_report_upstream_failures() {
     {
         let gw = spawn_gateway(|config| {
             config.upstream.url = format!("http://{addr}");
-            config.upstream.first_byte_timeout_secs = 0.3;
+            config.upstream.probe_timeout_secs = 0.3;
         })
         .await;
         for anthropic in [false, true] {
@@ -393,6 +394,27 @@ async fn readyz_checks_the_upstream() {
     );
     let response = down.http().get(down.url("/healthz")).send().await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
+}
+
+/// `/readyz` needs no key, so its probe is shared and reused: many concurrent calls (here
+/// while the startup probe, which is the same probe, is still waiting for a slow model list)
+/// cause one request to the upstream, and later calls within `readyz_cache_secs` none.
+#[tokio::test]
+async fn concurrent_readyz_calls_share_one_probe() {
+    let upstream = MockUpstream::start().await;
+    upstream.delay_models(Duration::from_millis(300));
+    let mut config = crate::common::base_config(&upstream.url());
+    config.readyz_cache_secs = 60.0;
+    let gw = crate::common::serve_config(upstream, config).await;
+    let calls = (0..16).map(|_| gw.http().get(gw.url("/readyz")).send());
+    for response in within(futures::future::join_all(calls)).await {
+        let response = response.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(response.json::<Value>().await.unwrap()["status"], "ready");
+    }
+    let response = within(gw.http().get(gw.url("/readyz")).send()).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(gw.upstream.models_requests(), 1, "one probe for 17 calls and the startup");
 }
 
 /// An upstream URL that already names the endpoint is used as it is, not doubled.
