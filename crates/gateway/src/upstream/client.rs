@@ -15,7 +15,7 @@ use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::upstream::reply::{self, Payload, ReplyLimits};
 use crate::upstream::{
-    Upstream, UpstreamEvent, UpstreamRequest, UpstreamStream, anthropic, openai,
+    Unreadable, Upstream, UpstreamEvent, UpstreamRequest, UpstreamStream, anthropic, openai,
 };
 
 /// A stream of checked reply payloads (see `reply::payloads`).
@@ -387,12 +387,37 @@ impl UpstreamClient {
         String::from_utf8_lossy(&body).into_owned()
     }
 
-    /// Sends a chat request body as it is (passthrough) and reads the reply with every check.
-    pub(crate) async fn relay(&self, body: &Value) -> Result<PayloadStream, ApiError> {
+    /// Sends a chat request body and reads the reply with every check but the count of
+    /// model output (the caller counts it).
+    async fn send_chat(&self, body: &Value) -> Result<PayloadStream, ApiError> {
         let started = Instant::now();
         let request = self.http.post(self.endpoint.clone()).json(body);
         let response = self.send_to(request, started, self.limits.first_byte).await?;
         Ok(self.payloads(response, started))
+    }
+
+    /// Sends a chat request body as it is (passthrough) and reads the reply with every
+    /// check, the model output of a streamed reply (text, reasoning, call arguments)
+    /// counted against `upstream.max_reply_bytes` as in emulation.
+    pub(crate) async fn relay(&self, body: &Value) -> Result<PayloadStream, ApiError> {
+        let mut payloads = self.send_chat(body).await?;
+        let mut cap = OutputCap::new(self.limits.max_reply, &self.shown);
+        let wire = self.wire;
+        Ok(Box::pin(async_stream::stream! {
+            while let Some(item) = payloads.next().await {
+                if let Ok(Payload::Event(value)) = &item {
+                    let n = match wire {
+                        Wire::OpenAi => openai::output_bytes(value),
+                        Wire::Anthropic => anthropic::output_bytes(value),
+                    };
+                    if let Err(err) = cap.add(n) {
+                        yield Err(err);
+                        return;
+                    }
+                }
+                yield item;
+            }
+        }))
     }
 
     fn payloads(&self, response: reqwest::Response, started: Instant) -> PayloadStream {
@@ -414,9 +439,9 @@ impl UpstreamClient {
         }
         let metrics = Arc::clone(&self.metrics);
         let shown = self.shown.clone();
-        let on_repair = move |n: usize| {
-            metrics.upstream_repair("lone_surrogate", n);
-            tracing::warn!(upstream = %shown, replaced = n, "the upstream sent lone UTF-16 surrogate escapes; replaced with U+FFFD");
+        let on_repair = move |repair: reply::Repair, n: usize| {
+            metrics.upstream_repair(repair.label(), n);
+            tracing::warn!(upstream = %shown, replaced = n, "{}", repair.what());
         };
         let this = self.clone();
         Box::pin(
@@ -503,31 +528,34 @@ impl Upstream for UpstreamClient {
     async fn chat(&self, request: UpstreamRequest) -> Result<UpstreamStream, ApiError> {
         let anthropic = self.is_anthropic();
         let body = if anthropic { anthropic::body(&request) } else { openai::body(&request) };
-        let mut payloads = self.relay(&body).await?;
-        let max_text = self.limits.max_reply;
-        let shown = self.shown.clone();
+        let mut payloads = self.send_chat(&body).await?;
+        let mut cap = OutputCap::new(self.limits.max_reply, &self.shown);
+        let this = self.clone();
         let stream = async_stream::stream! {
             let mut input_tokens = 0;
-            let mut text_bytes = 0usize;
             while let Some(item) = payloads.next().await {
                 let payload = match item {
                     Ok(payload) => payload,
                     Err(err) => { yield Err(err); return; }
                 };
-                let events = match (&payload, anthropic) {
+                let read = match (&payload, anthropic) {
                     (Payload::Event(value), true) => anthropic::stream_event(value, &mut input_tokens),
                     (Payload::Event(value), false) => openai::chunk_events(value),
                     (Payload::Body(value), true) => anthropic::message_events(value),
                     (Payload::Body(value), false) => openai::completion_events(value),
                 };
+                let events = match read {
+                    Ok(events) => events,
+                    Err(unreadable) => {
+                        let value = match &payload { Payload::Event(v) | Payload::Body(v) => v };
+                        yield Err(this.redact_err(unreadable_event(&this.shown, &unreadable, value)));
+                        return;
+                    }
+                };
                 for event in events {
-                    if let UpstreamEvent::Text(text) = &event {
-                        text_bytes += text.len();
-                        if text_bytes > max_text {
-                            yield Err(ApiError::Upstream {
-                                message: format!("The upstream model's reply is larger than the gateway's limit of {max_text} bytes of text (upstream.max_reply_bytes)."),
-                                detail: format!("{shown}: the reply passed {max_text} bytes of text (upstream.max_reply_bytes)"),
-                            });
+                    if let UpstreamEvent::Text(text) | UpstreamEvent::Reasoning(text) = &event {
+                        if let Err(err) = cap.add(text.len()) {
+                            yield Err(err);
                             return;
                         }
                     }
@@ -536,6 +564,48 @@ impl Upstream for UpstreamClient {
             }
         };
         Ok(Box::pin(stream))
+    }
+}
+
+/// The model output of one reply, counted against `upstream.max_reply_bytes`.
+struct OutputCap {
+    limit: usize,
+    seen: usize,
+    upstream: String,
+}
+
+impl OutputCap {
+    fn new(limit: usize, upstream: &str) -> OutputCap {
+        OutputCap { limit, seen: 0, upstream: upstream.to_owned() }
+    }
+
+    /// Counts `n` more bytes; past the limit, the error that ends the reply.
+    fn add(&mut self, n: usize) -> Result<(), ApiError> {
+        self.seen = self.seen.saturating_add(n);
+        if self.seen <= self.limit {
+            return Ok(());
+        }
+        let (limit, upstream) = (self.limit, &self.upstream);
+        Err(ApiError::Upstream {
+            message: format!(
+                "The upstream model's reply is larger than the gateway's limit of {limit} bytes of text (upstream.max_reply_bytes)."
+            ),
+            detail: format!(
+                "{upstream}: the reply passed {limit} bytes of text and reasoning (upstream.max_reply_bytes)"
+            ),
+        })
+    }
+}
+
+/// The error for an event whose model output the gateway cannot read.
+fn unreadable_event(upstream: &str, unreadable: &Unreadable, value: &Value) -> ApiError {
+    let reason = &unreadable.0;
+    ApiError::Upstream {
+        message: format!("The upstream model sent an event the gateway cannot read: {reason}."),
+        detail: format!(
+            "{upstream}: unreadable event ({reason}): {}",
+            first_bytes(value.to_string().as_bytes())
+        ),
     }
 }
 
