@@ -257,18 +257,32 @@ impl std::fmt::Display for Origin {
     }
 }
 
-/// The origin of every value that is not a default, by key (`upstream.url`).
+/// The origin of every value that is not a default, by key (`upstream.url`), and the keys
+/// of a file whose values were refused (reported already, so `validate_from` says nothing
+/// more of them).
 #[derive(Debug, Clone, Default)]
-pub struct Origins(BTreeMap<String, Origin>);
+pub struct Origins {
+    set: BTreeMap<String, Origin>,
+    refused: std::collections::BTreeSet<String>,
+}
 
 impl Origins {
     fn set(&mut self, key: &str, origin: Origin) {
-        self.0.insert(key.to_owned(), origin);
+        self.refused.remove(key);
+        self.set.insert(key.to_owned(), origin);
     }
 
     /// Where `key` came from, if it was set.
     pub fn of(&self, key: &str) -> Option<&Origin> {
-        self.0.get(key)
+        self.set.get(key)
+    }
+
+    /// Whether the file's value of `key`, or of a table holding it, was refused.
+    fn refused(&self, key: &str) -> bool {
+        self.refused.iter().any(|refused| {
+            key.strip_prefix(refused.as_str())
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+        })
     }
 
     /// ` (from …)` for a message about `key`, or nothing for a default.
@@ -344,6 +358,15 @@ impl Config {
     /// Reads a TOML config file (`path` names it in messages). Every problem is reported at
     /// once, each with its line: syntax errors, unknown keys, values of the wrong type.
     pub fn from_toml(text: &str, path: &str) -> Result<(Config, Origins), Vec<String>> {
+        let (config, origins, problems) = Config::read_toml(text, path);
+        if problems.is_empty() { Ok((config, origins)) } else { Err(problems) }
+    }
+
+    /// Reads a TOML config file as far as it can: the configuration from every value that
+    /// could be read (defaults elsewhere), and every problem, each with its line. The keys
+    /// whose values were refused are marked in the origins, so that `validate_from` can
+    /// check the rest without reporting them twice.
+    pub fn read_toml(text: &str, path: &str) -> (Config, Origins, Vec<String>) {
         let (document, errors) = toml::de::DeTable::parse_recoverable(text);
         let line_of = |at: usize| text.get(..at).map_or(1, |head| head.matches('\n').count() + 1);
         let mut problems: Vec<String> = errors
@@ -372,7 +395,7 @@ impl Config {
                 .and_then(|n| n.parse::<usize>().ok())
                 .unwrap_or(0)
         });
-        if problems.is_empty() { Ok((config, origins)) } else { Err(problems) }
+        (config, origins, problems)
     }
 
     /// Applies overrides (the environment first, then flags, so flags win), recording where
@@ -436,7 +459,9 @@ impl Config {
     pub fn validate_from(&self, origins: &Origins) -> Result<(), Vec<String>> {
         let mut problems = Vec::new();
         let mut problem = |key: &str, text: String| {
-            problems.push(format!("{key}: {text}{}", origins.note(key)));
+            if !origins.refused(key) {
+                problems.push(format!("{key}: {text}{}", origins.note(key)));
+            }
         };
         if let Err(text) = listen_address(&self.listen) {
             problem("listen", text);
@@ -650,9 +675,11 @@ impl Walk<'_, '_> {
                     | ["upstreams", _]
                     | ["upstreams", _, "aliases"],
                     _,
-                ) => self
-                    .problems
-                    .push(format!("{} line {line}: {dotted}: must be a table", self.path)),
+                ) => {
+                    self.origins.refused.insert(dotted.clone());
+                    self.problems
+                        .push(format!("{} line {line}: {dotted}: must be a table", self.path));
+                }
                 _ => match self.leaf(&parts, item) {
                     Ok(true) => {
                         let origin = Origin::File { path: self.path.to_owned(), line };
@@ -667,9 +694,11 @@ impl Walk<'_, '_> {
                         };
                         self.unknown(&dotted, line, keys);
                     }
-                    Err(message) => self
-                        .problems
-                        .push(format!("{} line {line}: {dotted}: {message}", self.path)),
+                    Err(message) => {
+                        self.origins.refused.insert(dotted.clone());
+                        self.problems
+                            .push(format!("{} line {line}: {dotted}: {message}", self.path));
+                    }
                 },
             }
             at.pop();
@@ -846,6 +875,30 @@ mod tests {
             Config::from_toml("api_keys = [\"k\", \"\"]\n[upstream]\nurl = \"http://h\"", "t.toml")
                 .unwrap();
         assert!(config.validate_from(&origins).unwrap_err()[0].ends_with("(from t.toml line 1)"));
+    }
+
+    /// Issue 14: the values of a file that could be read are checked even when others could
+    /// not, so every problem comes at once; a refused value is not reported twice.
+    #[test]
+    fn issue_14_a_file_with_unreadable_values_is_still_checked() {
+        let text = "api_keys = [\"\"]\nmode = \"fast\"\n[upstream]\nurl = \"http://h\"\nconnect_timeout_secs = \"x\"\nidle_timeout_secs = -1\n";
+        let (config, origins, mut problems) = Config::read_toml(text, "t.toml");
+        problems.extend(config.validate_from(&origins).unwrap_err());
+        assert_eq!(problems.len(), 4, "{problems:#?}");
+        for (problem, expected) in problems.iter().zip([
+            "t.toml line 2: mode:",
+            "t.toml line 5: upstream.connect_timeout_secs:",
+            "upstream.idle_timeout_secs: must be a positive number of seconds, not -1 (from t.toml line 6)",
+            "api_keys: the key is blank; a blank key would turn authentication off (from t.toml line 1)",
+        ]) {
+            assert!(problem.starts_with(expected), "{expected} in {problems:#?}");
+        }
+        // A value set again by a later layer is checked again.
+        let (mut config, mut origins, _) = Config::read_toml("mode = \"fast\"\n", "t.toml");
+        let env = Overrides::from_env(|name| (name == "TOOLSHIM_MODE").then(|| "native".into()));
+        config.apply(&env, &mut origins).unwrap();
+        assert_eq!(config.mode, Mode::Native);
+        assert!(!origins.refused("mode"));
     }
 
     #[test]
