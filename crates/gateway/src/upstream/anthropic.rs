@@ -133,6 +133,7 @@ fn block_events(
             )));
         }
         Some(kind) => {
+            let kind = short(kind);
             return Err(Unreadable(format!("`{at}` is a block of an unknown type `{kind}`")));
         }
         None => return Err(Unreadable(format!("`{at}` has no `type`"))),
@@ -155,6 +156,7 @@ fn delta_events(delta: &Value, events: &mut Vec<UpstreamEvent>) -> Result<(), Un
             ));
         }
         Some(kind) => {
+            let kind = short(kind);
             return Err(Unreadable(format!("`delta` is of an unknown type `{kind}`")));
         }
         // Without a type (some compatible servers): the text or thinking it carries.
@@ -168,6 +170,14 @@ fn delta_events(delta: &Value, events: &mut Vec<UpstreamEvent>) -> Result<(), Un
         }
     }
     Ok(())
+}
+
+/// A type name the upstream wrote, short enough for a message: at most 40 characters.
+fn short(kind: &str) -> String {
+    match kind.char_indices().nth(40) {
+        Some((end, _)) => format!("{}…", kind.get(..end).unwrap_or_default()),
+        None => kind.to_owned(),
+    }
 }
 
 fn push(
@@ -257,6 +267,9 @@ mod tests {
         assert_eq!(tokens, 3);
         let start = json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "Hi"}});
         assert_eq!(stream_event(&start, &mut tokens), Ok(vec![UpstreamEvent::Text("Hi".into())]));
+        let long = delta(json!({"type": "x".repeat(10_000)}));
+        let Err(Unreadable(message)) = stream_event(&long, &mut tokens) else { panic!() };
+        assert!(message.len() < 100, "{message}");
         let untyped = delta(json!({"text": "yo"}));
         assert_eq!(stream_event(&untyped, &mut tokens), Ok(vec![UpstreamEvent::Text("yo".into())]));
     }

@@ -89,6 +89,10 @@ fn choice_events(
         None | Some(Value::Null) => {}
         Some(index) if index.as_u64() == Some(0) => {}
         Some(index) => {
+            let index = match index.as_u64() {
+                Some(n) => n.to_string(),
+                None => shape_of(index).to_owned(),
+            };
             return Err(Unreadable(format!(
                 "`choices[{i}]` has index {index}; the gateway asked for one choice"
             )));
