@@ -212,9 +212,10 @@ a value names where it came from: the file and line, the variable or the flag):
   drain_timeout_secs [30]
   connection limits: max_connections [4096, lowered to fit `ulimit -n`],
   header_read_timeout_secs [10], body_read_timeout_secs [60], keep_alive_timeout_secs [60],
-  stream_keepalive_secs [10]
+  stream_keepalive_secs [10], readyz_cache_secs [5]
   [upstream] url, api (openai or anthropic), api_key_env, connect_timeout_secs [10],
-  first_byte_timeout_secs [300], idle_timeout_secs [120], max_reply_bytes [16 MiB],
+  first_byte_timeout_secs [300], idle_timeout_secs [120], probe_timeout_secs [10] (readiness
+  and the model list), error_body_timeout_secs [10], max_reply_bytes [16 MiB],
   max_line_bytes [4 MiB]
   [models.NAME] upstream (the name the upstream knows), mode, call_format, reasoning_calls
   several upstreams, routed by the client's model name:

@@ -1010,16 +1010,25 @@ fn serve_warns_at_startup_about_an_unreachable_upstream_and_open_access() {
 }
 
 /// Blank or padded gateway keys refuse to start, naming where they came from; so do bad
-/// ports; host names are fine; every problem of a config file comes with its line.
+/// ports; host names are fine; every problem of a config file comes at once (those of the
+/// values that could be read too), each with its line.
 #[test]
 fn serve_refuses_bad_keys_and_addresses_naming_their_source() {
-    let mut blank = serve(&["--upstream", "http://127.0.0.1:1"]);
-    blank.cmd.env("TOOLSHIM_API_KEYS", " ");
-    let stderr = blank.usage_error();
-    assert!(
-        stderr.contains("api_keys: the key is blank") && stderr.contains("TOOLSHIM_API_KEYS"),
-        "{stderr}"
-    );
+    // A blank variable, a lone comma (two blank keys) and a blank between keys.
+    for (keys, says) in [
+        (" ", "the key is blank"),
+        (",", "key 1 of 2 is blank"),
+        ("sk-a,,sk-b", "key 2 of 3 is blank"),
+    ] {
+        let mut blank = serve(&["--upstream", "http://127.0.0.1:1"]);
+        blank.cmd.env("TOOLSHIM_API_KEYS", keys);
+        let stderr = blank.usage_error();
+        assert!(
+            stderr.contains(&format!("api_keys: {says}"))
+                && stderr.contains("(from environment variable TOOLSHIM_API_KEYS)"),
+            "{keys:?}: {stderr}"
+        );
+    }
     let stderr = serve(&["--upstream", "http://127.0.0.1:1", "--api-key", " sk-a"]).usage_error();
     assert!(stderr.contains("white space") && stderr.contains("flag --api-key"), "{stderr}");
     let stderr = serve(&["--upstream", "http://127.0.0.1:1", "--api-key", ""]).usage_error();
@@ -1034,7 +1043,13 @@ fn serve_refuses_bad_keys_and_addresses_naming_their_source() {
         b"api_keys = [\"\"]\nmode = \"fast\"\n[upstream]\nurll = \"x\"\n",
     );
     let stderr = serve(&["--config", &path]).usage_error();
-    for expected in ["line 2: mode:", "line 4: unknown key `upstream.urll`"] {
+    // The values that could be read are checked too: every problem at once.
+    for expected in [
+        "line 2: mode:",
+        "line 4: unknown key `upstream.urll`",
+        "api_keys: the key is blank; a blank key would turn authentication off (from ",
+        "toolshim.toml line 1)",
+    ] {
         assert!(stderr.contains(expected), "{expected} missing from: {stderr}");
     }
     let server = Server::start_with(

@@ -103,6 +103,9 @@ pub struct Config {
     /// Seconds of silence after which a stream gets a keep-alive (an SSE comment, or an
     /// Anthropic `ping`), also before its first event while the reply is held for retries.
     pub stream_keepalive_secs: f64,
+    /// Seconds a `/readyz` answer is reused (callers meanwhile share one probe of the
+    /// upstreams); 0 probes for every call that did not wait for a probe in flight.
+    pub readyz_cache_secs: f64,
 }
 
 /// Which API the upstream speaks.
@@ -149,6 +152,12 @@ pub struct UpstreamConfig {
     /// The longest line of an upstream event stream, in bytes; a longer one ends the reply
     /// with an error.
     pub max_line_bytes: usize,
+    /// Seconds the readiness probe (`GET …/models` at startup and for `/readyz`), and the
+    /// model list a client asks for, may take in all.
+    pub probe_timeout_secs: f64,
+    /// Seconds to read the body of an upstream error status (for its message); the idle
+    /// timeout applies too, if shorter.
+    pub error_body_timeout_secs: f64,
 }
 
 /// One more upstream (`[upstreams.NAME]`): the endpoint, how it is used, and the models it
@@ -206,6 +215,7 @@ impl Default for Config {
             body_read_timeout_secs: 60.0,
             keep_alive_timeout_secs: 60.0,
             stream_keepalive_secs: 10.0,
+            readyz_cache_secs: 5.0,
         }
     }
 }
@@ -221,6 +231,8 @@ impl Default for UpstreamConfig {
             idle_timeout_secs: 120.0,
             max_reply_bytes: 16 << 20,
             max_line_bytes: 4 << 20,
+            probe_timeout_secs: 10.0,
+            error_body_timeout_secs: 10.0,
         }
     }
 }
@@ -246,18 +258,32 @@ impl std::fmt::Display for Origin {
     }
 }
 
-/// The origin of every value that is not a default, by key (`upstream.url`).
+/// The origin of every value that is not a default, by key (`upstream.url`), and the keys
+/// of a file whose values were refused (reported already, so `validate_from` says nothing
+/// more of them).
 #[derive(Debug, Clone, Default)]
-pub struct Origins(BTreeMap<String, Origin>);
+pub struct Origins {
+    set: BTreeMap<String, Origin>,
+    refused: std::collections::BTreeSet<String>,
+}
 
 impl Origins {
     fn set(&mut self, key: &str, origin: Origin) {
-        self.0.insert(key.to_owned(), origin);
+        self.refused.remove(key);
+        self.set.insert(key.to_owned(), origin);
     }
 
     /// Where `key` came from, if it was set.
     pub fn of(&self, key: &str) -> Option<&Origin> {
-        self.0.get(key)
+        self.set.get(key)
+    }
+
+    /// Whether the file's value of `key`, or of a table holding it, was refused.
+    fn refused(&self, key: &str) -> bool {
+        self.refused.iter().any(|refused| {
+            key.strip_prefix(refused.as_str())
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+        })
     }
 
     /// ` (from …)` for a message about `key`, or nothing for a default.
@@ -333,6 +359,15 @@ impl Config {
     /// Reads a TOML config file (`path` names it in messages). Every problem is reported at
     /// once, each with its line: syntax errors, unknown keys, values of the wrong type.
     pub fn from_toml(text: &str, path: &str) -> Result<(Config, Origins), Vec<String>> {
+        let (config, origins, problems) = Config::read_toml(text, path);
+        if problems.is_empty() { Ok((config, origins)) } else { Err(problems) }
+    }
+
+    /// Reads a TOML config file as far as it can: the configuration from every value that
+    /// could be read (defaults elsewhere), and every problem, each with its line. The keys
+    /// whose values were refused are marked in the origins, so that `validate_from` can
+    /// check the rest without reporting them twice.
+    pub fn read_toml(text: &str, path: &str) -> (Config, Origins, Vec<String>) {
         let (document, errors) = toml::de::DeTable::parse_recoverable(text);
         let line_of = |at: usize| text.get(..at).map_or(1, |head| head.matches('\n').count() + 1);
         let mut problems: Vec<String> = errors
@@ -361,7 +396,7 @@ impl Config {
                 .and_then(|n| n.parse::<usize>().ok())
                 .unwrap_or(0)
         });
-        if problems.is_empty() { Ok((config, origins)) } else { Err(problems) }
+        (config, origins, problems)
     }
 
     /// Applies overrides (the environment first, then flags, so flags win), recording where
@@ -425,7 +460,9 @@ impl Config {
     pub fn validate_from(&self, origins: &Origins) -> Result<(), Vec<String>> {
         let mut problems = Vec::new();
         let mut problem = |key: &str, text: String| {
-            problems.push(format!("{key}: {text}{}", origins.note(key)));
+            if !origins.refused(key) {
+                problems.push(format!("{key}: {text}{}", origins.note(key)));
+            }
         };
         if let Err(text) = listen_address(&self.listen) {
             problem("listen", text);
@@ -452,6 +489,8 @@ impl Config {
                 ("connect_timeout_secs", upstream.connect_timeout_secs),
                 ("first_byte_timeout_secs", upstream.first_byte_timeout_secs),
                 ("idle_timeout_secs", upstream.idle_timeout_secs),
+                ("probe_timeout_secs", upstream.probe_timeout_secs),
+                ("error_body_timeout_secs", upstream.error_body_timeout_secs),
             ] {
                 if !(value.is_finite() && value > 0.0) {
                     problem(
@@ -487,6 +526,15 @@ impl Config {
             if !(value.is_finite() && value > 0.0) {
                 problem(key, format!("must be a positive number of seconds, not {value}"));
             }
+        }
+        if !(self.readyz_cache_secs.is_finite() && self.readyz_cache_secs >= 0.0) {
+            problem(
+                "readyz_cache_secs",
+                format!(
+                    "must be 0 or a positive number of seconds, not {}",
+                    self.readyz_cache_secs
+                ),
+            );
         }
         if self.max_retries > 10 {
             problem("max_retries", format!("{} is more than the allowed 10", self.max_retries));
@@ -668,6 +716,8 @@ fn upstream_field(
         "idle_timeout_secs" => upstream.idle_timeout_secs = value(item)?,
         "max_reply_bytes" => upstream.max_reply_bytes = value(item)?,
         "max_line_bytes" => upstream.max_line_bytes = value(item)?,
+        "probe_timeout_secs" => upstream.probe_timeout_secs = value(item)?,
+        "error_body_timeout_secs" => upstream.error_body_timeout_secs = value(item)?,
         _ => return Ok(false),
     }
     Ok(true)
@@ -683,10 +733,10 @@ struct Walk<'a, 'p> {
 }
 
 /// The keys a config file may have at each level.
-const TOP_KEYS: &str = "listen, api_keys, mode, call_format, reasoning_calls, default_upstream, native_refusal_secs, max_retries, body_limit_bytes, drain_timeout_secs, max_connections, header_read_timeout_secs, body_read_timeout_secs, keep_alive_timeout_secs, stream_keepalive_secs, [upstream], [upstreams.NAME], [models.NAME]";
-const UPSTREAM_KEYS: &str = "url, api, api_key_env, connect_timeout_secs, first_byte_timeout_secs, idle_timeout_secs, max_reply_bytes, max_line_bytes";
+const TOP_KEYS: &str = "listen, api_keys, mode, call_format, reasoning_calls, default_upstream, native_refusal_secs, max_retries, body_limit_bytes, drain_timeout_secs, max_connections, header_read_timeout_secs, body_read_timeout_secs, keep_alive_timeout_secs, stream_keepalive_secs, readyz_cache_secs, [upstream], [upstreams.NAME], [models.NAME]";
+const UPSTREAM_KEYS: &str = "url, api, api_key_env, connect_timeout_secs, first_byte_timeout_secs, idle_timeout_secs, max_reply_bytes, max_line_bytes, probe_timeout_secs, error_body_timeout_secs";
 const MODEL_KEYS: &str = "upstream, mode, call_format, reasoning_calls";
-const NAMED_UPSTREAM_KEYS: &str = "url, api, api_key_env, connect_timeout_secs, first_byte_timeout_secs, idle_timeout_secs, max_reply_bytes, max_line_bytes, mode, call_format, models, aliases, model, fallback";
+const NAMED_UPSTREAM_KEYS: &str = "url, api, api_key_env, connect_timeout_secs, first_byte_timeout_secs, idle_timeout_secs, max_reply_bytes, max_line_bytes, probe_timeout_secs, error_body_timeout_secs, mode, call_format, models, aliases, model, fallback";
 
 fn value<T: serde::de::DeserializeOwned>(
     value: &toml::Spanned<toml::de::DeValue<'_>>,
@@ -722,9 +772,11 @@ impl Walk<'_, '_> {
                     | ["upstreams", _]
                     | ["upstreams", _, "aliases"],
                     _,
-                ) => self
-                    .problems
-                    .push(format!("{} line {line}: {dotted}: must be a table", self.path)),
+                ) => {
+                    self.origins.refused.insert(dotted.clone());
+                    self.problems
+                        .push(format!("{} line {line}: {dotted}: must be a table", self.path));
+                }
                 _ => match self.leaf(&parts, item) {
                     Ok(true) => {
                         let origin = Origin::File { path: self.path.to_owned(), line };
@@ -739,9 +791,11 @@ impl Walk<'_, '_> {
                         };
                         self.unknown(&dotted, line, keys);
                     }
-                    Err(message) => self
-                        .problems
-                        .push(format!("{} line {line}: {dotted}: {message}", self.path)),
+                    Err(message) => {
+                        self.origins.refused.insert(dotted.clone());
+                        self.problems
+                            .push(format!("{} line {line}: {dotted}: {message}", self.path));
+                    }
                 },
             }
             at.pop();
@@ -776,6 +830,7 @@ impl Walk<'_, '_> {
             ["body_read_timeout_secs"] => config.body_read_timeout_secs = value(item)?,
             ["keep_alive_timeout_secs"] => config.keep_alive_timeout_secs = value(item)?,
             ["stream_keepalive_secs"] => config.stream_keepalive_secs = value(item)?,
+            ["readyz_cache_secs"] => config.readyz_cache_secs = value(item)?,
             ["default_upstream"] => config.default_upstream = Some(value(item)?),
             ["native_refusal_secs"] => config.native_refusal_secs = value(item)?,
             ["upstream", field] => return upstream_field(&mut config.upstream, field, item),
@@ -967,6 +1022,30 @@ mod tests {
             Config::from_toml("api_keys = [\"k\", \"\"]\n[upstream]\nurl = \"http://h\"", "t.toml")
                 .unwrap();
         assert!(config.validate_from(&origins).unwrap_err()[0].ends_with("(from t.toml line 1)"));
+    }
+
+    /// Issue 14: the values of a file that could be read are checked even when others could
+    /// not, so every problem comes at once; a refused value is not reported twice.
+    #[test]
+    fn issue_14_a_file_with_unreadable_values_is_still_checked() {
+        let text = "api_keys = [\"\"]\nmode = \"fast\"\n[upstream]\nurl = \"http://h\"\nconnect_timeout_secs = \"x\"\nidle_timeout_secs = -1\n";
+        let (config, origins, mut problems) = Config::read_toml(text, "t.toml");
+        problems.extend(config.validate_from(&origins).unwrap_err());
+        assert_eq!(problems.len(), 4, "{problems:#?}");
+        for (problem, expected) in problems.iter().zip([
+            "t.toml line 2: mode:",
+            "t.toml line 5: upstream.connect_timeout_secs:",
+            "upstream.idle_timeout_secs: must be a positive number of seconds, not -1 (from t.toml line 6)",
+            "api_keys: the key is blank; a blank key would turn authentication off (from t.toml line 1)",
+        ]) {
+            assert!(problem.starts_with(expected), "{expected} in {problems:#?}");
+        }
+        // A value set again by a later layer is checked again.
+        let (mut config, mut origins, _) = Config::read_toml("mode = \"fast\"\n", "t.toml");
+        let env = Overrides::from_env(|name| (name == "TOOLSHIM_MODE").then(|| "native".into()));
+        config.apply(&env, &mut origins).unwrap();
+        assert_eq!(config.mode, Mode::Native);
+        assert!(!origins.refused("mode"));
     }
 
     #[test]

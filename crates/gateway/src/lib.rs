@@ -80,16 +80,13 @@ async fn metrics_text(State(state): State<AppState>) -> Response {
 /// `GET /readyz`: whether the upstreams answer (liveness is `/healthz`). 200 `ready` when all
 /// do, 200 `degraded` when some do, 503 `unavailable` when none does; each upstream is listed
 /// with its own status, and the first failure's kind and message are repeated at the top.
+/// The probe is shared and reused for `readyz_cache_secs` (`AppState::readiness`).
 async fn ready(State(state): State<AppState>) -> Response {
-    let probes =
-        futures::future::join_all(state.upstreams.iter().map(|(name, client)| async move {
-            (name.clone(), client.shown().to_owned(), client.probe().await)
-        }))
-        .await;
+    let readiness = state.readiness().await;
     let mut upstreams = serde_json::Map::new();
     let mut first_failure = None;
-    let answering = probes.iter().filter(|(_, _, result)| result.is_ok()).count();
-    for (name, shown, result) in probes {
+    let answering = readiness.upstreams.iter().filter(|(_, _, result)| result.is_ok()).count();
+    for (name, shown, result) in readiness.upstreams.iter() {
         let entry = match result {
             Ok(()) => serde_json::json!({"url": shown, "status": "ready"}),
             Err(err) => {
@@ -100,7 +97,7 @@ async fn ready(State(state): State<AppState>) -> Response {
                 entry
             }
         };
-        upstreams.insert(name, entry);
+        upstreams.insert(name.clone(), entry);
     }
     let (status, code) = match first_failure {
         None => ("ready", axum::http::StatusCode::OK),
@@ -116,11 +113,12 @@ async fn ready(State(state): State<AppState>) -> Response {
 }
 
 /// Warns at startup about each upstream that cannot be reached (the gateway serves anyway:
-/// an upstream may come up later).
+/// an upstream may come up later). The probe is `/readyz`'s, so a `/readyz` call meanwhile
+/// shares it.
 async fn probe_upstream(state: AppState) {
-    for (name, client) in state.upstreams.iter() {
-        let upstream = client.shown().to_owned();
-        match client.probe().await {
+    let readiness = state.readiness().await;
+    for (name, upstream, result) in readiness.upstreams.iter() {
+        match result {
             Ok(()) => tracing::info!(upstream = %name, url = %upstream, "the upstream answers"),
             Err(err) => tracing::warn!(
                 upstream = %name,

@@ -82,7 +82,7 @@ impl Metrics {
         );
         registry.register(
             UPSTREAM_REPAIRS,
-            "Faults in upstream replies that the gateway repaired, by kind (lone_surrogate: a lone UTF-16 surrogate escape replaced with U+FFFD)",
+            "Faults in upstream replies that the gateway repaired, by kind (lone_surrogate: a lone UTF-16 surrogate escape, invalid_utf8: a byte sequence that is not UTF-8; each replaced with U+FFFD)",
             upstream_repairs.clone(),
         );
         registry.register(

@@ -112,6 +112,8 @@ impl Done {
                 tracing::warn!(kind = err.kind(), status = self.status, detail = %err.detail(), "request failed");
             } else {
                 tracing::info!(kind = err.kind(), status = self.status, "request rejected");
+                // The upstream's own words, when it refused the request.
+                tracing::debug!(kind = err.kind(), detail = %err.detail(), "request rejected: detail");
             }
         }
         if let Some(err) = self.in_band.as_ref().and_then(InBandError::take) {

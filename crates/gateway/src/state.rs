@@ -27,7 +27,20 @@ pub struct AppState {
     pub(crate) cut: CancellationToken,
     /// When each (upstream, model) last refused native tools, in `auto` mode.
     native_refused: Arc<Mutex<HashMap<(String, String), Instant>>>,
+    /// The last probe of the upstreams, shared by `/readyz` and the startup check.
+    readiness: Arc<tokio::sync::Mutex<Option<Readiness>>>,
 }
+
+/// One probe of every upstream, and when it ended.
+#[derive(Debug, Clone)]
+pub(crate) struct Readiness {
+    pub(crate) at: Instant,
+    pub(crate) upstreams: Arc<Vec<Probed>>,
+}
+
+/// One upstream's answer to a probe: its name, the upstream as logs show it, and whether it
+/// answered.
+pub(crate) type Probed = (String, String, Result<(), ApiError>);
 
 /// A client model's route, ready to use.
 #[derive(Debug, Clone)]
@@ -114,6 +127,7 @@ impl AppState {
             metrics,
             cut: CancellationToken::new(),
             native_refused: Arc::new(Mutex::new(HashMap::new())),
+            readiness: Arc::new(tokio::sync::Mutex::new(None)),
         })
     }
 
@@ -199,6 +213,32 @@ impl AppState {
     pub(crate) fn remember_native_refusal(&self, upstream: &str, model: &str) {
         let mut refused = self.native_refused.lock().unwrap_or_else(PoisonError::into_inner);
         refused.insert((upstream.to_owned(), model.to_owned()), Instant::now());
+    }
+
+    /// Whether each upstream answers. One probe at a time: a caller that arrives while a
+    /// probe runs waits for it and takes its result, and a result is reused for
+    /// `readyz_cache_secs`, so callers without a key cannot multiply the load on the
+    /// upstreams or the connections held for it.
+    pub(crate) async fn readiness(&self) -> Readiness {
+        let asked = Instant::now();
+        let mut last = self.readiness.lock().await;
+        let fresh = Config::secs(self.config.readyz_cache_secs);
+        if let Some(found) = last.as_ref() {
+            // Ended after this caller arrived (it waited for it), or recent enough.
+            if found.at >= asked
+                || (self.config.readyz_cache_secs > 0.0 && found.at.elapsed() < fresh)
+            {
+                return found.clone();
+            }
+        }
+        let probes =
+            futures::future::join_all(self.upstreams.iter().map(|(name, client)| async move {
+                (name.clone(), client.shown().to_owned(), client.probe().await)
+            }))
+            .await;
+        let found = Readiness { at: Instant::now(), upstreams: Arc::new(probes) };
+        *last = Some(found.clone());
+        found
     }
 
     /// The models `GET /v1/models` lists: those the configuration names, or else the default

@@ -49,20 +49,15 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<()> {
 /// Defaults, then the file, then the environment, then flags. Every problem is reported at
 /// once, each with where its value came from.
 fn load(args: &ServeArgs) -> anyhow::Result<Config> {
-    let mut problems = Vec::new();
-    let (mut config, mut origins) = match &args.config {
+    // A file's values that could be read are checked like any others, so that every
+    // problem in it is reported at once (those it could not read are reported by line).
+    let (mut config, mut origins, mut problems) = match &args.config {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .map_err(|err| UsageError::new(format!("--config {}: {err}", path.display())))?;
-            match Config::from_toml(&text, &path.display().to_string()) {
-                Ok(loaded) => loaded,
-                Err(more) => {
-                    problems.extend(more);
-                    (Config::default(), Origins::default())
-                }
-            }
+            Config::read_toml(&text, &path.display().to_string())
         }
-        None => (Config::default(), Origins::default()),
+        None => (Config::default(), Origins::default(), Vec::new()),
     };
     let env = Overrides::from_env(|name| std::env::var(name).ok());
     let flags = Overrides {
@@ -74,17 +69,13 @@ fn load(args: &ServeArgs) -> anyhow::Result<Config> {
         api_keys: (!args.api_keys.is_empty()).then(|| args.api_keys.clone()),
         max_retries: args.max_retries.map(|n| n.to_string()),
     };
-    // A file that could not be read leaves defaults, whose problems would only be noise.
-    let file_read = problems.is_empty();
     for overrides in [&env, &flags] {
         if let Err(more) = config.apply(overrides, &mut origins) {
             problems.extend(more);
         }
     }
-    if file_read {
-        if let Err(more) = config.validate_from(&origins) {
-            problems.extend(more);
-        }
+    if let Err(more) = config.validate_from(&origins) {
+        problems.extend(more);
     }
     if !problems.is_empty() {
         return Err(UsageError::new(format!(

@@ -410,3 +410,6 @@ mod tests {
         assert_ne!(id, new_call_id());
     }
 }
+
+#[cfg(test)]
+mod undeclared;

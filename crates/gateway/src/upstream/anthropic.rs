@@ -4,7 +4,9 @@
 use serde_json::Value;
 
 use crate::chat::Usage;
-use crate::upstream::{FinishReason, Role, UpstreamEvent, UpstreamRequest};
+use crate::upstream::{
+    FinishReason, Role, Unreadable, UpstreamEvent, UpstreamRequest, shape_of, text_field,
+};
 
 /// The request as a streaming Anthropic Messages body: the system text apart, roles
 /// alternating (consecutive turns of one role are joined).
@@ -41,27 +43,42 @@ pub(crate) fn body(request: &UpstreamRequest) -> Value {
 }
 
 /// Events of one Anthropic stream event.
-pub(crate) fn stream_event(value: &Value, input_tokens: &mut u64) -> Vec<UpstreamEvent> {
+///
+/// Content comes in `content_block_start` and `content_block_delta`; a block or delta of a
+/// type that may carry model output but is not read here (a tool use the emulated request
+/// did not ask for, a type this gateway does not know) or a field of the wrong shape makes
+/// the event `Unreadable`. Blocks and deltas without model text are left alone
+/// (`redacted_thinking`, `signature_delta`, `citations_delta`), and so are event types this
+/// gateway does not know: Anthropic's versioning policy says new event types may be added
+/// and are to be ignored, while content only ever comes in the events above.
+pub(crate) fn stream_event(
+    value: &Value,
+    input_tokens: &mut u64,
+) -> Result<Vec<UpstreamEvent>, Unreadable> {
     let mut events = Vec::new();
-    match value.get("type").and_then(Value::as_str) {
-        Some("message_start") => {
+    let Some(kind) = value.get("type").and_then(Value::as_str) else {
+        return Err(Unreadable(format!(
+            "the event is {} without a `type`",
+            if value.is_object() { "an object" } else { shape_of(value) }
+        )));
+    };
+    match kind {
+        "message_start" => {
             *input_tokens =
                 value.pointer("/message/usage/input_tokens").and_then(Value::as_u64).unwrap_or(0);
+            content_events(value.pointer("/message/content"), "message.content", &mut events)?;
         }
-        Some("content_block_delta") => {
-            if let Some(text) = value.pointer("/delta/text").and_then(Value::as_str) {
-                if !text.is_empty() {
-                    events.push(UpstreamEvent::Text(text.to_owned()));
-                }
-            }
-            if let Some(text) = value.pointer("/delta/thinking").and_then(Value::as_str) {
-                if !text.is_empty() {
-                    events.push(UpstreamEvent::Reasoning(text.to_owned()));
-                }
-            }
+        "content_block_start" => {
+            let block = value.get("content_block").unwrap_or(&Value::Null);
+            block_events(block, "content_block", &mut events)?;
         }
-        Some("message_delta") => {
-            if let Some(reason) = value.pointer("/delta/stop_reason").and_then(Value::as_str) {
+        "content_block_delta" => {
+            let delta = value.get("delta").unwrap_or(&Value::Null);
+            delta_events(delta, &mut events)?;
+        }
+        "message_delta" => {
+            let at = || "`delta.stop_reason`".to_owned();
+            if let Some(reason) = text_field(value.pointer("/delta/stop_reason"), at)? {
                 events.push(UpstreamEvent::Finish(FinishReason::from_wire(reason)));
             }
             let output = value.pointer("/usage/output_tokens").and_then(Value::as_u64).unwrap_or(0);
@@ -70,23 +87,115 @@ pub(crate) fn stream_event(value: &Value, input_tokens: &mut u64) -> Vec<Upstrea
                 completion_tokens: output,
             }));
         }
+        // No content: the end of a block or of the message, a keep-alive, and event types
+        // added after this gateway was written.
         _ => {}
     }
-    events
+    Ok(events)
 }
 
-/// Events of a whole (non-streamed) Anthropic message.
-pub(crate) fn message_events(value: &Value) -> Vec<UpstreamEvent> {
-    let mut events = Vec::new();
-    for block in value.get("content").and_then(Value::as_array).into_iter().flatten() {
-        if let Some(text) = block.get("thinking").and_then(Value::as_str) {
-            events.push(UpstreamEvent::Reasoning(text.to_owned()));
+/// The events of a `content` array (absent or null: none).
+fn content_events(
+    content: Option<&Value>,
+    at: &str,
+    events: &mut Vec<UpstreamEvent>,
+) -> Result<(), Unreadable> {
+    match content {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::Array(blocks)) => {
+            for (i, block) in blocks.iter().enumerate() {
+                block_events(block, &format!("{at}[{i}]"), events)?;
+            }
+            Ok(())
         }
-        if let Some(text) = block.get("text").and_then(Value::as_str) {
-            events.push(UpstreamEvent::Text(text.to_owned()));
+        Some(other) => Err(Unreadable(format!("`{at}` is {}, not an array", shape_of(other)))),
+    }
+}
+
+/// The events of one content block (whole, or as `content_block_start` opens it).
+fn block_events(
+    block: &Value,
+    at: &str,
+    events: &mut Vec<UpstreamEvent>,
+) -> Result<(), Unreadable> {
+    let field = |key: &str| {
+        let at = format!("`{at}.{key}`");
+        text_field(block.get(key), move || at)
+    };
+    match block.get("type").and_then(Value::as_str) {
+        Some("text") => push(events, field("text")?, UpstreamEvent::Text),
+        Some("thinking") => push(events, field("thinking")?, UpstreamEvent::Reasoning),
+        // Encrypted reasoning: nothing a client can read.
+        Some("redacted_thinking") => {}
+        Some(kind @ ("tool_use" | "server_tool_use")) => {
+            return Err(Unreadable(format!(
+                "`{at}` is a {kind} block, which the emulated request did not declare tools for"
+            )));
+        }
+        Some(kind) => {
+            let kind = short(kind);
+            return Err(Unreadable(format!("`{at}` is a block of an unknown type `{kind}`")));
+        }
+        None => return Err(Unreadable(format!("`{at}` has no `type`"))),
+    }
+    Ok(())
+}
+
+/// The events of a `content_block_delta`'s delta.
+fn delta_events(delta: &Value, events: &mut Vec<UpstreamEvent>) -> Result<(), Unreadable> {
+    let field = |key: &'static str| text_field(delta.get(key), move || format!("`delta.{key}`"));
+    match delta.get("type").and_then(Value::as_str) {
+        Some("text_delta") => push(events, field("text")?, UpstreamEvent::Text),
+        Some("thinking_delta") => push(events, field("thinking")?, UpstreamEvent::Reasoning),
+        // The signature of a thinking block, and a citation's source: no model text.
+        Some("signature_delta" | "citations_delta") => {}
+        Some("input_json_delta") => {
+            return Err(Unreadable(
+                "`delta` is a tool use's input, which the emulated request did not declare tools for"
+                    .into(),
+            ));
+        }
+        Some(kind) => {
+            let kind = short(kind);
+            return Err(Unreadable(format!("`delta` is of an unknown type `{kind}`")));
+        }
+        // Without a type (some compatible servers): the text or thinking it carries.
+        None => {
+            let (text, thinking) = (field("text")?, field("thinking")?);
+            if text.is_none() && thinking.is_none() {
+                return Err(Unreadable("`delta` has no `type`, text or thinking".into()));
+            }
+            push(events, thinking, UpstreamEvent::Reasoning);
+            push(events, text, UpstreamEvent::Text);
         }
     }
-    if let Some(reason) = value.get("stop_reason").and_then(Value::as_str) {
+    Ok(())
+}
+
+/// A type name the upstream wrote, short enough for a message: at most 40 characters.
+fn short(kind: &str) -> String {
+    match kind.char_indices().nth(40) {
+        Some((end, _)) => format!("{}…", kind.get(..end).unwrap_or_default()),
+        None => kind.to_owned(),
+    }
+}
+
+fn push(
+    events: &mut Vec<UpstreamEvent>,
+    text: Option<&str>,
+    event: impl FnOnce(String) -> UpstreamEvent,
+) {
+    if let Some(text) = text.filter(|t| !t.is_empty()) {
+        events.push(event(text.to_owned()));
+    }
+}
+
+/// Events of a whole (non-streamed) Anthropic message, read as strictly as a stream.
+pub(crate) fn message_events(value: &Value) -> Result<Vec<UpstreamEvent>, Unreadable> {
+    let mut events = Vec::new();
+    content_events(value.get("content"), "content", &mut events)?;
+    let at = || "`stop_reason`".to_owned();
+    if let Some(reason) = text_field(value.get("stop_reason"), at)? {
         events.push(UpstreamEvent::Finish(FinishReason::from_wire(reason)));
     }
     if let Some(usage) = value.get("usage") {
@@ -95,5 +204,73 @@ pub(crate) fn message_events(value: &Value) -> Vec<UpstreamEvent> {
             completion_tokens: usage.get("output_tokens").and_then(Value::as_u64).unwrap_or(0),
         }));
     }
-    events
+    Ok(events)
+}
+
+/// The bytes of model output in one Anthropic stream event (text, thinking and tool input).
+pub(crate) fn output_bytes(value: &Value) -> usize {
+    ["/delta/text", "/delta/thinking", "/delta/partial_json"]
+        .iter()
+        .filter_map(|at| value.pointer(at).and_then(Value::as_str))
+        .map(str::len)
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn delta(delta: Value) -> Value {
+        json!({"type": "content_block_delta", "index": 0, "delta": delta})
+    }
+
+    #[test]
+    fn issue_14_output_in_an_unreadable_shape_is_an_error() {
+        let mut tokens = 0;
+        for bad in [
+            json!("just a string"),
+            json!({"index": 0}),
+            delta(json!({"type": "text_delta", "text": 7})),
+            delta(json!({"type": "thinking_delta", "thinking": {"t": "x"}})),
+            delta(json!({"type": "input_json_delta", "partial_json": "{}"})),
+            delta(json!({"type": "text_delta_v2", "text": "Hi"})),
+            delta(json!({"note": "no type"})),
+            delta(json!("Hi")),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "t", "name": "f", "input": {}}}),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": 5}}),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "video"}}),
+            json!({"type": "message_delta", "delta": {"stop_reason": 1}}),
+            json!({"type": "message_start", "message": {"content": "Hi"}}),
+        ] {
+            assert!(stream_event(&bad, &mut tokens).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn issue_14_events_without_output_are_read_as_nothing() {
+        let mut tokens = 0;
+        for empty in [
+            json!({"type": "ping"}),
+            json!({"type": "message_start", "message": {"content": [], "usage": {"input_tokens": 3}}}),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "redacted_thinking", "data": "…"}}),
+            json!({"type": "content_block_stop", "index": 0}),
+            delta(json!({"type": "signature_delta", "signature": "abc"})),
+            delta(json!({"type": "citations_delta", "citation": {"cited_text": "x"}})),
+            json!({"type": "message_stop"}),
+            json!({"type": "a_future_event", "delta": {"text": "?"}}),
+        ] {
+            assert_eq!(stream_event(&empty, &mut tokens), Ok(Vec::new()), "{empty}");
+        }
+        assert_eq!(tokens, 3);
+        let start = json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "Hi"}});
+        assert_eq!(stream_event(&start, &mut tokens), Ok(vec![UpstreamEvent::Text("Hi".into())]));
+        let long = delta(json!({"type": "x".repeat(10_000)}));
+        let Err(Unreadable(message)) = stream_event(&long, &mut tokens) else { panic!() };
+        assert!(message.len() < 100, "{message}");
+        let untyped = delta(json!({"text": "yo"}));
+        assert_eq!(stream_event(&untyped, &mut tokens), Ok(vec![UpstreamEvent::Text("yo".into())]));
+    }
 }

@@ -15,7 +15,7 @@ use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::upstream::reply::{self, Payload, ReplyLimits};
 use crate::upstream::{
-    Upstream, UpstreamEvent, UpstreamRequest, UpstreamStream, anthropic, openai,
+    Unreadable, Upstream, UpstreamEvent, UpstreamRequest, UpstreamStream, anthropic, openai,
 };
 
 /// A stream of checked reply payloads (see `reply::payloads`).
@@ -31,9 +31,6 @@ pub(crate) enum Wire {
 /// An error body is read up to this many bytes (the rest is not needed to report it).
 const MAX_ERROR_BODY: usize = 64 << 10;
 
-/// A model list is read up to this many bytes.
-const MAX_MODELS_BODY: usize = 4 << 20;
-
 /// Talks to the upstream chat endpoint.
 #[derive(Debug, Clone)]
 pub(crate) struct UpstreamClient {
@@ -48,6 +45,10 @@ pub(crate) struct UpstreamClient {
     key: Option<String>,
     key_env: String,
     limits: ReplyLimits,
+    /// How long the probe, and the model list, may take in all.
+    probe_within: Duration,
+    /// How long an error status's body may take (the idle timeout too, if shorter).
+    error_body_within: Duration,
     metrics: Arc<Metrics>,
 }
 
@@ -184,6 +185,8 @@ impl UpstreamClient {
                 max_reply: config.max_reply_bytes,
                 max_line: config.max_line_bytes,
             },
+            probe_within: Config::secs(config.probe_timeout_secs),
+            error_body_within: Config::secs(config.error_body_timeout_secs),
             metrics,
         })
     }
@@ -301,7 +304,6 @@ impl UpstreamClient {
         let body = self.redact(&body);
         let code = status.as_u16();
         let detail = format!("{}: status {code}: {}", self.shown, first_bytes(body.as_bytes()));
-        tracing::debug!(status = code, body = %body, "upstream error body");
         Err(match code {
             503 | 529 => ApiError::UpstreamOverloaded { retry_after },
             429 => ApiError::UpstreamRateLimited {
@@ -325,11 +327,12 @@ impl UpstreamClient {
         })
     }
 
-    /// The start of an error body: up to `MAX_ERROR_BODY` bytes, within the idle timeout
-    /// (an upstream that never finishes its error body does not hold the client).
+    /// The start of an error body: up to `MAX_ERROR_BODY` bytes, within
+    /// `error_body_timeout_secs` or the idle timeout, whichever is shorter (an upstream that
+    /// never finishes its error body does not hold the client).
     async fn error_body(&self, response: reqwest::Response) -> String {
         let mut bytes = response.bytes_stream();
-        let deadline = Instant::now() + self.limits.idle.min(Duration::from_secs(10));
+        let deadline = Instant::now() + self.limits.idle.min(self.error_body_within);
         let mut body = Vec::new();
         while body.len() < MAX_ERROR_BODY {
             match tokio::time::timeout_at(deadline, bytes.next()).await {
@@ -341,12 +344,37 @@ impl UpstreamClient {
         String::from_utf8_lossy(&body).into_owned()
     }
 
-    /// Sends a chat request body as it is (passthrough) and reads the reply with every check.
-    pub(crate) async fn relay(&self, body: &Value) -> Result<PayloadStream, ApiError> {
+    /// Sends a chat request body and reads the reply with every check but the count of
+    /// model output (the caller counts it).
+    async fn send_chat(&self, body: &Value) -> Result<PayloadStream, ApiError> {
         let started = Instant::now();
         let request = self.http.post(self.endpoint.clone()).json(body);
         let response = self.send_to(request, started, self.limits.first_byte).await?;
         Ok(self.payloads(response, started))
+    }
+
+    /// Sends a chat request body as it is (passthrough) and reads the reply with every
+    /// check, the model output of a streamed reply (text, reasoning, call arguments)
+    /// counted against `upstream.max_reply_bytes` as in emulation.
+    pub(crate) async fn relay(&self, body: &Value) -> Result<PayloadStream, ApiError> {
+        let mut payloads = self.send_chat(body).await?;
+        let mut cap = OutputCap::new(self.limits.max_reply, &self.shown);
+        let wire = self.wire;
+        Ok(Box::pin(async_stream::stream! {
+            while let Some(item) = payloads.next().await {
+                if let Ok(Payload::Event(value)) = &item {
+                    let n = match wire {
+                        Wire::OpenAi => openai::output_bytes(value),
+                        Wire::Anthropic => anthropic::output_bytes(value),
+                    };
+                    if let Err(err) = cap.add(n) {
+                        yield Err(err);
+                        return;
+                    }
+                }
+                yield item;
+            }
+        }))
     }
 
     fn payloads(&self, response: reqwest::Response, started: Instant) -> PayloadStream {
@@ -368,9 +396,9 @@ impl UpstreamClient {
         }
         let metrics = Arc::clone(&self.metrics);
         let shown = self.shown.clone();
-        let on_repair = move |n: usize| {
-            metrics.upstream_repair("lone_surrogate", n);
-            tracing::warn!(upstream = %shown, replaced = n, "the upstream sent lone UTF-16 surrogate escapes; replaced with U+FFFD");
+        let on_repair = move |repair: reply::Repair, n: usize| {
+            metrics.upstream_repair(repair.label(), n);
+            tracing::warn!(upstream = %shown, replaced = n, "{}", repair.what());
         };
         let this = self.clone();
         Box::pin(
@@ -387,17 +415,18 @@ impl UpstreamClient {
     }
 
     /// The upstream's model ids (`GET …/models`); none when it has no such list (404). A
-    /// failure is an error, not an empty list.
+    /// failure is an error, not an empty list. The whole list must come within
+    /// `probe_timeout_secs` (a client waits for it), and be at most `max_reply_bytes`.
     pub(crate) async fn model_ids(&self) -> Result<Vec<String>, ApiError> {
         let started = Instant::now();
         let request = self.http.get(self.models.clone());
-        let response = match self.send_to(request, started, self.limits.first_byte).await {
+        let response = match self.send_to(request, started, self.probe_within).await {
             Ok(response) => response,
             Err(ApiError::UpstreamRejected { status: 404 | 405, .. }) => return Ok(Vec::new()),
             Err(err) => return Err(err),
         };
         let mut bytes = response.bytes_stream();
-        let deadline = Instant::now() + self.limits.idle;
+        let deadline = started + self.probe_within;
         let mut body = Vec::new();
         loop {
             match tokio::time::timeout_at(deadline, bytes.next()).await {
@@ -410,8 +439,14 @@ impl UpstreamClient {
                 Ok(Some(Err(err))) => return Err(self.unanswered(&err, "model list broke off")),
                 Ok(Some(Ok(chunk))) => body.extend_from_slice(&chunk),
             }
-            if body.len() > MAX_MODELS_BODY {
-                return Err(reply::broken("is a model list over 4 MiB", &self.shown));
+            if body.len() > self.limits.max_reply {
+                return Err(reply::broken(
+                    &format!(
+                        "is a model list over {} bytes (upstream.max_reply_bytes)",
+                        self.limits.max_reply
+                    ),
+                    &self.shown,
+                ));
             }
         }
         let value: Value = serde_json::from_slice(&body).map_err(|_| ApiError::Upstream {
@@ -433,12 +468,12 @@ impl UpstreamClient {
 
     /// Whether the upstream answers at all, with its own credentials accepted: any answer to
     /// `GET …/models` but a server error, 401 or 403 (an upstream without a model list
-    /// answers 404, and is up). Bounded by the connect timeout and 10 s for the answer.
+    /// answers 404, and is up: a 404 says only that something answers at that address).
+    /// Bounded by `probe_timeout_secs`.
     pub(crate) async fn probe(&self) -> Result<(), ApiError> {
         let started = Instant::now();
         let request = self.http.get(self.models.clone());
-        let within = self.limits.first_byte.min(Duration::from_secs(10));
-        match self.send_to(request, started, within).await {
+        match self.send_to(request, started, self.probe_within).await {
             Ok(_) | Err(ApiError::UpstreamRejected { .. }) => Ok(()),
             Err(err) => Err(err),
         }
@@ -450,31 +485,34 @@ impl Upstream for UpstreamClient {
     async fn chat(&self, request: UpstreamRequest) -> Result<UpstreamStream, ApiError> {
         let anthropic = self.is_anthropic();
         let body = if anthropic { anthropic::body(&request) } else { openai::body(&request) };
-        let mut payloads = self.relay(&body).await?;
-        let max_text = self.limits.max_reply;
-        let shown = self.shown.clone();
+        let mut payloads = self.send_chat(&body).await?;
+        let mut cap = OutputCap::new(self.limits.max_reply, &self.shown);
+        let this = self.clone();
         let stream = async_stream::stream! {
             let mut input_tokens = 0;
-            let mut text_bytes = 0usize;
             while let Some(item) = payloads.next().await {
                 let payload = match item {
                     Ok(payload) => payload,
                     Err(err) => { yield Err(err); return; }
                 };
-                let events = match (&payload, anthropic) {
+                let read = match (&payload, anthropic) {
                     (Payload::Event(value), true) => anthropic::stream_event(value, &mut input_tokens),
                     (Payload::Event(value), false) => openai::chunk_events(value),
                     (Payload::Body(value), true) => anthropic::message_events(value),
                     (Payload::Body(value), false) => openai::completion_events(value),
                 };
+                let events = match read {
+                    Ok(events) => events,
+                    Err(unreadable) => {
+                        let value = match &payload { Payload::Event(v) | Payload::Body(v) => v };
+                        yield Err(this.redact_err(unreadable_event(&this.shown, &unreadable, value)));
+                        return;
+                    }
+                };
                 for event in events {
-                    if let UpstreamEvent::Text(text) = &event {
-                        text_bytes += text.len();
-                        if text_bytes > max_text {
-                            yield Err(ApiError::Upstream {
-                                message: format!("The upstream model's reply is larger than the gateway's limit of {max_text} bytes of text (upstream.max_reply_bytes)."),
-                                detail: format!("{shown}: the reply passed {max_text} bytes of text (upstream.max_reply_bytes)"),
-                            });
+                    if let UpstreamEvent::Text(text) | UpstreamEvent::Reasoning(text) = &event {
+                        if let Err(err) = cap.add(text.len()) {
+                            yield Err(err);
                             return;
                         }
                     }
@@ -483,6 +521,48 @@ impl Upstream for UpstreamClient {
             }
         };
         Ok(Box::pin(stream))
+    }
+}
+
+/// The model output of one reply, counted against `upstream.max_reply_bytes`.
+struct OutputCap {
+    limit: usize,
+    seen: usize,
+    upstream: String,
+}
+
+impl OutputCap {
+    fn new(limit: usize, upstream: &str) -> OutputCap {
+        OutputCap { limit, seen: 0, upstream: upstream.to_owned() }
+    }
+
+    /// Counts `n` more bytes; past the limit, the error that ends the reply.
+    fn add(&mut self, n: usize) -> Result<(), ApiError> {
+        self.seen = self.seen.saturating_add(n);
+        if self.seen <= self.limit {
+            return Ok(());
+        }
+        let (limit, upstream) = (self.limit, &self.upstream);
+        Err(ApiError::Upstream {
+            message: format!(
+                "The upstream model's reply is larger than the gateway's limit of {limit} bytes of text (upstream.max_reply_bytes)."
+            ),
+            detail: format!(
+                "{upstream}: the reply passed {limit} bytes of text and reasoning (upstream.max_reply_bytes)"
+            ),
+        })
+    }
+}
+
+/// The error for an event whose model output the gateway cannot read.
+fn unreadable_event(upstream: &str, unreadable: &Unreadable, value: &Value) -> ApiError {
+    let reason = &unreadable.0;
+    ApiError::Upstream {
+        message: format!("The upstream model sent an event the gateway cannot read: {reason}."),
+        detail: format!(
+            "{upstream}: unreadable event ({reason}): {}",
+            first_bytes(value.to_string().as_bytes())
+        ),
     }
 }
 

@@ -83,6 +83,36 @@ pub(crate) enum UpstreamEvent {
     Usage(Usage),
 }
 
+/// Why an event that carries (or may carry) model output cannot be read: the field and its
+/// shape, for the error that ends the reply. Such an event is never skipped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Unreadable(pub(crate) String);
+
+/// What a JSON value is, for messages: "a number", "an array", …
+pub(crate) fn shape_of(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The text of an optional string field: `None` when it is absent or null, an error when it
+/// is anything but a string.
+pub(crate) fn text_field(
+    value: Option<&Value>,
+    at: impl FnOnce() -> String,
+) -> Result<Option<&str>, Unreadable> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => Ok(Some(text)),
+        Some(other) => Err(Unreadable(format!("{} is {}, not a string", at(), shape_of(other)))),
+    }
+}
+
 pub(crate) type UpstreamStream =
     Pin<Box<dyn Stream<Item = Result<UpstreamEvent, ApiError>> + Send>>;
 

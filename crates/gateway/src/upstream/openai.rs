@@ -4,7 +4,9 @@
 use serde_json::{Value, json};
 
 use crate::chat::Usage;
-use crate::upstream::{FinishReason, Role, UpstreamEvent, UpstreamRequest};
+use crate::upstream::{
+    FinishReason, Role, Unreadable, UpstreamEvent, UpstreamRequest, shape_of, text_field,
+};
 
 /// The request as a streaming Chat Completions body (no `tools`).
 pub(crate) fn body(request: &UpstreamRequest) -> Value {
@@ -45,37 +47,227 @@ fn usage_of(value: &Value) -> Option<Usage> {
 }
 
 /// Events of one streamed chunk (`delta`) or of a whole completion (`message`).
-fn events_of(value: &Value, part: &str) -> Vec<UpstreamEvent> {
+///
+/// Every field that carries model output must have its documented shape, or the event is
+/// `Unreadable` (never skipped): the content (a string, or an array of text parts), the
+/// reasoning (`reasoning_content`, else `reasoning`), a refusal (read as text), and the
+/// finish reason. Native `tool_calls` are unreadable too: the emulated request declared no
+/// tools, so such a call could not be passed on. What carries no output is left alone: a
+/// chunk without `choices` or with none (usage), a role-only delta, unknown fields.
+fn events_of(value: &Value, part: &str) -> Result<Vec<UpstreamEvent>, Unreadable> {
+    let Some(object) = value.as_object() else {
+        return Err(Unreadable(format!("the event is {}, not an object", shape_of(value))));
+    };
     let mut events = Vec::new();
-    if let Some(choice) = value.get("choices").and_then(Value::as_array).and_then(|c| c.first()) {
-        let reasoning = choice.get(part).and_then(|p| {
-            p.get("reasoning_content").or_else(|| p.get("reasoning")).and_then(Value::as_str)
-        });
-        if let Some(text) = reasoning.filter(|t| !t.is_empty()) {
-            events.push(UpstreamEvent::Reasoning(text.to_owned()));
-        }
-        if let Some(text) = choice.get(part).and_then(|p| p.get("content")).and_then(Value::as_str)
-        {
-            if !text.is_empty() {
-                events.push(UpstreamEvent::Text(text.to_owned()));
+    match object.get("choices") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(choices)) => {
+            for (i, choice) in choices.iter().enumerate() {
+                choice_events(choice, i, part, &mut events)?;
             }
         }
-        if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
-            events.push(UpstreamEvent::Finish(FinishReason::from_wire(reason)));
+        Some(other) => {
+            return Err(Unreadable(format!("`choices` is {}, not an array", shape_of(other))));
         }
     }
     if let Some(usage) = usage_of(value) {
         events.push(UpstreamEvent::Usage(usage));
     }
-    events
+    Ok(events)
+}
+
+fn choice_events(
+    choice: &Value,
+    i: usize,
+    part: &str,
+    events: &mut Vec<UpstreamEvent>,
+) -> Result<(), Unreadable> {
+    let Some(choice) = choice.as_object() else {
+        return Err(Unreadable(format!("`choices[{i}]` is {}, not an object", shape_of(choice))));
+    };
+    match choice.get("index") {
+        None | Some(Value::Null) => {}
+        Some(index) if index.as_u64() == Some(0) => {}
+        Some(index) => {
+            let index = match index.as_u64() {
+                Some(n) => n.to_string(),
+                None => shape_of(index).to_owned(),
+            };
+            return Err(Unreadable(format!(
+                "`choices[{i}]` has index {index}; the gateway asked for one choice"
+            )));
+        }
+    }
+    match choice.get(part) {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(fields)) => {
+            let at = |key: &'static str| move || format!("`choices[{i}].{part}.{key}`");
+            let reasoning =
+                match text_field(fields.get("reasoning_content"), at("reasoning_content"))? {
+                    Some(text) => Some(text),
+                    None => text_field(fields.get("reasoning"), at("reasoning"))?,
+                };
+            if let Some(text) = reasoning.filter(|t| !t.is_empty()) {
+                events.push(UpstreamEvent::Reasoning(text.to_owned()));
+            }
+            match fields.get("content") {
+                None | Some(Value::Null) => {}
+                Some(Value::String(text)) => push_text(events, text),
+                Some(Value::Array(pieces)) => {
+                    for (j, piece) in pieces.iter().enumerate() {
+                        let text = (piece.get("type").and_then(Value::as_str) == Some("text"))
+                            .then(|| piece.get("text").and_then(Value::as_str))
+                            .flatten()
+                            .ok_or_else(|| {
+                                Unreadable(format!(
+                                    "`choices[{i}].{part}.content[{j}]` is not a text part"
+                                ))
+                            })?;
+                        push_text(events, text);
+                    }
+                }
+                Some(other) => {
+                    return Err(Unreadable(format!(
+                        "`choices[{i}].{part}.content` is {}, not a string",
+                        shape_of(other)
+                    )));
+                }
+            }
+            if let Some(text) = text_field(fields.get("refusal"), at("refusal"))? {
+                push_text(events, text);
+            }
+            for key in ["tool_calls", "function_call"] {
+                match fields.get(key) {
+                    None | Some(Value::Null) => {}
+                    Some(Value::Array(calls)) if calls.is_empty() => {}
+                    Some(_) => {
+                        return Err(Unreadable(format!(
+                            "`choices[{i}].{part}.{key}` holds native tool calls, which the emulated request did not declare tools for"
+                        )));
+                    }
+                }
+            }
+        }
+        Some(other) => {
+            return Err(Unreadable(format!(
+                "`choices[{i}].{part}` is {}, not an object",
+                shape_of(other)
+            )));
+        }
+    }
+    let at = || format!("`choices[{i}].finish_reason`");
+    if let Some(reason) = text_field(choice.get("finish_reason"), at)? {
+        events.push(UpstreamEvent::Finish(FinishReason::from_wire(reason)));
+    }
+    Ok(())
+}
+
+fn push_text(events: &mut Vec<UpstreamEvent>, text: &str) {
+    if !text.is_empty() {
+        events.push(UpstreamEvent::Text(text.to_owned()));
+    }
 }
 
 /// Events of one streamed chunk.
-pub(crate) fn chunk_events(value: &Value) -> Vec<UpstreamEvent> {
+pub(crate) fn chunk_events(value: &Value) -> Result<Vec<UpstreamEvent>, Unreadable> {
     events_of(value, "delta")
 }
 
 /// Events of a whole completion.
-pub(crate) fn completion_events(value: &Value) -> Vec<UpstreamEvent> {
+pub(crate) fn completion_events(value: &Value) -> Result<Vec<UpstreamEvent>, Unreadable> {
     events_of(value, "message")
+}
+
+/// The bytes of model output in one relayed chunk (passthrough): content, reasoning, refusal
+/// and call arguments, as the client will read them. Counted against
+/// `upstream.max_reply_bytes`; an unusual shape counts what it has.
+pub(crate) fn output_bytes(value: &Value) -> usize {
+    fn text_len(value: Option<&Value>) -> usize {
+        match value {
+            Some(Value::String(text)) => text.len(),
+            Some(Value::Array(pieces)) => pieces.iter().map(|p| text_len(p.get("text"))).sum(),
+            _ => 0,
+        }
+    }
+    let choices = value.get("choices").and_then(Value::as_array).map(Vec::as_slice);
+    choices
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|choice| choice.get("delta").or_else(|| choice.get("message")))
+        .map(|fields| {
+            let calls = fields.get("tool_calls").and_then(Value::as_array).map(Vec::as_slice);
+            let call_args: usize = calls
+                .unwrap_or_default()
+                .iter()
+                .map(|call| text_len(call.pointer("/function/arguments")))
+                .sum();
+            ["content", "reasoning_content", "reasoning", "refusal"]
+                .iter()
+                .map(|key| text_len(fields.get(*key)))
+                .sum::<usize>()
+                + call_args
+                + text_len(fields.pointer("/function_call/arguments"))
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(delta: Value) -> Value {
+        json!({"choices": [{"index": 0, "delta": delta, "finish_reason": null}]})
+    }
+
+    #[test]
+    fn issue_14_output_in_an_unreadable_shape_is_an_error() {
+        for bad in [
+            json!("just a string"),
+            json!({"choices": 5}),
+            json!({"choices": [5]}),
+            json!({"choices": [{"delta": "Hi"}]}),
+            chunk(json!({"content": 7})),
+            chunk(json!({"content": {"text": "Hi"}})),
+            chunk(json!({"content": [{"type": "image_url"}]})),
+            chunk(json!({"reasoning_content": ["a"]})),
+            chunk(json!({"refusal": 1})),
+            chunk(json!({"tool_calls": [{"index": 0, "function": {"name": "f"}}]})),
+            json!({"choices": [{"index": 1, "delta": {"content": "Hi"}}]}),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": 3}]}),
+        ] {
+            assert!(chunk_events(&bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn issue_14_events_without_output_are_read_as_nothing() {
+        for empty in [
+            json!({}),
+            json!({"choices": []}),
+            json!({"choices": null, "usage": null}),
+            chunk(json!({"role": "assistant", "content": ""})),
+            chunk(json!({"role": "assistant", "content": null, "tool_calls": []})),
+            chunk(Value::Null),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": null, "logprobs": null}]}),
+        ] {
+            assert_eq!(chunk_events(&empty), Ok(Vec::new()), "{empty}");
+        }
+        let events = chunk_events(&chunk(json!({"content": [{"type": "text", "text": "Hi"}], "reasoning": "r", "refusal": "No."}))).unwrap();
+        assert_eq!(
+            events,
+            [
+                UpstreamEvent::Reasoning("r".into()),
+                UpstreamEvent::Text("Hi".into()),
+                UpstreamEvent::Text("No.".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn issue_14_relayed_output_is_counted() {
+        let value = json!({"choices": [{"delta": {"content": "abc", "reasoning_content": "de",
+            "tool_calls": [{"function": {"arguments": "{}"}}]}}]});
+        assert_eq!(output_bytes(&value), 7);
+        assert_eq!(output_bytes(&json!({"choices": 5})), 0);
+    }
 }

@@ -11,7 +11,39 @@ use tokio::time::Instant;
 
 use crate::error::ApiError;
 use crate::upstream::client::Wire;
-use crate::upstream::sse_decode::SseDecoder;
+use crate::upstream::sse_decode::{SseDecoder, decode_lossy};
+
+/// A fault in an upstream reply that the gateway repairs rather than refuse, each counted
+/// (`toolshim_upstream_repairs_total{kind}`) and logged with a warning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Repair {
+    /// A lone UTF-16 surrogate escape (`"\ud83d"`), replaced with U+FFFD.
+    LoneSurrogate,
+    /// A byte sequence that is not UTF-8, replaced with U+FFFD.
+    InvalidUtf8,
+}
+
+impl Repair {
+    /// The metric label.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Repair::LoneSurrogate => "lone_surrogate",
+            Repair::InvalidUtf8 => "invalid_utf8",
+        }
+    }
+
+    /// What was repaired, for the log.
+    pub(crate) fn what(self) -> &'static str {
+        match self {
+            Repair::LoneSurrogate => {
+                "the upstream sent lone UTF-16 surrogate escapes; replaced with U+FFFD"
+            }
+            Repair::InvalidUtf8 => {
+                "the upstream sent bytes that are not UTF-8; replaced with U+FFFD"
+            }
+        }
+    }
+}
 
 /// One unit of an upstream reply.
 #[derive(Debug, Clone, PartialEq)]
@@ -186,14 +218,14 @@ fn body_complete(value: &Value, wire: Wire) -> bool {
 }
 
 /// Reads `response` into payloads with every check. `upstream` names the upstream in logs;
-/// `content_type` is the response's; `on_repair` is told of replaced lone surrogates.
+/// `content_type` is the response's; `on_repair` is told of each repair and how many.
 pub(crate) fn payloads(
     response: reqwest::Response,
     sent_at: Instant,
     limits: ReplyLimits,
     wire: Wire,
     upstream: String,
-    on_repair: impl Fn(usize) + Send + 'static,
+    on_repair: impl Fn(Repair, usize) + Send + 'static,
 ) -> impl Stream<Item = Result<Payload, ApiError>> + Send {
     let declared = response
         .headers()
@@ -273,7 +305,8 @@ pub(crate) fn payloads(
                     }
                     if !ended { continue; }
                     let mut repaired = 0;
-                    let text = String::from_utf8_lossy(&body);
+                    let (text, invalid) = decode_lossy(&body);
+                    if invalid > 0 { on_repair(Repair::InvalidUtf8, invalid); }
                     let value = match read_json(&text, &mut repaired) {
                         Ok(value) => value,
                         Err(err) => {
@@ -284,7 +317,7 @@ pub(crate) fn payloads(
                             return;
                         }
                     };
-                    if repaired > 0 { on_repair(repaired); }
+                    if repaired > 0 { on_repair(Repair::LoneSurrogate, repaired); }
                     if let Some(message) = error_of(&value, wire) {
                         yield Err(upstream_error(&upstream, &message));
                         return;
@@ -302,6 +335,8 @@ pub(crate) fn payloads(
                         decoder.finish(&mut data);
                     }
                     start.clear();
+                    let invalid = decoder.take_replaced();
+                    if invalid > 0 { on_repair(Repair::InvalidUtf8, invalid); }
                     if fed.is_err() {
                         yield Err(too_large(&upstream, "in one event line", limits.max_line, "upstream.max_line_bytes"));
                         return;
@@ -326,7 +361,7 @@ pub(crate) fn payloads(
                                 return;
                             }
                         };
-                        if repaired > 0 { on_repair(repaired); }
+                        if repaired > 0 { on_repair(Repair::LoneSurrogate, repaired); }
                         if let Some(message) = error_of(&value, wire) {
                             yield Err(upstream_error(&upstream, &message));
                             return;

@@ -11,6 +11,20 @@ pub(crate) struct SseDecoder {
     data: Option<String>,
     /// The longest line, and the most data one event may carry.
     max_line: usize,
+    /// Invalid UTF-8 sequences replaced with U+FFFD in `data:` lines since the last
+    /// `take_replaced`.
+    replaced: usize,
+}
+
+/// `bytes` as text, each invalid UTF-8 sequence replaced with U+FFFD, and how many were.
+pub(crate) fn decode_lossy(bytes: &[u8]) -> (std::borrow::Cow<'_, str>, usize) {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => (std::borrow::Cow::Borrowed(text), 0),
+        Err(_) => {
+            let invalid = bytes.utf8_chunks().filter(|chunk| !chunk.invalid().is_empty()).count();
+            (String::from_utf8_lossy(bytes), invalid)
+        }
+    }
 }
 
 /// A line (or an event's data) longer than the decoder's limit.
@@ -20,7 +34,7 @@ pub(crate) struct LineTooLong;
 impl SseDecoder {
     /// A decoder whose lines, and events' data, may be at most `max_line` bytes.
     pub(crate) fn new(max_line: usize) -> SseDecoder {
-        SseDecoder { buf: Vec::new(), data: None, max_line }
+        SseDecoder { buf: Vec::new(), data: None, max_line, replaced: 0 }
     }
 
     /// Feeds bytes; pushes each finished event's data to `out`.
@@ -36,7 +50,9 @@ impl SseDecoder {
             let end = from + offset;
             let line = self.buf.get(start..end).unwrap_or_default();
             let line = line.strip_suffix(b"\r").unwrap_or(line);
-            let line = String::from_utf8_lossy(line).into_owned();
+            let (line, replaced) = decode_lossy(line);
+            let line = line.into_owned();
+            self.count(&line, replaced);
             self.line(&line, out);
             start = end + 1;
             from = start;
@@ -52,11 +68,27 @@ impl SseDecoder {
     /// Ends the body: an event without its blank line still counts.
     pub(crate) fn finish(&mut self, out: &mut Vec<String>) {
         if !self.buf.is_empty() {
-            let rest = String::from_utf8_lossy(&std::mem::take(&mut self.buf)).into_owned();
+            let rest = std::mem::take(&mut self.buf);
+            let (rest, replaced) = decode_lossy(&rest);
+            let rest = rest.into_owned();
+            self.count(&rest, replaced);
             self.line(rest.trim_end_matches('\r'), out);
         }
         if let Some(data) = self.data.take() {
             out.push(data);
+        }
+    }
+
+    /// Invalid UTF-8 sequences replaced in `data:` lines since the last call.
+    pub(crate) fn take_replaced(&mut self) -> usize {
+        std::mem::take(&mut self.replaced)
+    }
+
+    /// Counts replacements in a data line (elsewhere, in comments or other fields, they
+    /// change nothing the reply is made of).
+    fn count(&mut self, line: &str, replaced: usize) {
+        if replaced > 0 && line.starts_with("data") {
+            self.replaced += replaced;
         }
     }
 
@@ -121,6 +153,21 @@ mod tests {
             decoder.finish(&mut out);
             assert!(out.len() == 2 && out[0] == text && out[1] == "[DONE]", "cut at {cut}");
         }
+    }
+
+    /// Issue 14: bytes that are not UTF-8 in a data line become U+FFFD and are counted, one
+    /// per invalid sequence; in a comment they are not counted.
+    #[test]
+    fn issue_14_invalid_utf8_is_replaced_and_counted() {
+        let mut decoder = SseDecoder::new(1 << 20);
+        let mut out = Vec::new();
+        decoder.feed(b": caf\xe9\n\ndata: a\xffb\xc3(\n\n", &mut out).unwrap();
+        assert_eq!(out, ["a\u{FFFD}b\u{FFFD}("]);
+        assert_eq!((decoder.take_replaced(), decoder.take_replaced()), (2, 0));
+        decoder.feed(b"data: \xf0\x9f", &mut out).unwrap();
+        decoder.finish(&mut out);
+        assert_eq!((out[1].as_str(), decoder.take_replaced()), ("\u{FFFD}", 1));
+        assert_eq!(decode_lossy("ok é".as_bytes()), ("ok é".into(), 0));
     }
 
     /// Issue 14: a line that never ends, and an event whose data lines add up past the

@@ -223,10 +223,12 @@ async fn break_in_the_middle_of_a_tool_call() {
     }
 }
 
-/// Lines an SSE reader must skip (comments, other fields, lines without a field, JSON
-/// payloads that carry no text) do not disturb the reply: every piece of text around them
-/// arrives, in order. (A payload that is not JSON at all is not skipped: see
-/// `issue_14_an_unreadable_event_ends_the_reply_with_an_error`.)
+/// Lines an SSE reader must skip (comments, other fields, lines without a field) and events
+/// that carry no model output (a role-only chunk, a usage chunk with no choices, an object
+/// without `choices`) do not disturb the reply: every piece of text around them arrives, in
+/// order. An event that may carry output but cannot be read is never skipped: see
+/// `integrity::an_unreadable_event_ends_the_reply_with_an_error` and
+/// `integrity::output_in_an_unreadable_shape_ends_the_reply_with_an_error`.
 #[tokio::test]
 async fn sse_lines_without_text_are_skipped_and_the_text_survives() {
     let gw = spawn_gateway(|_| {}).await;
@@ -237,9 +239,11 @@ async fn sse_lines_without_text_are_skipped_and_the_text_survives() {
         Bytes::from(": a comment line\n\n"),
         Bytes::from(format!("event: whatever\nid: 7\nretry: 100\n{}", content_frame("One, "))),
         Bytes::from("a line without a colon\n\n"),
-        Bytes::from("data: \"just a string\"\n\n"),
-        Bytes::from("data: {\"choices\": 5}\n\n"),
-        Bytes::from("data: {\"choices\": [{\"delta\": {\"content\": 7}}]}\n\n"),
+        Bytes::from("data: {\"choices\": [], \"usage\": null}\n\n"),
+        Bytes::from("data: {\"id\": \"x\", \"object\": \"chat.completion.chunk\"}\n\n"),
+        Bytes::from(
+            "data: {\"choices\": [{\"index\": 0, \"delta\": {\"role\": \"assistant\"}}]}\n\n",
+        ),
         Bytes::from(content_frame("two, ").replace("\n\n", "\r\n\r\n")),
         Bytes::from(
             "data: {\"choices\": [{\"index\": 0, \"delta\":\ndata: {\"content\": \"three, \"}}]}\n\n",

@@ -137,6 +137,200 @@ async fn an_unreadable_event_ends_the_reply_with_an_error() {
     }
 }
 
+/// Events with model output in a shape the gateway cannot read are never skipped: content
+/// that is not a string, `choices` that is not a list, a payload that is not an object,
+/// reasoning of the wrong type, and native tool calls the emulated request did not declare
+/// tools for. Before anything reached the client it is a 502 naming the field; after text
+/// went out, an in-band error after that text; a JSON body the same.
+#[tokio::test]
+async fn output_in_an_unreadable_shape_ends_the_reply_with_an_error() {
+    let gw = spawn_gateway(|_| {}).await;
+    let unreadable = [
+        ("\"just a string\"", "not an object"),
+        ("{\"choices\": 5}", "`choices` is a number"),
+        ("{\"choices\": [{\"index\": 0, \"delta\": {\"content\": 7}}]}", "content` is a number"),
+        (
+            "{\"choices\": [{\"index\": 0, \"delta\": {\"content\": [{\"type\": \"image_url\"}]}}]}",
+            "not a text part",
+        ),
+        (
+            "{\"choices\": [{\"index\": 0, \"delta\": {\"reasoning_content\": {\"t\": 1}}}]}",
+            "reasoning_content` is an object",
+        ),
+        (
+            "{\"choices\": [{\"index\": 0, \"delta\": {\"tool_calls\": [{\"index\": 0, \"function\": {\"name\": \"get_weather\", \"arguments\": \"{}\"}}]}}]}",
+            "native tool calls",
+        ),
+        ("{\"choices\": [{\"index\": 1, \"delta\": {\"content\": \"Hi\"}}]}", "index 1"),
+    ];
+    for api in APIS {
+        for (payload, says) in unreadable {
+            gw.upstream.push(Reply::bytes(
+                "text/event-stream",
+                [
+                    role_frame(),
+                    content_frame("Hi"),
+                    format!("data: {payload}\n\n"),
+                    finish_frames("stop"),
+                ],
+            ));
+            let err = api.fails(&gw, &api.request("Hi", true, true)).await;
+            assert_eq!(err.status, StatusCode::BAD_GATEWAY, "{api:?} {payload}");
+            assert!(
+                err.message.contains("cannot read") && err.message.contains(says),
+                "{api:?} {payload}: {}",
+                err.message
+            );
+        }
+        gw.upstream.push(Reply::bytes(
+            "text/event-stream",
+            [
+                role_frame(),
+                content_frame(LONG_PROSE),
+                "data: {\"choices\": [{\"index\": 0, \"delta\": {\"content\": 7}}]}\n\n".into(),
+                content_frame(" More."),
+                finish_frames("stop"),
+            ],
+        ));
+        let folded = api.streams(&gw, &api.request("Tell me about Paris.", true, true)).await;
+        assert_eq!(folded.text, LONG_PROSE, "{api:?}");
+        let error = folded.error.unwrap_or_else(|| panic!("{api:?}: no in-band error"));
+        assert!(error["message"].as_str().unwrap().contains("cannot read"), "{error}");
+        assert!(!folded.finished && folded.finish.is_none(), "{api:?}");
+
+        let body =
+            json!({"choices": [{"index": 0, "message": {"content": 7}, "finish_reason": "stop"}]});
+        gw.upstream.push(Reply::bytes("application/json", [body.to_string()]));
+        let err = api.fails(&gw, &api.request("Hi", true, false)).await;
+        assert_eq!(err.status, StatusCode::BAD_GATEWAY, "{api:?}");
+        assert!(err.message.contains("cannot read"), "{}", err.message);
+    }
+}
+
+/// One Anthropic stream event, as an Anthropic upstream writes it.
+fn anthropic_event(data: &Value) -> String {
+    format!("event: {}\ndata: {data}\n\n", data["type"].as_str().unwrap_or("message"))
+}
+
+fn text_delta(delta: Value) -> Value {
+    json!({"type": "content_block_delta", "index": 0, "delta": delta})
+}
+
+/// An Anthropic upstream is read as strictly: events without model text (pings, the end of a
+/// block, signature and citation deltas, redacted thinking, and event types the gateway does
+/// not know, which Anthropic's versioning policy says to ignore) leave the text whole, while
+/// a delta or block that may carry output but cannot be read (text of the wrong type, a
+/// delta or block type the gateway does not know, a tool use the request did not ask for, a
+/// delta without a type or text) ends the reply with a 502.
+#[tokio::test]
+async fn anthropic_upstream_events_are_read_strictly() {
+    let gw = spawn_gateway(|config| config.upstream.api = toolshim_gateway::UpstreamApi::Anthropic)
+        .await;
+    let events = |middle: Vec<Value>| -> Vec<String> {
+        let mut all = vec![
+            json!({"type": "message_start", "message": {"content": [], "usage": {"input_tokens": 5}}}),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            text_delta(json!({"type": "text_delta", "text": "Hello"})),
+        ];
+        all.extend(middle);
+        all.extend([
+            text_delta(json!({"type": "text_delta", "text": " world"})),
+            json!({"type": "content_block_stop", "index": 0}),
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}}),
+            json!({"type": "message_stop"}),
+        ]);
+        all.iter().map(anthropic_event).collect()
+    };
+    let harmless = vec![
+        json!({"type": "ping"}),
+        json!({"type": "a_future_event", "detail": {"text": "not content"}}),
+        text_delta(json!({"type": "signature_delta", "signature": "c2ln"})),
+        text_delta(json!({"type": "citations_delta", "citation": {"cited_text": "a source"}})),
+        json!({"type": "content_block_start", "index": 1, "content_block": {"type": "redacted_thinking", "data": "ZW5j"}}),
+    ];
+    let unreadable = [
+        (text_delta(json!({"type": "text_delta", "text": 7})), "`delta.text` is a number"),
+        (text_delta(json!({"type": "text_delta_v2", "text": "!"})), "unknown type `text_delta_v2`"),
+        (text_delta(json!({"type": "input_json_delta", "partial_json": "{}"})), "tool use"),
+        (text_delta(json!({"note": "no type"})), "no `type`"),
+        (
+            json!({"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "t", "name": "get_weather", "input": {}}}),
+            "tool_use block",
+        ),
+        (
+            json!({"type": "content_block_start", "index": 1, "content_block": {"type": "video"}}),
+            "unknown type `video`",
+        ),
+        (json!({"no_type": true}), "without a `type`"),
+    ];
+    for api in APIS {
+        for stream in [true, false] {
+            gw.upstream.push(Reply::bytes("text/event-stream", events(harmless.clone())));
+            let body = api.request("Hi", false, stream);
+            let (text, finish) = if stream {
+                let folded = api.streams(&gw, &body).await;
+                assert!(folded.finished && folded.error.is_none(), "{api:?}: {folded:?}");
+                (folded.text, folded.finish.unwrap())
+            } else {
+                api.completes(&gw, &body).await
+            };
+            assert_eq!(text, "Hello world", "{api:?} {stream}");
+            assert_eq!(finish, api.pick("stop", "end_turn"));
+        }
+        for (event, says) in &unreadable {
+            gw.upstream.push(Reply::bytes("text/event-stream", events(vec![event.clone()])));
+            let err = api.fails(&gw, &api.request("Hi", true, true)).await;
+            assert_eq!(err.status, StatusCode::BAD_GATEWAY, "{api:?} {event}");
+            assert!(
+                err.message.contains("cannot read") && err.message.contains(says),
+                "{api:?} {event}: {}",
+                err.message
+            );
+        }
+        let message = json!({"type": "message", "role": "assistant", "stop_reason": "end_turn",
+            "content": [{"type": "text", "text": "Hi"}, {"type": "tool_use", "id": "t", "name": "get_weather", "input": {}}]});
+        gw.upstream.push(Reply::bytes("application/json", [message.to_string()]));
+        let err = api.fails(&gw, &api.request("Hi", true, false)).await;
+        assert_eq!(err.status, StatusCode::BAD_GATEWAY, "{api:?}");
+        assert!(err.message.contains("tool_use block"), "{}", err.message);
+    }
+}
+
+/// Bytes that are not UTF-8, in an event or in a JSON body, become U+FFFD like lone
+/// surrogates: the text around them survives, and each is counted
+/// (`toolshim_upstream_repairs_total{kind="invalid_utf8"}`) and logged.
+#[tokio::test]
+async fn invalid_utf8_from_the_upstream_becomes_replacement_characters() {
+    let gw = spawn_gateway(|_| {}).await;
+    let event =
+        b"data: {\"choices\": [{\"index\": 0, \"delta\": {\"content\": \"caf\xe9 ok\"}}]}\n\n";
+    let body = b"{\"choices\": [{\"index\": 0, \"message\": {\"content\": \"na\xefve \xff\"}, \"finish_reason\": \"stop\"}]}";
+    for api in APIS {
+        for stream in [true, false] {
+            let parts: Vec<Vec<u8>> =
+                vec![role_frame().into(), event.to_vec(), finish_frames("stop").into()];
+            gw.upstream.push(Reply::bytes("text/event-stream", parts));
+            let request = api.request("Hi", false, stream);
+            let text = if stream {
+                let folded = api.streams(&gw, &request).await;
+                assert!(folded.finished && folded.error.is_none(), "{api:?}: {folded:?}");
+                folded.text
+            } else {
+                api.completes(&gw, &request).await.0
+            };
+            assert_eq!(text, "caf\u{FFFD} ok", "{api:?} {stream}");
+        }
+        gw.upstream.push(Reply::bytes("application/json", [body.to_vec()]));
+        let (text, _) = api.completes(&gw, &api.request("Hi", false, false)).await;
+        assert_eq!(text, "na\u{FFFD}ve \u{FFFD}", "{api:?}");
+    }
+    let metrics = gw.http().get(gw.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(
+        metrics.contains("toolshim_upstream_repairs_total{kind=\"invalid_utf8\"} 8"),
+        "{metrics}"
+    );
+}
+
 /// A status-200 reply that is an error object, or a completion without a finish reason, is
 /// not an empty successful answer: it is a 502, streamed or not, on both surfaces.
 #[tokio::test]
@@ -259,14 +453,78 @@ async fn replies_past_the_caps_end_with_an_error() {
         gw.upstream.push(Reply::bytes("text/event-stream", parts).then_stall());
         let err = api.fails(&gw, &api.request("Hi", true, true)).await;
         assert!(err.message.contains("upstream.max_reply_bytes"), "{}", err.message);
+
+        // Reasoning counts too.
+        let mut parts = vec![role_frame()];
+        parts.extend(std::iter::repeat_n(delta_frame("reasoning_content", &"r".repeat(4096)), 50));
+        gw.upstream.push(Reply::bytes("text/event-stream", parts).then_stall());
+        let err = api.fails(&gw, &api.request("Hi", true, false)).await;
+        assert!(err.message.contains("upstream.max_reply_bytes"), "{}", err.message);
     }
 }
 
-/// An upstream error status whose body never ends is reported within the idle timeout, with
-/// the status it had.
+/// One OpenAI SSE event whose delta has `field` set to `text`.
+fn delta_frame(field: &str, text: &str) -> String {
+    let chunk = json!({"id": "chatcmpl-up", "object": "chat.completion.chunk", "created": 0,
+        "model": "m", "choices": [{"index": 0, "delta": {field: text}, "finish_reason": null}]});
+    format!("data: {chunk}\n\n")
+}
+
+/// Passthrough (`native`, and `auto` for a request without tools) is bounded like emulation:
+/// no first byte within `first_byte_timeout_secs` is a 504; model output past
+/// `upstream.max_reply_bytes` (text or reasoning) ends the relayed stream with an in-band
+/// error naming the key, long before the 16-fold wire backstop; an error status whose body
+/// never ends is answered within `error_body_timeout_secs`, with the status it had.
+#[tokio::test]
+async fn passthrough_replies_are_bounded_like_emulated_ones() {
+    for mode in [toolshim_gateway::Mode::Native, toolshim_gateway::Mode::Auto] {
+        let gw = spawn_gateway(|config| {
+            config.mode = mode;
+            config.upstream.first_byte_timeout_secs = 0.3;
+            config.upstream.error_body_timeout_secs = 0.3;
+            config.upstream.max_reply_bytes = 64 << 10;
+        })
+        .await;
+        let api = Api::OpenAi;
+        let plain = |stream: bool| api.request("Hi", false, stream);
+        for stream in [true, false] {
+            gw.upstream.push(Reply::stall());
+            let started = Instant::now();
+            let err = api.fails(&gw, &plain(stream)).await;
+            assert_eq!(err.status, StatusCode::GATEWAY_TIMEOUT, "{mode:?} {stream}");
+            assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+        }
+        for field in ["content", "reasoning_content"] {
+            let mut parts = vec![role_frame()];
+            parts.extend(std::iter::repeat_n(delta_frame(field, &"x".repeat(4096)), 40));
+            gw.upstream.push(Reply::bytes("text/event-stream", parts).then_stall());
+            let folded = api.streams(&gw, &plain(true)).await;
+            let error = folded.error.unwrap_or_else(|| panic!("{mode:?} {field}: no error"));
+            assert!(
+                error["message"].as_str().unwrap().contains("upstream.max_reply_bytes"),
+                "{error}"
+            );
+            assert!(!folded.finished && folded.text.len() <= 64 << 10, "{mode:?} {field}");
+        }
+        for (status, expected) in [(500, StatusCode::BAD_GATEWAY), (400, StatusCode::BAD_REQUEST)] {
+            gw.upstream.push(
+                Reply::bytes("application/json", ["{\"error\": {\"message\": \"bo"])
+                    .status(status)
+                    .then_stall(),
+            );
+            let started = Instant::now();
+            let err = api.fails(&gw, &plain(true)).await;
+            assert_eq!(err.status, expected, "{mode:?}");
+            assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+        }
+    }
+}
+
+/// An upstream error status whose body never ends is reported within
+/// `error_body_timeout_secs` (the idle timeout is 5 s here), with the status it had.
 #[tokio::test]
 async fn an_error_body_that_never_ends_does_not_hold_the_client() {
-    let gw = spawn_gateway(|config| config.upstream.idle_timeout_secs = 0.3).await;
+    let gw = spawn_gateway(|config| config.upstream.error_body_timeout_secs = 0.3).await;
     for (status, expected) in [(500, StatusCode::BAD_GATEWAY), (400, StatusCode::BAD_REQUEST)] {
         for api in APIS {
             gw.upstream.push(
@@ -282,8 +540,9 @@ async fn an_error_body_that_never_ends_does_not_hold_the_client() {
     }
 }
 
-/// `GET /v1/models` with a stalled upstream times out (504) and with an unreachable one is a
-/// 502, on both shapes; never an empty list.
+/// `GET /v1/models` with a stalled upstream times out (504) within `probe_timeout_secs` (the
+/// first-byte timeout, 5 s here, does not apply: a client waits for the list) and with an
+/// unreachable one is a 502, on both shapes; never an empty list.
 #[tokio::test]
 async fn models_report_upstream_failures() {
     let stalled = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -300,7 +559,7 @@ async fn models_report_upstream_failures() {
     {
         let gw = spawn_gateway(|config| {
             config.upstream.url = format!("http://{addr}");
-            config.upstream.first_byte_timeout_secs = 0.3;
+            config.upstream.probe_timeout_secs = 0.3;
         })
         .await;
         for anthropic in [false, true] {
@@ -393,6 +652,27 @@ async fn readyz_checks_the_upstream() {
     );
     let response = down.http().get(down.url("/healthz")).send().await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
+}
+
+/// `/readyz` needs no key, so its probe is shared and reused: many concurrent calls (here
+/// while the startup probe, which is the same probe, is still waiting for a slow model list)
+/// cause one request to the upstream, and later calls within `readyz_cache_secs` none.
+#[tokio::test]
+async fn concurrent_readyz_calls_share_one_probe() {
+    let upstream = MockUpstream::start().await;
+    upstream.delay_models(Duration::from_millis(300));
+    let mut config = crate::common::base_config(&upstream.url());
+    config.readyz_cache_secs = 60.0;
+    let gw = crate::common::serve_config(upstream, config).await;
+    let calls = (0..16).map(|_| gw.http().get(gw.url("/readyz")).send());
+    for response in within(futures::future::join_all(calls)).await {
+        let response = response.unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(response.json::<Value>().await.unwrap()["status"], "ready");
+    }
+    let response = within(gw.http().get(gw.url("/readyz")).send()).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(gw.upstream.models_requests(), 1, "one probe for 17 calls and the startup");
 }
 
 /// An upstream URL that already names the endpoint is used as it is, not doubled.

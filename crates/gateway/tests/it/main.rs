@@ -27,9 +27,11 @@
 //! - `fail_closed` (issue 14): tool lists the parser cannot hold are refused; call syntax in
 //!   tool results (every corpus dialect and format), quoted back by the model, is no call.
 //! - `integrity` (issue 14): nothing the upstream sent is skipped or faked: unreadable
-//!   events, lone surrogates, error objects, unfinished replies (passthrough too), caps,
-//!   error bodies and model lists that never end, upstream 4xx kept, redirects not followed,
-//!   `/readyz`, keep-alives while a stream is held.
+//!   events and output in shapes that cannot be read (OpenAI and Anthropic upstreams), lone
+//!   surrogates and bytes that are not UTF-8, error objects, unfinished replies, caps and
+//!   timeouts (passthrough too), error bodies and model lists that never end, upstream 4xx
+//!   kept, redirects not followed, `/readyz` and its shared probe, keep-alives while a stream
+//!   is held.
 //! - `reasoning` (issue 18): reasoning for the clients that ask (`reasoning_content`,
 //!   thinking blocks), upstream reasoning passed on, `reasoning_calls` per model.
 //! - `requests` (issue 18): `allowed_tools`, Anthropic threads, split assistant turns, and

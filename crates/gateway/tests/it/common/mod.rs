@@ -3,7 +3,8 @@
 //!
 //! Nothing here waits with `sleep`: servers report their address through channels, and
 //! waits for background effects (a dropped connection) watch a channel with a deadline.
-//! The only sleeps are the mock upstream's scripted delays between chunks.
+//! The only sleeps are the mock upstream's scripted delays (between chunks, before a model
+//! list).
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -321,6 +322,10 @@ struct Inner {
     dropped: watch::Sender<usize>,
     /// Body bytes handed to the server so far, over all replies.
     sent: watch::Sender<usize>,
+    /// How many `GET /v1/models` arrived.
+    models_requests: watch::Sender<usize>,
+    /// How long `GET /v1/models` takes to answer.
+    models_delay: Mutex<Duration>,
 }
 
 /// Counts a reply as dropped unless it is marked complete first.
@@ -353,17 +358,15 @@ impl MockUpstream {
             received: watch::channel(0).0,
             dropped: watch::channel(0).0,
             sent: watch::channel(0).0,
+            models_requests: watch::channel(0).0,
+            models_delay: Mutex::new(Duration::ZERO),
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(mock_chat))
-            .route(
-                "/v1/models",
-                get(|| async {
-                    axum::Json(json!({"object": "list", "data": [
-                        {"id": "upstream-a", "object": "model", "created": 0, "owned_by": "mock"},
-                        {"id": "upstream-b", "object": "model", "created": 0, "owned_by": "mock"}]}))
-                }),
-            )
+            // The same script for an upstream configured with `api = "anthropic"` (the test
+            // scripts its bytes in the Messages event format).
+            .route("/v1/messages", post(mock_chat))
+            .route("/v1/models", get(mock_models))
             .with_state(inner.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -390,6 +393,17 @@ impl MockUpstream {
     /// The headers of every request received so far.
     pub(crate) fn request_headers(&self) -> Vec<axum::http::HeaderMap> {
         self.inner.headers.lock().unwrap().clone()
+    }
+
+    /// How many `GET /v1/models` (model lists and readiness probes) arrived.
+    pub(crate) fn models_requests(&self) -> usize {
+        *self.inner.models_requests.borrow()
+    }
+
+    /// Makes `GET /v1/models` answer only after `delay` (a scripted delay, like a stream's).
+    pub(crate) fn delay_models(&self, delay: Duration) -> &MockUpstream {
+        *self.inner.models_delay.lock().unwrap() = delay;
+        self
     }
 
     /// Replies not yet used.
@@ -419,6 +433,17 @@ impl MockUpstream {
         let mut rx = self.inner.dropped.subscribe();
         tokio::time::timeout(within, rx.wait_for(|got| *got >= n)).await.is_ok_and(|r| r.is_ok())
     }
+}
+
+async fn mock_models(State(inner): State<Arc<Inner>>) -> axum::Json<Value> {
+    inner.models_requests.send_modify(|n| *n += 1);
+    let delay = *inner.models_delay.lock().unwrap();
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+    axum::Json(json!({"object": "list", "data": [
+        {"id": "upstream-a", "object": "model", "created": 0, "owned_by": "mock"},
+        {"id": "upstream-b", "object": "model", "created": 0, "owned_by": "mock"}]}))
 }
 
 async fn mock_chat(
