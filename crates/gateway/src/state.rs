@@ -159,7 +159,6 @@ impl AppState {
     ) -> impl Stream<Item = Result<ChatEvent, ApiError>> + Send + use<> {
         let routed = self.route(&req.model);
         let metrics = Arc::clone(&self.metrics);
-        let show_reasoning = req.show_reasoning;
         async_stream::stream! {
             let routed = match routed {
                 Ok(routed) => routed,
@@ -171,10 +170,7 @@ impl AppState {
             let events = chat::run(routed.chain, routed.settings, metrics, req, stream);
             futures::pin_mut!(events);
             while let Some(event) = events.next().await {
-                // Reasoning reaches only the clients that asked for it.
-                if show_reasoning || !matches!(event, Ok(ChatEvent::Reasoning(_))) {
-                    yield event;
-                }
+                yield event;
             }
         }
     }

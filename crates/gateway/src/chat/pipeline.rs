@@ -49,6 +49,10 @@ pub(crate) fn run<U: Upstream>(
             }
         };
         let max_retries = settings.max_retries;
+        // Reasoning reaches only the clients that asked for it.
+        let show_reasoning = req.show_reasoning;
+        // The attempt whose reasoning went out last (see `release_reasoning`).
+        let mut reasoning_shown: Option<u32> = None;
         let mut feedback: Option<Retry> = None;
         // Whether the upstream is asked to enforce the answer's format itself; off once it
         // refused that.
@@ -89,8 +93,15 @@ pub(crate) fn run<U: Upstream>(
                             raw.push_str(&text);
                         }
                         shaper.feed(&text, &mut produced);
+                        if !show_reasoning {
+                            produced.retain(|event| !matches!(event, ChatEvent::Reasoning(_)));
+                        }
                     }
-                    Ok(UpstreamEvent::Reasoning(text)) => produced.push(ChatEvent::Reasoning(text)),
+                    Ok(UpstreamEvent::Reasoning(text)) => {
+                        if show_reasoning {
+                            produced.push(ChatEvent::Reasoning(text));
+                        }
+                    }
                     Ok(UpstreamEvent::Finish(reason)) => finish_reason = Some(reason),
                     Ok(UpstreamEvent::Usage(u)) => usage = u,
                     Err(err) => {
@@ -99,7 +110,7 @@ pub(crate) fn run<U: Upstream>(
                     }
                 }
                 if committed {
-                    for event in produced {
+                    for event in separated(produced.into_iter(), attempt, &mut reasoning_shown) {
                         yield Ok(event);
                     }
                     continue;
@@ -107,7 +118,16 @@ pub(crate) fn run<U: Upstream>(
                 held.extend(produced);
                 if stream && shaper.may_commit() {
                     committed = true;
-                    for event in held.drain(..) {
+                    for event in separated(held.drain(..), attempt, &mut reasoning_shown) {
+                        yield Ok(event);
+                    }
+                } else if stream {
+                    // Reasoning is not the answer: what comes before any held answer goes
+                    // out as it is written, so a client that asked for it is not kept
+                    // waiting for the whole of it. A retry then shows as more reasoning,
+                    // never as a second answer (see `separated`).
+                    let n = held.iter().take_while(|e| matches!(e, ChatEvent::Reasoning(_))).count();
+                    for event in separated(held.drain(..n), attempt, &mut reasoning_shown) {
                         yield Ok(event);
                     }
                 }
@@ -119,7 +139,10 @@ pub(crate) fn run<U: Upstream>(
                     // the error, which the encoder reports in-band.
                     let mut produced = Vec::new();
                     shaper.finish(&mut produced);
-                    for event in produced {
+                    if !show_reasoning {
+                        produced.retain(|event| !matches!(event, ChatEvent::Reasoning(_)));
+                    }
+                    for event in separated(produced.into_iter(), attempt, &mut reasoning_shown) {
                         yield Ok(event);
                     }
                 }
@@ -128,6 +151,9 @@ pub(crate) fn run<U: Upstream>(
             }
             let mut produced = Vec::new();
             shaper.finish(&mut produced);
+            if !show_reasoning {
+                produced.retain(|event| !matches!(event, ChatEvent::Reasoning(_)));
+            }
             let truncated = finish_reason == Some(FinishReason::Length);
             let problem = shaper.problem(truncated);
             spent.prompt_tokens += usage.prompt_tokens;
@@ -178,11 +204,11 @@ pub(crate) fn run<U: Upstream>(
                         return;
                     }
                 }
-                for event in held.drain(..) {
+                for event in separated(held.drain(..), attempt, &mut reasoning_shown) {
                     yield Ok(event);
                 }
             }
-            for event in produced {
+            for event in separated(produced.into_iter(), attempt, &mut reasoning_shown) {
                 yield Ok(event);
             }
             // A streamed call that the token limit cut off could not be retried (it had
@@ -200,6 +226,33 @@ pub(crate) fn run<U: Upstream>(
             return;
         }
     }
+}
+
+/// `events` as they go to the client, with a blank line before the first reasoning of an
+/// attempt when an earlier attempt's reasoning went out already (a retry then reads as the
+/// model thinking again).
+fn separated(
+    events: impl Iterator<Item = ChatEvent>,
+    attempt: u32,
+    shown: &mut Option<u32>,
+) -> Vec<ChatEvent> {
+    let mut out = Vec::new();
+    for event in events {
+        if let ChatEvent::Reasoning(text) = &event {
+            if text.is_empty() {
+                continue;
+            }
+            match *shown {
+                Some(earlier) if earlier != attempt => {
+                    out.push(ChatEvent::Reasoning("\n\n".into()));
+                }
+                _ => {}
+            }
+            *shown = Some(attempt);
+        }
+        out.push(event);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -291,6 +344,36 @@ mod tests {
         let last = sent[1].turns.last().unwrap();
         assert_eq!(last.role, Role::User);
         assert!(last.text.contains("you can"), "{}", last.text);
+    }
+
+    /// Reasoning goes out as it is written (the client asked for it), so the reasoning of a
+    /// reply that is then asked for again has gone out: the retry reads as more reasoning,
+    /// after a blank line, and the rejected answer never reaches the client.
+    #[tokio::test]
+    async fn issue_18_reasoning_goes_out_before_the_answer_commits_and_a_retry_thinks_again() {
+        let upstream = Scripted::new(&[
+            "<think>First thought.</think>I don't have access to real-time weather data.",
+            &format!("<think>Second thought.</think>{CALL}"),
+        ]);
+        let mut req = request(ToolChoice::Auto);
+        req.show_reasoning = true;
+        let events: Vec<ChatEvent> =
+            collect(&upstream, req).await.into_iter().map(Result::unwrap).collect();
+        let reasoning: String = events
+            .iter()
+            .filter_map(|e| match e {
+                ChatEvent::Reasoning(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(reasoning, "First thought.\n\nSecond thought.");
+        assert!(!events.iter().any(|e| matches!(e, ChatEvent::Text(_))), "{events:?}");
+        assert!(events.iter().any(|e| matches!(e, ChatEvent::CallStart { .. })), "{events:?}");
+
+        // Without a request for it, no reasoning at all.
+        let upstream = Scripted::new(&[&format!("<think>Hidden.</think>{CALL}")]);
+        let events = collect(&upstream, request(ToolChoice::Auto)).await;
+        assert!(!events.iter().any(|e| matches!(e, Ok(ChatEvent::Reasoning(_)))), "{events:?}");
     }
 
     #[tokio::test]

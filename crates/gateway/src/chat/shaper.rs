@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use toolshim_parse::{
-    Config as ParseConfig, Event, RejectedText, StreamParser, Tool, ToolSet, WarningCode,
+    Config as ParseConfig, Dialects, Event, RejectedText, StreamParser, Tool, ToolSet, WarningCode,
 };
 
 use crate::chat::types::{ChatEvent, ChatRequest, OutputFormat, RetryReason, ToolChoice, ToolSpec};
@@ -38,7 +38,7 @@ fn first_sentence_ended(text: &str) -> bool {
 }
 
 /// The tools a request declared: the parser's tool set and, apart from it, the names a
-/// call must have to reach the client. With no tools, the parser is not run at all.
+/// call must have to reach the client. With no tools, the parser reads reasoning only.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct DeclaredTools {
     set: Option<Arc<ToolSet>>,
@@ -73,7 +73,8 @@ impl DeclaredTools {
 pub(crate) struct Shaper {
     /// Tools are declared: replies are parsed for calls.
     engaged: bool,
-    /// `None` when no tools are engaged (text passes through unparsed), or after `finish`.
+    /// Reads calls (when tools are engaged) and reasoning (always: a `<think>` block is never
+    /// the answer); `None` after `finish`.
     parser: Option<StreamParser>,
     /// The declared tools: a call to any other name is dropped here, whatever the parser
     /// accepted.
@@ -108,16 +109,21 @@ impl Shaper {
         engaged: bool,
         reasoning_calls: ReasoningCalls,
     ) -> Shaper {
-        let parser = declared.set.as_ref().filter(|_| engaged).map(|tools| {
-            let mut config = ParseConfig::default();
-            config.tools = Some(Arc::clone(tools));
-            config.rejected_text = RejectedText::Hide;
-            config.reasoning_calls = match reasoning_calls {
-                ReasoningCalls::Ignore => toolshim_parse::ReasoningCalls::Ignore,
-                ReasoningCalls::Allow => toolshim_parse::ReasoningCalls::Allow,
-            };
-            StreamParser::new(&config)
-        });
+        let mut config = ParseConfig::default();
+        config.reasoning_calls = match reasoning_calls {
+            ReasoningCalls::Ignore => toolshim_parse::ReasoningCalls::Ignore,
+            ReasoningCalls::Allow => toolshim_parse::ReasoningCalls::Allow,
+        };
+        match declared.set.as_ref().filter(|_| engaged) {
+            Some(tools) => {
+                config.tools = Some(Arc::clone(tools));
+                config.rejected_text = RejectedText::Hide;
+            }
+            // No tools: no call syntax is read (the text is the answer, whatever it looks
+            // like), but reasoning is still told apart from it.
+            None => config.dialects = Dialects::none(),
+        }
+        let parser = Some(StreamParser::new(&config));
         Shaper {
             engaged,
             parser,
@@ -139,13 +145,10 @@ impl Shaper {
     }
 
     pub(crate) fn feed(&mut self, text: &str, out: &mut Vec<ChatEvent>) {
-        match &mut self.parser {
-            Some(parser) => {
-                let mut events = Vec::new();
-                parser.feed(text, &mut events);
-                self.shape(events, out);
-            }
-            None => self.text_event(text.to_owned(), out),
+        if let Some(parser) = &mut self.parser {
+            let mut events = Vec::new();
+            parser.feed(text, &mut events);
+            self.shape(events, out);
         }
     }
 
@@ -401,6 +404,40 @@ mod tests {
             !first_sentence_ended("Paris is mild in spring."),
             "the next character is not known yet"
         );
+    }
+
+    /// Without tools no call syntax is read, but reasoning is still told apart from the answer.
+    #[test]
+    fn issue_18_without_tools_reasoning_is_still_separated() {
+        let req = ChatRequest {
+            model: "m".into(),
+            messages: Vec::new(),
+            tools: Vec::new(),
+            tool_choice: ToolChoice::Auto,
+            parallel_tool_calls: true,
+            sampling: serde_json::Map::new(),
+            show_reasoning: false,
+            output: None,
+        };
+        let mut shaper =
+            Shaper::new(&req, &DeclaredTools::default(), false, ReasoningCalls::Ignore);
+        let reply =
+            "<think>Plan.</think><tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>";
+        let mut out = Vec::new();
+        for piece in reply.as_bytes().chunks(3) {
+            shaper.feed(std::str::from_utf8(piece).unwrap(), &mut out);
+        }
+        shaper.finish(&mut out);
+        let (mut reasoning, mut text) = (String::new(), String::new());
+        for event in out {
+            match event {
+                ChatEvent::Reasoning(t) => reasoning.push_str(&t),
+                ChatEvent::Text(t) => text.push_str(&t),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(reasoning, "Plan.");
+        assert_eq!(text, "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>");
     }
 
     #[test]
