@@ -57,6 +57,8 @@ pub(crate) fn run<U: Upstream>(
         // Whether the upstream is asked to enforce the answer's format itself; off once it
         // refused that.
         let mut native_format = true;
+        // The format was refused, and the upstream has not yet taken the request without it.
+        let mut format_refused = false;
         let mut attempt: u32 = 0;
         // Usage of all attempts: retries cost tokens too.
         let mut spent = Usage::default();
@@ -67,10 +69,17 @@ pub(crate) fn run<U: Upstream>(
             let request = prompt::render(current, &settings, feedback.as_ref(), native_format);
             let sent_format = request.response_format.is_some();
             let mut reply = match upstream.chat(request).await {
-                Ok(reply) => reply,
+                Ok(reply) => {
+                    if std::mem::take(&mut format_refused) {
+                        // Without the format it was taken: the format was what it refused.
+                        upstream.format_refused();
+                    }
+                    reply
+                }
                 Err(ApiError::UpstreamRejected { status: 400 | 422, message }) if sent_format => {
                     tracing::info!(message = %message, "the upstream refused response_format; asking for the format in the prompt");
                     native_format = false;
+                    format_refused = true;
                     continue;
                 }
                 Err(err) => {
