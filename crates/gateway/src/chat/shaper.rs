@@ -15,14 +15,16 @@ use crate::error::ApiError;
 /// Text that could still turn out to be a refusal is held until it is this long.
 pub(crate) const REFUSAL_WINDOW: usize = 200;
 
-/// A first sentence that ends at or after this many bytes, and is no refusal, releases the
-/// text before the window fills: refusals say so in their opening sentence, and a small
-/// local model takes seconds to write 200 characters.
+/// A sentence that ends at or after this many bytes, and is no refusal, releases the text
+/// before the window fills: refusals say so in their opening sentences, and a small local
+/// model takes seconds to write 200 characters.
 const FIRST_SENTENCE: usize = 24;
 
-/// Whether `text` has a sentence that ends at or after `FIRST_SENTENCE` bytes: a `.`, `!` or
-/// `?` followed by white space, a CJK full stop, or a line break.
-fn first_sentence_ended(text: &str) -> bool {
+/// Whether `text` has begun its answer: a sentence that is no hedge (see `is_hedge`) ended at
+/// or after `FIRST_SENTENCE` bytes. A sentence ends with a `.`, `!` or `?` followed by white
+/// space, a CJK full stop, or a line break.
+fn answer_begun(text: &str) -> bool {
+    let mut start = 0;
     let mut chars = text.char_indices().peekable();
     while let Some((at, c)) = chars.next() {
         let ends = match c {
@@ -30,11 +32,77 @@ fn first_sentence_ended(text: &str) -> bool {
             '.' | '!' | '?' => chars.peek().is_some_and(|(_, next)| next.is_whitespace()),
             _ => false,
         };
-        if ends && at + c.len_utf8() >= FIRST_SENTENCE {
+        if !ends {
+            continue;
+        }
+        let end = at + c.len_utf8();
+        let sentence = text.get(start..end).unwrap_or_default();
+        start = end;
+        if end >= FIRST_SENTENCE && !is_hedge(sentence) {
             return true;
         }
     }
     false
+}
+
+/// Whether a sentence is a pleasantry or an apology, after which a refusal often comes ("I'd
+/// be happy to help with that. Unfortunately, I can't …"): it does not release the text.
+fn is_hedge(sentence: &str) -> bool {
+    const OPENERS: &[&str] = &[
+        "sure",
+        "certainly",
+        "of course",
+        "absolutely",
+        "okay",
+        "ok",
+        "alright",
+        "great question",
+        "good question",
+        "thanks",
+        "thank you",
+        "i'd be happy",
+        "i would be happy",
+        "i'd be glad",
+        "i would be glad",
+        "i'm happy",
+        "i am happy",
+        "i'm glad",
+        "happy to help",
+        "glad to help",
+        "i'd love to",
+        "i can help",
+        "i understand",
+        "i see",
+        "sorry",
+        "i'm sorry",
+        "i am sorry",
+        "i apologize",
+        "apologies",
+        "unfortunately",
+        "however",
+        "but",
+        "let me",
+        "i'll",
+        "i will",
+        "hello",
+        "hi",
+        "hey",
+        "好的",
+        "当然",
+        "抱歉",
+        "很抱歉",
+        "对不起",
+        "很高兴",
+        "不过",
+        "但是",
+    ];
+    let sentence = sentence.trim_start().to_lowercase().replace('’', "'");
+    OPENERS.iter().any(|opener| {
+        sentence.strip_prefix(opener).is_some_and(|rest| {
+            // A whole word: "hi" is no opener of "history" (CJK openers have no spaces).
+            !opener.is_ascii() || !rest.starts_with(|c: char| c.is_alphanumeric())
+        })
+    })
 }
 
 /// The tools a request declared: the parser's tool set and, apart from it, the names a
@@ -307,7 +375,7 @@ impl Shaper {
             return true;
         }
         !needs_call
-            && (self.text.len() >= REFUSAL_WINDOW || first_sentence_ended(&self.text))
+            && (self.text.len() >= REFUSAL_WINDOW || answer_begun(&self.text))
             && !looks_like_refusal(&self.text)
     }
 
@@ -396,14 +464,23 @@ mod tests {
 
     #[test]
     fn issue_18_a_first_sentence_releases_text() {
-        assert!(first_sentence_ended("Paris is mild in spring. The"));
-        assert!(first_sentence_ended("巴黎的春天温和宜人，阳光充足。"));
-        assert!(!first_sentence_ended("Sure. I can"), "too short a sentence to tell");
-        assert!(!first_sentence_ended("The price is 3.5 dollars per"), "a decimal point");
-        assert!(
-            !first_sentence_ended("Paris is mild in spring."),
-            "the next character is not known yet"
-        );
+        assert!(answer_begun("Paris is mild in spring. The"));
+        assert!(answer_begun("巴黎的春天温和宜人，阳光充足。"));
+        assert!(!answer_begun("Sure. I can"), "too short a sentence to tell");
+        assert!(!answer_begun("The price is 3.5 dollars per"), "a decimal point");
+        assert!(!answer_begun("Paris is mild in spring."), "the next character is not known yet");
+    }
+
+    /// A pleasantry or an apology opens many refusals: the sentence after it decides.
+    #[test]
+    fn issue_18_a_hedge_does_not_release_text() {
+        let hedged =
+            "I’d be happy to help with that. Unfortunately, I can't look up the weather. Try";
+        assert!(!answer_begun(hedged));
+        assert!(!answer_begun("Sure thing, happy to look into it! Let me see what I can do. "));
+        assert!(answer_begun("Sure! Paris is mild and often sunny in spring. The"));
+        assert!(answer_begun("History shows that Paris was founded early. It"), "a whole word");
+        assert!(!answer_begun("当然可以，我很乐意帮您查询天气。"));
     }
 
     /// Without tools no call syntax is read, but reasoning is still told apart from the answer.

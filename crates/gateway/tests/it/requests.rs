@@ -149,6 +149,24 @@ async fn a_plain_answer_is_released_after_its_first_sentence() {
     assert!(text.contains("get_weather"), "{text}");
 }
 
+/// A pleasantry before a refusal does not release the text: "I'd be happy to help with that."
+/// is a whole first sentence, and the refusal after it is still retried unseen.
+#[tokio::test]
+async fn a_hedge_before_a_refusal_is_not_released() {
+    let gw = spawn_gateway(|_| {}).await;
+    gw.upstream.push(Reply::text(
+        "I'd be happy to help with that. Unfortunately, I don't have access to real-time weather data.",
+    ));
+    gw.upstream.push(Reply::text(hermes("get_weather", json!({"city": "Paris"}))));
+    let mut body = request("What is the weather in Paris?");
+    body["stream"] = json!(true);
+    let text = gw.stream_ok(&body).await;
+    let streamed = crate::common::check_stream(&text, false);
+    assert_eq!(streamed.content, "", "nothing of the refusal reached the client");
+    assert_eq!(streamed.names(), ["get_weather"]);
+    assert_eq!(gw.upstream.requests().len(), 2);
+}
+
 /// Found trying the README on the local model: a small model that starts its reply with a
 /// tool result ("Result of call 1 (get_weather): …") is cut off by the stop sequence at once,
 /// and the client got an empty answer. An empty reply to a request with tools is asked for
