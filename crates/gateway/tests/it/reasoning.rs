@@ -185,7 +185,8 @@ async fn without_tools_reasoning_is_separated_and_shown_only_when_asked() {
     }
 }
 
-/// The Responses API always shows reasoning, as a reasoning item, with or without tools.
+/// The Responses API always shows reasoning, as a reasoning item, with or without tools,
+/// streamed or not.
 #[tokio::test]
 async fn responses_without_tools_get_a_reasoning_item() {
     let gw = spawn_gateway(|_| {}).await;
@@ -206,6 +207,29 @@ async fn responses_without_tools_get_a_reasoning_item() {
     assert_eq!(kinds, ["reasoning", "message"], "{value}");
     assert_eq!(output[0]["content"][0]["text"], "The user wants Paris.");
     assert_eq!(output[1]["content"][0]["text"], "Paris is sunny.");
+
+    gw.upstream.push(Reply::text(REPLY).chunks(3));
+    let body = json!({"model": "m", "input": "Weather in Paris?", "stream": true});
+    let text = gw
+        .http()
+        .post(gw.url("/v1/responses"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let events: Vec<Value> = text
+        .split("\n\n")
+        .filter_map(|frame| frame.split_once("\ndata: ").map(|(_, data)| data))
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect();
+    let joined = |kind: &str| -> String {
+        events.iter().filter(|e| e["type"] == kind).map(|e| e["delta"].as_str().unwrap()).collect()
+    };
+    assert_eq!(joined("response.reasoning_text.delta"), "The user wants Paris.");
+    assert_eq!(joined("response.output_text.delta"), "Paris is sunny.");
 }
 
 /// A reasoning model's structured answer starts with its reasoning: the answer after it is
