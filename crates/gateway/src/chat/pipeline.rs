@@ -51,7 +51,7 @@ pub(crate) fn run<U: Upstream>(
         let max_retries = settings.max_retries;
         // Reasoning reaches only the clients that asked for it.
         let show_reasoning = req.show_reasoning;
-        // The attempt whose reasoning went out last (see `release_reasoning`).
+        // The attempt whose reasoning went out last (see `separate`).
         let mut reasoning_shown: Option<u32> = None;
         let mut feedback: Option<Retry> = None;
         // Whether the upstream is asked to enforce the answer's format itself; off once it
@@ -119,7 +119,8 @@ pub(crate) fn run<U: Upstream>(
                     }
                 }
                 if committed {
-                    for event in separated(produced.into_iter(), attempt, &mut reasoning_shown) {
+                    separate(&mut produced, attempt, &mut reasoning_shown);
+                    for event in produced {
                         yield Ok(event);
                     }
                     continue;
@@ -127,16 +128,19 @@ pub(crate) fn run<U: Upstream>(
                 held.extend(produced);
                 if stream && shaper.may_commit() {
                     committed = true;
-                    for event in separated(held.drain(..), attempt, &mut reasoning_shown) {
+                    separate(&mut held, attempt, &mut reasoning_shown);
+                    for event in held.drain(..) {
                         yield Ok(event);
                     }
-                } else if stream {
+                } else if stream && held.first().is_some_and(|e| matches!(e, ChatEvent::Reasoning(_))) {
                     // Reasoning is not the answer: what comes before any held answer goes
                     // out as it is written, so a client that asked for it is not kept
                     // waiting for the whole of it. A retry then shows as more reasoning,
-                    // never as a second answer (see `separated`).
+                    // never as a second answer (see `separate`).
                     let n = held.iter().take_while(|e| matches!(e, ChatEvent::Reasoning(_))).count();
-                    for event in separated(held.drain(..n), attempt, &mut reasoning_shown) {
+                    let mut early: Vec<ChatEvent> = held.drain(..n).collect();
+                    separate(&mut early, attempt, &mut reasoning_shown);
+                    for event in early {
                         yield Ok(event);
                     }
                 }
@@ -151,7 +155,8 @@ pub(crate) fn run<U: Upstream>(
                     if !show_reasoning {
                         produced.retain(|event| !matches!(event, ChatEvent::Reasoning(_)));
                     }
-                    for event in separated(produced.into_iter(), attempt, &mut reasoning_shown) {
+                    separate(&mut produced, attempt, &mut reasoning_shown);
+                    for event in produced {
                         yield Ok(event);
                     }
                 }
@@ -213,11 +218,13 @@ pub(crate) fn run<U: Upstream>(
                         return;
                     }
                 }
-                for event in separated(held.drain(..), attempt, &mut reasoning_shown) {
+                separate(&mut held, attempt, &mut reasoning_shown);
+                for event in held.drain(..) {
                     yield Ok(event);
                 }
             }
-            for event in separated(produced.into_iter(), attempt, &mut reasoning_shown) {
+            separate(&mut produced, attempt, &mut reasoning_shown);
+            for event in produced {
                 yield Ok(event);
             }
             // A streamed call that the token limit cut off could not be retried (it had
@@ -237,31 +244,17 @@ pub(crate) fn run<U: Upstream>(
     }
 }
 
-/// `events` as they go to the client, with a blank line before the first reasoning of an
-/// attempt when an earlier attempt's reasoning went out already (a retry then reads as the
-/// model thinking again).
-fn separated(
-    events: impl Iterator<Item = ChatEvent>,
-    attempt: u32,
-    shown: &mut Option<u32>,
-) -> Vec<ChatEvent> {
-    let mut out = Vec::new();
-    for event in events {
-        if let ChatEvent::Reasoning(text) = &event {
-            if text.is_empty() {
-                continue;
-            }
-            match *shown {
-                Some(earlier) if earlier != attempt => {
-                    out.push(ChatEvent::Reasoning("\n\n".into()));
-                }
-                _ => {}
-            }
-            *shown = Some(attempt);
-        }
-        out.push(event);
+/// Reasoning about to go to the client: when an earlier attempt's reasoning went out already
+/// (it is not held; see above), a blank line goes before this attempt's, so that a retry reads
+/// as the model thinking again. `shown` is the attempt whose reasoning went out last.
+fn separate(events: &mut Vec<ChatEvent>, attempt: u32, shown: &mut Option<u32>) {
+    let Some(first) = events.iter().position(|e| matches!(e, ChatEvent::Reasoning(_))) else {
+        return;
+    };
+    if shown.is_some_and(|earlier| earlier != attempt) {
+        events.insert(first, ChatEvent::Reasoning("\n\n".into()));
     }
-    out
+    *shown = Some(attempt);
 }
 
 #[cfg(test)]
