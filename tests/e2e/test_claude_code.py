@@ -2,7 +2,8 @@
 
 One real tool round trip: the upstream asks for `Read` on a file in a temp folder, Claude Code
 runs the tool and sends the `tool_result`, the gateway renders it as text for the upstream,
-and the upstream answers with what it was given. The gateway's default route takes
+and the upstream answers with what it was given. Claude Code's session-title request, a
+structured output, is answered with JSON that fits its schema and must pass the gateway's check. The gateway's default route takes
 Claude Code's default model names to that upstream under a local model name. The file holds a random secret that only the
 tool result can carry, so the answer proves the whole loop ran.
 
@@ -28,10 +29,25 @@ CLAUDE_BIN = Path(os.environ.get("CLAUDE_BIN", REPO_ROOT / "target" / "claude-co
 TIMEOUT_S = 180
 
 
+def fitting(schema: dict) -> object:
+    """A small value that fits a JSON schema of the kinds Claude Code sends (objects of
+    strings, numbers, booleans, arrays, enums)."""
+    if "enum" in schema:
+        return schema["enum"][0]
+    kind = schema.get("type")
+    if kind == "object":
+        properties = schema.get("properties", {})
+        return {name: fitting(properties[name]) for name in schema.get("required", properties)}
+    if kind == "array":
+        return [fitting(schema.get("items", {}))] if schema.get("minItems", 0) > 0 else []
+    return {"string": "Read hello.txt", "integer": 1, "number": 1, "boolean": True}.get(kind)
+
+
 class ScriptedUpstream:
     """A chat-only OpenAI-compatible upstream that answers by looking at the conversation:
     the main turn (it carries the tool prompt and mentions the file) gets a `Read` call; a
-    turn that carries a tool result gets an answer quoting it; anything else (Claude Code's
+    turn that carries a tool result gets an answer quoting it; a request with a JSON schema
+    (Claude Code's session title) gets JSON that fits it; anything else (Claude Code's other
     side calls) gets "ok"."""
 
     def __init__(self, file_path: Path) -> None:
@@ -56,7 +72,8 @@ class ScriptedUpstream:
                 length = int(self.headers.get("content-length", 0))
                 body = json.loads(self.rfile.read(length))
                 upstream.requests.append(body)
-                reply = upstream.reply(body.get("messages", []))
+                schema = (body.get("response_format") or {}).get("json_schema", {}).get("schema")
+                reply = json.dumps(fitting(schema)) if schema else upstream.reply(body.get("messages", []))
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
                 self.send_header("connection", "close")
@@ -125,7 +142,9 @@ def test_claude_code_reads_a_file_through_the_gateway(gateway_factory, tmp_path:
             "DISABLE_TELEMETRY": "1",
             "DISABLE_AUTOUPDATER": "1",
             "DISABLE_ERROR_REPORTING": "1",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "DISABLE_BUG_COMMAND": "1",
+            # Not CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: it also turns off the session-title
+            # request, a structured output (output_config.format) this test checks.
         }
         done = subprocess.run(
             [str(CLAUDE_BIN), "-p", "Read the file hello.txt and tell me what it says.",
@@ -143,5 +162,12 @@ def test_claude_code_reads_a_file_through_the_gateway(gateway_factory, tmp_path:
         assert "Result of call" in carried[0]["messages"][-1]["content"]
         assert not any("tools" in r for r in upstream.requests), "emulated: no native tools upstream"
         assert {r["model"] for r in upstream.requests} == {"local-qwen"}, "every request was routed"
+        # The session title is a structured output: its schema reached the upstream as
+        # response_format, and the answer fitted it the first time (no retry, no 502).
+        titles = [r for r in upstream.requests if "title" in json.dumps(r.get("response_format", {}))]
+        assert titles, "Claude Code's session-title request did not reach the upstream"
+        assert titles[0]["response_format"]["json_schema"]["strict"] is True, titles[0]["response_format"]
+        assert not any("required format" in json.dumps(r["messages"]) for r in upstream.requests), "a title was asked again"
+        assert "output_invalid" not in gw.stderr_text(), gw.stderr_text()
     finally:
         upstream.close()

@@ -2,7 +2,8 @@
 `.parse`, LangChain's `with_structured_output`, the Agents SDK's `output_type`, the AI SDK's
 `Output.object`, the anthropic SDK's `messages.parse`), the anthropic SDK's `tool_runner`
 (threads by default: the gateway's `thread_unsupported_request` makes it send full
-histories), and thinking blocks. The upstream is the scripted chat-only mock.
+histories), thinking blocks, and the openai SDK's `reasoning_content`. The upstream is the
+scripted chat-only mock.
 """
 
 from __future__ import annotations
@@ -63,6 +64,11 @@ def test_langchain_with_structured_output(gateway, upstream):
     upstream.script([json.dumps(ANSWER)])
     llm = ChatOpenAI(model=MODEL, base_url=gateway.base_url, api_key="test", max_retries=0, timeout=HTTP_TIMEOUT)
     assert llm.with_structured_output(Weather).invoke("Weather in Paris?") == Weather(**ANSWER)
+    # LangChain's default method sends the schema as response_format; the gateway passes it on
+    # to the upstream (no tools in play) and checks the answer.
+    sent = upstream.requests[0]["response_format"]
+    assert sent["type"] == "json_schema", sent
+    assert set(sent["json_schema"]["schema"]["properties"]) == {"city", "temp_c"}, sent
 
 
 def test_agents_sdk_output_type(gateway, upstream):
@@ -127,6 +133,32 @@ def test_anthropic_tool_runner_falls_back_from_threads(gateway, upstream):
     # The threaded first request was refused (400), then the runner sent full histories.
     assert "status=400" in gateway.stderr_text(), gateway.stderr_text()
     assert len(upstream.requests) == 2
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_openai_reasoning_content(gateway, upstream, stream):
+    """The openai SDK with `reasoning_effort` gets the model's reasoning as `reasoning_content`
+    (the field DeepSeek, vLLM and llama.cpp clients read), apart from the answer; without it,
+    the answer alone. No tools: the reasoning is told apart all the same."""
+    reply = "<think>Paris in spring: mild.</think>It is mild and sunny."
+    upstream.script([{"text": reply, "chunk": 3}, {"text": reply, "chunk": 3}])
+    messages = [{"role": "user", "content": "What is Paris like in spring?"}]
+    with openai_client(gateway) as client:
+        for effort in ["low", None]:
+            extra = {"reasoning_effort": effort} if effort else {}
+            if stream:
+                reasoning, content = "", ""
+                for chunk in client.chat.completions.create(model=MODEL, messages=messages, stream=True, **extra):
+                    if chunk.choices:
+                        delta = chunk.choices[0].delta
+                        reasoning += (delta.model_extra or {}).get("reasoning_content") or ""
+                        content += delta.content or ""
+            else:
+                message = client.chat.completions.create(model=MODEL, messages=messages, **extra).choices[0].message
+                reasoning = (message.model_extra or {}).get("reasoning_content") or ""
+                content = message.content
+            assert content == "It is mild and sunny.", (effort, content)
+            assert reasoning == ("Paris in spring: mild." if effort else ""), (effort, reasoning)
 
 
 def test_anthropic_thinking_blocks(gateway, upstream):

@@ -207,8 +207,10 @@ Environment (overridden by flags):
 
 Config file keys (every problem in a file is reported at once, with its line; a problem with
 a value names where it came from: the file and line, the variable or the flag):
-  listen, api_keys, mode, call_format (tool_call, json or xml: how the prompt asks for calls;
-  replies are parsed in every dialect), max_retries, body_limit_bytes [16 MiB],
+  listen, api_keys, mode (emulate, native or auto [auto]; for Chat Completions: Messages and
+  Responses always emulate), call_format (tool_call, json or xml: how the prompt asks for
+  calls; replies are parsed in every dialect), reasoning_calls (ignore or allow [ignore]:
+  whether calls inside reasoning count), max_retries [1], body_limit_bytes [16 MiB],
   drain_timeout_secs [30]
   connection limits: max_connections [4096, lowered to fit `ulimit -n`],
   header_read_timeout_secs [10], body_read_timeout_secs [60], keep_alive_timeout_secs [60],
@@ -223,8 +225,8 @@ a value names where it came from: the file and line, the variable or the flag):
   claude-*), aliases (a table: client name = upstream name), model, mode, call_format,
   fallback (upstreams tried when this one is down or fails with a 5xx);
   default_upstream (serves the names no upstream lists; else they are a 404),
-  native_refusal_secs [600] (auto mode: how long an upstream's refusal of native tools is
-  remembered)
+  native_refusal_secs [600] (how long an upstream's refusal of native tools in auto mode, or
+  of response_format, is remembered per model; 0: not at all)
 See docs/config.md for every key with an example, and docs/security.md for what each limit
 protects against.
 

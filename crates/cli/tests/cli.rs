@@ -635,6 +635,8 @@ fn serve_help_documents_environment_config_and_exit_codes() {
         "--config",
         "TOOLSHIM_UPSTREAM_API_KEY",
         "call_format",
+        "reasoning_calls",
+        "native_refusal_secs",
         "[upstreams.NAME]",
         "default_upstream",
         "docs/config.md",

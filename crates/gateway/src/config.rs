@@ -80,8 +80,9 @@ pub struct Config {
     /// Where a model no upstream names goes: an upstream's name. Without it, the `[upstream]`
     /// table (when it has a URL) serves every other model, and otherwise such a model is a 404.
     pub default_upstream: Option<String>,
-    /// Seconds to remember that an upstream refused native tools for a model (in `auto`
-    /// mode), so that later tool requests go straight to emulation.
+    /// Seconds to remember that an upstream refused native tools (in `auto` mode) or
+    /// `response_format` for a model, so that later requests do not offer them again; 0
+    /// remembers nothing.
     pub native_refusal_secs: f64,
     /// How often a failed emulated reply is asked for again.
     pub max_retries: u32,
@@ -521,7 +522,6 @@ impl Config {
             ("body_read_timeout_secs", self.body_read_timeout_secs),
             ("keep_alive_timeout_secs", self.keep_alive_timeout_secs),
             ("stream_keepalive_secs", self.stream_keepalive_secs),
-            ("native_refusal_secs", self.native_refusal_secs),
         ] {
             if !(value.is_finite() && value > 0.0) {
                 problem(key, format!("must be a positive number of seconds, not {value}"));
@@ -533,6 +533,16 @@ impl Config {
                 format!(
                     "must be 0 or a positive number of seconds, not {}",
                     self.readyz_cache_secs
+                ),
+            );
+        }
+        // Zero: refusals are not remembered.
+        if !(self.native_refusal_secs.is_finite() && self.native_refusal_secs >= 0.0) {
+            problem(
+                "native_refusal_secs",
+                format!(
+                    "must be 0 or a positive number of seconds, not {}",
+                    self.native_refusal_secs
                 ),
             );
         }

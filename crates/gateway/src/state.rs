@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt};
 use tokio_util::sync::CancellationToken;
@@ -25,10 +25,52 @@ pub struct AppState {
     /// Cancelled when the drain timeout of a shutdown has passed: requests still running
     /// end at once (streams with an in-band error, others with a 503).
     pub(crate) cut: CancellationToken,
-    /// When each (upstream, model) last refused native tools, in `auto` mode.
-    native_refused: Arc<Mutex<HashMap<(String, String), Instant>>>,
     /// The last probe of the upstreams, shared by `/readyz` and the startup check.
     readiness: Arc<tokio::sync::Mutex<Option<Readiness>>>,
+    /// What each (upstream, model) refused lately: native tools, `response_format`.
+    refusals: Refusals,
+}
+
+/// What an upstream can refuse that is worth remembering: asking again would cost another
+/// rejected round trip before the request is served another way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Refused {
+    /// Native tools (`auto` mode; the request is then emulated).
+    Tools,
+    /// `response_format` (structured outputs; the format is then asked for in the prompt).
+    ResponseFormat,
+}
+
+/// When each upstream and model last refused something (a 400 or 422 to a request that
+/// offered it), kept for `native_refusal_secs`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Refusals {
+    at: Arc<Mutex<HashMap<RefusalKey, Instant>>>,
+}
+
+/// What was refused, by which upstream, for which model.
+type RefusalKey = (Refused, String, String);
+
+impl Refusals {
+    /// Whether `upstream` refused `what` for `model` less than `within` before `now`.
+    pub(crate) fn refused(
+        &self,
+        what: Refused,
+        upstream: &str,
+        model: &str,
+        within: Duration,
+        now: Instant,
+    ) -> bool {
+        let at = self.at.lock().unwrap_or_else(PoisonError::into_inner);
+        at.get(&(what, upstream.to_owned(), model.to_owned()))
+            .is_some_and(|at| now.saturating_duration_since(*at) < within)
+    }
+
+    /// Remembers that `upstream` refused `what` for `model` at `now`.
+    pub(crate) fn remember(&self, what: Refused, upstream: &str, model: &str, now: Instant) {
+        let mut at = self.at.lock().unwrap_or_else(PoisonError::into_inner);
+        at.insert((what, upstream.to_owned(), model.to_owned()), now);
+    }
 }
 
 /// One probe of every upstream, and when it ended.
@@ -56,6 +98,11 @@ pub(crate) struct Routed {
 #[derive(Debug, Clone)]
 pub(crate) struct Chain {
     links: Vec<(String, UpstreamClient, String)>,
+    refusals: Refusals,
+    /// How long a refusal is remembered (zero: not at all).
+    remember_for: Duration,
+    /// The link whose 400 or 422 ended the last attempt, for `remember`.
+    rejected_by: Arc<Mutex<Option<usize>>>,
 }
 
 /// Whether an upstream error lets the next upstream of a chain be tried.
@@ -75,10 +122,38 @@ impl Chain {
         self.links.first()
     }
 
-    /// Sends a passthrough body (its `model` set per upstream), falling back in order.
+    /// Whether the first upstream refused `what` for its model lately.
+    pub(crate) fn refused(&self, what: Refused) -> bool {
+        self.links.first().is_some_and(|(name, _, model)| {
+            self.refusals.refused(what, name, model, self.remember_for, Instant::now())
+        })
+    }
+
+    /// Remembers that the upstream whose 400 or 422 ended the last attempt refused `what`.
+    pub(crate) fn remember(&self, what: Refused) {
+        let rejected = self.rejected_by.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some((name, _, model)) = rejected.and_then(|i| self.links.get(i)) {
+            tracing::info!(upstream = %name, model = %model, refused = ?what, "remembering the refusal");
+            self.refusals.remember(what, name, model, Instant::now());
+        }
+    }
+
+    /// Notes which link's answer was a 400 or 422 (a refusal of what the request offered).
+    fn note_rejection(&self, link: usize, err: &ApiError) {
+        if matches!(err, ApiError::UpstreamRejected { status: 400 | 422, .. }) {
+            *self.rejected_by.lock().unwrap_or_else(PoisonError::into_inner) = Some(link);
+        }
+    }
+
+    /// Sends a passthrough body (its `model` set per upstream), falling back in order. The
+    /// body is OpenAI's: upstreams of the Anthropic kind in the chain are skipped.
     pub(crate) async fn relay(&self, body: &serde_json::Value) -> Result<PayloadStream, ApiError> {
         let mut last = None;
-        for (name, client, model) in &self.links {
+        for (link, (name, client, model)) in self.links.iter().enumerate() {
+            if client.is_anthropic() {
+                tracing::debug!(upstream = %name, "an Anthropic upstream cannot take a passthrough request; skipped");
+                continue;
+            }
             let mut body = body.clone();
             body["model"] = serde_json::Value::String(model.clone());
             match client.relay(&body).await {
@@ -87,29 +162,54 @@ impl Chain {
                     tracing::warn!(upstream = %name, kind = err.kind(), detail = %err.detail(), "upstream failed; trying the next one");
                     last = Some(err);
                 }
-                Err(err) => return Err(err),
+                Err(err) => {
+                    self.note_rejection(link, &err);
+                    return Err(err);
+                }
             }
         }
-        Err(last.unwrap_or_else(|| ApiError::Internal("a route without upstreams".into())))
+        Err(last.unwrap_or_else(|| {
+            ApiError::Internal("a route without an upstream of the OpenAI kind to relay to".into())
+        }))
     }
 }
 
 impl Upstream for Chain {
     async fn chat(&self, request: UpstreamRequest) -> Result<UpstreamStream, ApiError> {
         let mut last = None;
-        for (name, client, model) in &self.links {
+        for (link, (name, client, model)) in self.links.iter().enumerate() {
             let mut request = request.clone();
             request.model.clone_from(model);
+            // An upstream that refused the format lately gets it in the prompt alone (the
+            // prompt always asks for it).
+            if request.response_format.is_some()
+                && self.refusals.refused(
+                    Refused::ResponseFormat,
+                    name,
+                    model,
+                    self.remember_for,
+                    Instant::now(),
+                )
+            {
+                request.response_format = None;
+            }
             match client.chat(request).await {
                 Ok(stream) => return Ok(stream),
                 Err(err) if falls_back(&err) => {
                     tracing::warn!(upstream = %name, kind = err.kind(), detail = %err.detail(), "upstream failed; trying the next one");
                     last = Some(err);
                 }
-                Err(err) => return Err(err),
+                Err(err) => {
+                    self.note_rejection(link, &err);
+                    return Err(err);
+                }
             }
         }
         Err(last.unwrap_or_else(|| ApiError::Internal("a route without upstreams".into())))
+    }
+
+    fn format_refused(&self) {
+        self.remember(Refused::ResponseFormat);
     }
 }
 
@@ -126,8 +226,8 @@ impl AppState {
             upstreams: Arc::new(upstreams),
             metrics,
             cut: CancellationToken::new(),
-            native_refused: Arc::new(Mutex::new(HashMap::new())),
             readiness: Arc::new(tokio::sync::Mutex::new(None)),
+            refusals: Refusals::default(),
         })
     }
 
@@ -153,8 +253,17 @@ impl AppState {
             .collect::<Vec<_>>();
         let upstream_model =
             links.first().map(|(_, _, m)| m.clone()).unwrap_or_else(|| model.to_owned());
+        let remember_for = match self.config.native_refusal_secs {
+            secs if secs > 0.0 => Config::secs(secs),
+            _ => Duration::ZERO,
+        };
         Ok(Routed {
-            chain: Chain { links },
+            chain: Chain {
+                links,
+                refusals: self.refusals.clone(),
+                remember_for,
+                rejected_by: Arc::default(),
+            },
             mode: route.mode,
             settings: Settings {
                 upstream_model,
@@ -173,7 +282,6 @@ impl AppState {
     ) -> impl Stream<Item = Result<ChatEvent, ApiError>> + Send + use<> {
         let routed = self.route(&req.model);
         let metrics = Arc::clone(&self.metrics);
-        let show_reasoning = req.show_reasoning;
         async_stream::stream! {
             let routed = match routed {
                 Ok(routed) => routed,
@@ -185,10 +293,7 @@ impl AppState {
             let events = chat::run(routed.chain, routed.settings, metrics, req, stream);
             futures::pin_mut!(events);
             while let Some(event) = events.next().await {
-                // Reasoning reaches only the clients that asked for it.
-                if show_reasoning || !matches!(event, Ok(ChatEvent::Reasoning(_))) {
-                    yield event;
-                }
+                yield event;
             }
         }
     }
@@ -198,21 +303,6 @@ impl AppState {
         let format =
             self.config.resolve(&req.model).map_or(self.config.call_format, |r| r.call_format);
         chat::prompt::estimate_input_tokens(req, format)
-    }
-
-    /// Whether `upstream` refused native tools for `model` within `native_refusal_secs`.
-    pub(crate) fn refused_native(&self, upstream: &str, model: &str) -> bool {
-        let within = Config::secs(self.config.native_refusal_secs);
-        let refused = self.native_refused.lock().unwrap_or_else(PoisonError::into_inner);
-        refused
-            .get(&(upstream.to_owned(), model.to_owned()))
-            .is_some_and(|at| at.elapsed() < within)
-    }
-
-    /// Remembers that `upstream` refused native tools for `model`.
-    pub(crate) fn remember_native_refusal(&self, upstream: &str, model: &str) {
-        let mut refused = self.native_refused.lock().unwrap_or_else(PoisonError::into_inner);
-        refused.insert((upstream.to_owned(), model.to_owned()), Instant::now());
     }
 
     /// Whether each upstream answers. One probe at a time: a caller that arrives while a
@@ -258,5 +348,27 @@ impl AppState {
     pub(crate) fn default_upstream(&self) -> Option<&UpstreamClient> {
         let name = self.config.default_upstream.as_deref().unwrap_or(crate::config::LEGACY);
         self.upstreams.get(name).or_else(|| self.upstreams.values().next())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A refusal is remembered for its time and no longer; a time of zero remembers nothing.
+    #[test]
+    fn issue_18_a_refusal_is_forgotten_when_its_time_has_passed() {
+        let refusals = Refusals::default();
+        let at = Instant::now();
+        let within = Duration::from_secs(600);
+        refusals.remember(Refused::Tools, "local", "qwen", at);
+        let refused = |what, model, later: Duration, within| {
+            refusals.refused(what, "local", model, within, at + later)
+        };
+        assert!(refused(Refused::Tools, "qwen", Duration::from_secs(599), within));
+        assert!(!refused(Refused::Tools, "qwen", Duration::from_secs(600), within));
+        assert!(!refused(Refused::Tools, "other", Duration::ZERO, within), "per model");
+        assert!(!refused(Refused::ResponseFormat, "qwen", Duration::ZERO, within), "per kind");
+        assert!(!refused(Refused::Tools, "qwen", Duration::ZERO, Duration::ZERO));
     }
 }

@@ -35,10 +35,16 @@ pub(crate) fn run<U: Upstream>(
             }
         };
         let max_retries = settings.max_retries;
+        // Reasoning reaches only the clients that asked for it.
+        let show_reasoning = req.show_reasoning;
+        // The attempt whose reasoning went out last (see `separate`).
+        let mut reasoning_shown: Option<u32> = None;
         let mut feedback: Option<Retry> = None;
         // Whether the upstream is asked to enforce the answer's format itself; off once it
         // refused that.
         let mut native_format = true;
+        // The format was refused, and the upstream has not yet taken the request without it.
+        let mut format_refused = false;
         let mut attempt: u32 = 0;
         // Usage of all attempts: retries cost tokens too.
         let mut spent = Usage::default();
@@ -49,10 +55,17 @@ pub(crate) fn run<U: Upstream>(
             let request = prompt::render(current, &settings, feedback.as_ref(), native_format);
             let sent_format = request.response_format.is_some();
             let mut reply = match upstream.chat(request).await {
-                Ok(reply) => reply,
+                Ok(reply) => {
+                    if std::mem::take(&mut format_refused) {
+                        // Without the format it was taken: the format was what it refused.
+                        upstream.format_refused();
+                    }
+                    reply
+                }
                 Err(ApiError::UpstreamRejected { status: 400 | 422, message }) if sent_format => {
                     tracing::info!(message = %message, "the upstream refused response_format; asking for the format in the prompt");
                     native_format = false;
+                    format_refused = true;
                     continue;
                 }
                 Err(err) => {
@@ -75,8 +88,15 @@ pub(crate) fn run<U: Upstream>(
                             raw.push_str(&text);
                         }
                         shaper.feed(&text, &mut produced);
+                        if !show_reasoning {
+                            produced.retain(|event| !matches!(event, ChatEvent::Reasoning(_)));
+                        }
                     }
-                    Ok(UpstreamEvent::Reasoning(text)) => produced.push(ChatEvent::Reasoning(text)),
+                    Ok(UpstreamEvent::Reasoning(text)) => {
+                        if show_reasoning {
+                            produced.push(ChatEvent::Reasoning(text));
+                        }
+                    }
                     Ok(UpstreamEvent::Finish(reason)) => finish_reason = Some(reason),
                     Ok(UpstreamEvent::Usage(u)) => usage = u,
                     Err(err) => {
@@ -85,6 +105,7 @@ pub(crate) fn run<U: Upstream>(
                     }
                 }
                 if committed {
+                    separate(&mut produced, attempt, &mut reasoning_shown);
                     for event in produced {
                         yield Ok(event);
                     }
@@ -93,7 +114,19 @@ pub(crate) fn run<U: Upstream>(
                 held.extend(produced);
                 if stream && shaper.may_commit() {
                     committed = true;
+                    separate(&mut held, attempt, &mut reasoning_shown);
                     for event in held.drain(..) {
+                        yield Ok(event);
+                    }
+                } else if stream && held.first().is_some_and(|e| matches!(e, ChatEvent::Reasoning(_))) {
+                    // Reasoning is not the answer: what comes before any held answer goes
+                    // out as it is written, so a client that asked for it is not kept
+                    // waiting for the whole of it. A retry then shows as more reasoning,
+                    // never as a second answer (see `separate`).
+                    let n = held.iter().take_while(|e| matches!(e, ChatEvent::Reasoning(_))).count();
+                    let mut early: Vec<ChatEvent> = held.drain(..n).collect();
+                    separate(&mut early, attempt, &mut reasoning_shown);
+                    for event in early {
                         yield Ok(event);
                     }
                 }
@@ -105,6 +138,10 @@ pub(crate) fn run<U: Upstream>(
                     // the error, which the encoder reports in-band.
                     let mut produced = Vec::new();
                     shaper.finish(&mut produced);
+                    if !show_reasoning {
+                        produced.retain(|event| !matches!(event, ChatEvent::Reasoning(_)));
+                    }
+                    separate(&mut produced, attempt, &mut reasoning_shown);
                     for event in produced {
                         yield Ok(event);
                     }
@@ -114,6 +151,9 @@ pub(crate) fn run<U: Upstream>(
             }
             let mut produced = Vec::new();
             shaper.finish(&mut produced);
+            if !show_reasoning {
+                produced.retain(|event| !matches!(event, ChatEvent::Reasoning(_)));
+            }
             let truncated = finish_reason == Some(FinishReason::Length);
             let problem = shaper.problem(truncated);
             spent.prompt_tokens += usage.prompt_tokens;
@@ -164,10 +204,12 @@ pub(crate) fn run<U: Upstream>(
                         return;
                     }
                 }
+                separate(&mut held, attempt, &mut reasoning_shown);
                 for event in held.drain(..) {
                     yield Ok(event);
                 }
             }
+            separate(&mut produced, attempt, &mut reasoning_shown);
             for event in produced {
                 yield Ok(event);
             }
@@ -186,6 +228,19 @@ pub(crate) fn run<U: Upstream>(
             return;
         }
     }
+}
+
+/// Reasoning about to go to the client: when an earlier attempt's reasoning went out already
+/// (it is not held; see above), a blank line goes before this attempt's, so that a retry reads
+/// as the model thinking again. `shown` is the attempt whose reasoning went out last.
+fn separate(events: &mut Vec<ChatEvent>, attempt: u32, shown: &mut Option<u32>) {
+    let Some(first) = events.iter().position(|e| matches!(e, ChatEvent::Reasoning(_))) else {
+        return;
+    };
+    if shown.is_some_and(|earlier| earlier != attempt) {
+        events.insert(first, ChatEvent::Reasoning("\n\n".into()));
+    }
+    *shown = Some(attempt);
 }
 
 #[cfg(test)]
@@ -278,6 +333,36 @@ mod tests {
         let last = sent[1].turns.last().unwrap();
         assert_eq!(last.role, Role::User);
         assert!(last.text.contains("you can"), "{}", last.text);
+    }
+
+    /// Reasoning goes out as it is written (the client asked for it), so the reasoning of a
+    /// reply that is then asked for again has gone out: the retry reads as more reasoning,
+    /// after a blank line, and the rejected answer never reaches the client.
+    #[tokio::test]
+    async fn issue_18_reasoning_goes_out_before_the_answer_commits_and_a_retry_thinks_again() {
+        let upstream = Scripted::new(&[
+            "<think>First thought.</think>I don't have access to real-time weather data.",
+            &format!("<think>Second thought.</think>{CALL}"),
+        ]);
+        let mut req = request(ToolChoice::Auto);
+        req.show_reasoning = true;
+        let events: Vec<ChatEvent> =
+            collect(&upstream, req).await.into_iter().map(Result::unwrap).collect();
+        let reasoning: String = events
+            .iter()
+            .filter_map(|e| match e {
+                ChatEvent::Reasoning(t) => Some(t.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(reasoning, "First thought.\n\nSecond thought.");
+        assert!(!events.iter().any(|e| matches!(e, ChatEvent::Text(_))), "{events:?}");
+        assert!(events.iter().any(|e| matches!(e, ChatEvent::CallStart { .. })), "{events:?}");
+
+        // Without a request for it, no reasoning at all.
+        let upstream = Scripted::new(&[&format!("<think>Hidden.</think>{CALL}")]);
+        let events = collect(&upstream, request(ToolChoice::Auto)).await;
+        assert!(!events.iter().any(|e| matches!(e, Ok(ChatEvent::Reasoning(_)))), "{events:?}");
     }
 
     #[tokio::test]

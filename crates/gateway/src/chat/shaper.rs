@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use toolshim_parse::{
-    Config as ParseConfig, Event, RejectedText, StreamParser, Tool, ToolSet, WarningCode,
+    Config as ParseConfig, Dialects, Event, RejectedText, StreamParser, Tool, ToolSet, WarningCode,
 };
 
 use crate::chat::types::{ChatEvent, ChatRequest, OutputFormat, RetryReason, ToolChoice, ToolSpec};
@@ -15,14 +15,16 @@ use crate::error::ApiError;
 /// Text that could still turn out to be a refusal is held until it is this long.
 pub(crate) const REFUSAL_WINDOW: usize = 200;
 
-/// A first sentence that ends at or after this many bytes, and is no refusal, releases the
-/// text before the window fills: refusals say so in their opening sentence, and a small
-/// local model takes seconds to write 200 characters.
+/// A sentence that ends at or after this many bytes, and is no refusal, releases the text
+/// before the window fills: refusals say so in their opening sentences, and a small local
+/// model takes seconds to write 200 characters.
 const FIRST_SENTENCE: usize = 24;
 
-/// Whether `text` has a sentence that ends at or after `FIRST_SENTENCE` bytes: a `.`, `!` or
-/// `?` followed by white space, a CJK full stop, or a line break.
-fn first_sentence_ended(text: &str) -> bool {
+/// Whether `text` has begun its answer: a sentence that is no hedge (see `is_hedge`) ended at
+/// or after `FIRST_SENTENCE` bytes. A sentence ends with a `.`, `!` or `?` followed by white
+/// space, a CJK full stop, or a line break.
+fn answer_begun(text: &str) -> bool {
+    let mut start = 0;
     let mut chars = text.char_indices().peekable();
     while let Some((at, c)) = chars.next() {
         let ends = match c {
@@ -30,15 +32,81 @@ fn first_sentence_ended(text: &str) -> bool {
             '.' | '!' | '?' => chars.peek().is_some_and(|(_, next)| next.is_whitespace()),
             _ => false,
         };
-        if ends && at + c.len_utf8() >= FIRST_SENTENCE {
+        if !ends {
+            continue;
+        }
+        let end = at + c.len_utf8();
+        let sentence = text.get(start..end).unwrap_or_default();
+        start = end;
+        if end >= FIRST_SENTENCE && !is_hedge(sentence) {
             return true;
         }
     }
     false
 }
 
+/// Whether a sentence is a pleasantry or an apology, after which a refusal often comes ("I'd
+/// be happy to help with that. Unfortunately, I can't …"): it does not release the text.
+fn is_hedge(sentence: &str) -> bool {
+    const OPENERS: &[&str] = &[
+        "sure",
+        "certainly",
+        "of course",
+        "absolutely",
+        "okay",
+        "ok",
+        "alright",
+        "great question",
+        "good question",
+        "thanks",
+        "thank you",
+        "i'd be happy",
+        "i would be happy",
+        "i'd be glad",
+        "i would be glad",
+        "i'm happy",
+        "i am happy",
+        "i'm glad",
+        "happy to help",
+        "glad to help",
+        "i'd love to",
+        "i can help",
+        "i understand",
+        "i see",
+        "sorry",
+        "i'm sorry",
+        "i am sorry",
+        "i apologize",
+        "apologies",
+        "unfortunately",
+        "however",
+        "but",
+        "let me",
+        "i'll",
+        "i will",
+        "hello",
+        "hi",
+        "hey",
+        "好的",
+        "当然",
+        "抱歉",
+        "很抱歉",
+        "对不起",
+        "很高兴",
+        "不过",
+        "但是",
+    ];
+    let sentence = sentence.trim_start().to_lowercase().replace('’', "'");
+    OPENERS.iter().any(|opener| {
+        sentence.strip_prefix(opener).is_some_and(|rest| {
+            // A whole word: "hi" is no opener of "history" (CJK openers have no spaces).
+            !opener.is_ascii() || !rest.starts_with(|c: char| c.is_alphanumeric())
+        })
+    })
+}
+
 /// The tools a request declared: the parser's tool set and, apart from it, the names a
-/// call must have to reach the client. With no tools, the parser is not run at all.
+/// call must have to reach the client. With no tools, the parser reads reasoning only.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct DeclaredTools {
     set: Option<Arc<ToolSet>>,
@@ -73,7 +141,8 @@ impl DeclaredTools {
 pub(crate) struct Shaper {
     /// Tools are declared: replies are parsed for calls.
     engaged: bool,
-    /// `None` when no tools are engaged (text passes through unparsed), or after `finish`.
+    /// Reads calls (when tools are engaged) and reasoning (always: a `<think>` block is never
+    /// the answer); `None` after `finish`.
     parser: Option<StreamParser>,
     /// The declared tools: a call to any other name is dropped here, whatever the parser
     /// accepted.
@@ -108,16 +177,21 @@ impl Shaper {
         engaged: bool,
         reasoning_calls: ReasoningCalls,
     ) -> Shaper {
-        let parser = declared.set.as_ref().filter(|_| engaged).map(|tools| {
-            let mut config = ParseConfig::default();
-            config.tools = Some(Arc::clone(tools));
-            config.rejected_text = RejectedText::Hide;
-            config.reasoning_calls = match reasoning_calls {
-                ReasoningCalls::Ignore => toolshim_parse::ReasoningCalls::Ignore,
-                ReasoningCalls::Allow => toolshim_parse::ReasoningCalls::Allow,
-            };
-            StreamParser::new(&config)
-        });
+        let mut config = ParseConfig::default();
+        config.reasoning_calls = match reasoning_calls {
+            ReasoningCalls::Ignore => toolshim_parse::ReasoningCalls::Ignore,
+            ReasoningCalls::Allow => toolshim_parse::ReasoningCalls::Allow,
+        };
+        match declared.set.as_ref().filter(|_| engaged) {
+            Some(tools) => {
+                config.tools = Some(Arc::clone(tools));
+                config.rejected_text = RejectedText::Hide;
+            }
+            // No tools: no call syntax is read (the text is the answer, whatever it looks
+            // like), but reasoning is still told apart from it.
+            None => config.dialects = Dialects::none(),
+        }
+        let parser = Some(StreamParser::new(&config));
         Shaper {
             engaged,
             parser,
@@ -139,13 +213,10 @@ impl Shaper {
     }
 
     pub(crate) fn feed(&mut self, text: &str, out: &mut Vec<ChatEvent>) {
-        match &mut self.parser {
-            Some(parser) => {
-                let mut events = Vec::new();
-                parser.feed(text, &mut events);
-                self.shape(events, out);
-            }
-            None => self.text_event(text.to_owned(), out),
+        if let Some(parser) = &mut self.parser {
+            let mut events = Vec::new();
+            parser.feed(text, &mut events);
+            self.shape(events, out);
         }
     }
 
@@ -304,7 +375,7 @@ impl Shaper {
             return true;
         }
         !needs_call
-            && (self.text.len() >= REFUSAL_WINDOW || first_sentence_ended(&self.text))
+            && (self.text.len() >= REFUSAL_WINDOW || answer_begun(&self.text))
             && !looks_like_refusal(&self.text)
     }
 
@@ -393,14 +464,57 @@ mod tests {
 
     #[test]
     fn issue_18_a_first_sentence_releases_text() {
-        assert!(first_sentence_ended("Paris is mild in spring. The"));
-        assert!(first_sentence_ended("巴黎的春天温和宜人，阳光充足。"));
-        assert!(!first_sentence_ended("Sure. I can"), "too short a sentence to tell");
-        assert!(!first_sentence_ended("The price is 3.5 dollars per"), "a decimal point");
-        assert!(
-            !first_sentence_ended("Paris is mild in spring."),
-            "the next character is not known yet"
-        );
+        assert!(answer_begun("Paris is mild in spring. The"));
+        assert!(answer_begun("巴黎的春天温和宜人，阳光充足。"));
+        assert!(!answer_begun("Sure. I can"), "too short a sentence to tell");
+        assert!(!answer_begun("The price is 3.5 dollars per"), "a decimal point");
+        assert!(!answer_begun("Paris is mild in spring."), "the next character is not known yet");
+    }
+
+    /// A pleasantry or an apology opens many refusals: the sentence after it decides.
+    #[test]
+    fn issue_18_a_hedge_does_not_release_text() {
+        let hedged =
+            "I’d be happy to help with that. Unfortunately, I can't look up the weather. Try";
+        assert!(!answer_begun(hedged));
+        assert!(!answer_begun("Sure thing, happy to look into it! Let me see what I can do. "));
+        assert!(answer_begun("Sure! Paris is mild and often sunny in spring. The"));
+        assert!(answer_begun("History shows that Paris was founded early. It"), "a whole word");
+        assert!(!answer_begun("当然可以，我很乐意帮您查询天气。"));
+    }
+
+    /// Without tools no call syntax is read, but reasoning is still told apart from the answer.
+    #[test]
+    fn issue_18_without_tools_reasoning_is_still_separated() {
+        let req = ChatRequest {
+            model: "m".into(),
+            messages: Vec::new(),
+            tools: Vec::new(),
+            tool_choice: ToolChoice::Auto,
+            parallel_tool_calls: true,
+            sampling: serde_json::Map::new(),
+            show_reasoning: false,
+            output: None,
+        };
+        let mut shaper =
+            Shaper::new(&req, &DeclaredTools::default(), false, ReasoningCalls::Ignore);
+        let reply =
+            "<think>Plan.</think><tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>";
+        let mut out = Vec::new();
+        for piece in reply.as_bytes().chunks(3) {
+            shaper.feed(std::str::from_utf8(piece).unwrap(), &mut out);
+        }
+        shaper.finish(&mut out);
+        let (mut reasoning, mut text) = (String::new(), String::new());
+        for event in out {
+            match event {
+                ChatEvent::Reasoning(t) => reasoning.push_str(&t),
+                ChatEvent::Text(t) => text.push_str(&t),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(reasoning, "Plan.");
+        assert_eq!(text, "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>");
     }
 
     #[test]

@@ -80,7 +80,9 @@ pub(crate) enum ToolChoice {
 pub(crate) enum ChatEvent {
     Text(String),
     /// Reasoning the parser separated from the answer (`<think>`, Harmony's analysis
-    /// channel, …). Only the Responses API shows it (as reasoning items) so far.
+    /// channel, …) or the upstream sent apart from it. The pipeline produces it only for
+    /// requests that asked to see it (`show_reasoning`): Chat Completions writes it as
+    /// `reasoning_content`, Messages as thinking blocks, Responses as reasoning items.
     Reasoning(String),
     CallStart {
         index: usize,

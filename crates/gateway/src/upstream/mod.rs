@@ -46,7 +46,8 @@ pub(crate) struct UpstreamRequest {
     /// Stop sequences: the client's, and the gateway's own.
     pub(crate) stop: Vec<String>,
     /// A structured-output format the upstream should enforce itself (OpenAI's
-    /// `response_format`), when it may: only without tools in play.
+    /// `response_format`; the Anthropic wire sends a schema as `output_config.format`), when
+    /// it may: only without tools in play.
     pub(crate) response_format: Option<Value>,
 }
 
@@ -124,4 +125,8 @@ pub(crate) trait Upstream: Send + Sync + 'static {
         &self,
         request: UpstreamRequest,
     ) -> impl Future<Output = Result<UpstreamStream, ApiError>> + Send;
+
+    /// The last request's `response_format` was refused (a 400 or 422) and the same request
+    /// without it was taken: later requests need not offer it. Nothing by default.
+    fn format_refused(&self) {}
 }

@@ -93,7 +93,7 @@ async fn the_call_format_is_chosen_per_model_and_replies_parse_in_any_dialect() 
 }
 
 /// A chat-only Anthropic upstream: `/v1/messages` streaming scripted text as Messages events.
-mod anthropic_upstream {
+pub(crate) mod anthropic_upstream {
     use std::sync::{Arc, Mutex};
 
     use axum::Router;
@@ -169,4 +169,73 @@ async fn an_anthropic_upstream_is_spoken_to_in_messages() {
     let roles: Vec<&str> =
         body["messages"].as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
     assert_eq!(roles, ["user"]);
+}
+
+/// `allowed_tools` in native mode: the upstream sees only the allowed tools with the mode as
+/// `tool_choice`, and a call the model makes to another tool is dropped, streamed or not.
+#[tokio::test]
+async fn native_mode_narrows_allowed_tools_and_drops_other_calls() {
+    let gw = spawn_gateway(|config| config.mode = Mode::Native).await;
+    let call = |index: u64, id: &str, name: &str, arguments: &str| {
+        json!({"index": index, "id": id, "type": "function",
+            "function": {"name": name, "arguments": arguments}})
+    };
+    let chunk = |delta: serde_json::Value, finish: Option<&str>| {
+        let chunk = json!({"id": "chatcmpl-up", "object": "chat.completion.chunk", "created": 1,
+            "model": MODEL, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        format!("data: {chunk}\n\n")
+    };
+    gw.upstream.push(Reply::bytes(
+        "text/event-stream",
+        [
+            chunk(json!({"role": "assistant", "tool_calls": [call(0, "call_a", "get_weather", "")]}), None),
+            chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": "{\"city\":\"Paris\"}"}}]}), None),
+            chunk(json!({"tool_calls": [call(1, "call_b", "get_time", "")]}), None),
+            chunk(json!({"tool_calls": [{"index": 1, "function": {"arguments": "{\"timezone\":\"UTC\"}"}}]}), None),
+            chunk(json!({}), Some("tool_calls")),
+            "data: [DONE]\n\n".to_owned(),
+        ],
+    ));
+    let mut body = request("Weather and time?");
+    body["tool_choice"] = json!({"type": "allowed_tools", "allowed_tools": {"mode": "auto",
+        "tools": [{"type": "function", "function": {"name": "get_time"}}]}});
+    body["stream"] = json!(true);
+    let (status, _, text) = gw.chat_stream(&body).await;
+    assert_eq!(status, StatusCode::OK, "{text}");
+    let folded = crate::common::api::Api::OpenAi.fold(&text);
+    assert_eq!(folded.calls, [("get_time".to_owned(), "{\"timezone\":\"UTC\"}".to_owned())]);
+    let indices: Vec<u64> = sse_data(&text)
+        .iter()
+        .filter_map(|data| serde_json::from_str::<serde_json::Value>(data).ok())
+        .flat_map(|chunk| {
+            let calls = chunk["choices"][0]["delta"]["tool_calls"].as_array().cloned();
+            calls.unwrap_or_default().into_iter().map(|c| c["index"].as_u64().unwrap())
+        })
+        .collect();
+    assert_eq!(indices, [0, 0], "the kept call is renumbered: {text}");
+    assert_eq!(folded.finish.as_deref(), Some("tool_calls"));
+    let sent = &gw.upstream.requests()[0];
+    let names: Vec<&str> = sent["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["get_time"]);
+    assert_eq!(sent["tool_choice"], "auto");
+
+    // A whole completion whose only call is to another tool: no call, finish `stop`.
+    let completion = json!({"id": "chatcmpl-up", "object": "chat.completion", "created": 1,
+        "model": MODEL, "choices": [{"index": 0, "finish_reason": "tool_calls", "logprobs": null,
+        "message": {"role": "assistant", "content": null, "refusal": null,
+            "tool_calls": [call(0, "call_a", "get_weather", "{\"city\":\"Paris\"}")]}}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}});
+    gw.upstream.push(Reply::bytes("application/json", [completion.to_string()]));
+    body["stream"] = json!(false);
+    body["tool_choice"]["allowed_tools"]["mode"] = json!("required");
+    let value = gw.complete(&body).await;
+    let choice = &value["choices"][0];
+    assert!(choice["message"].get("tool_calls").is_none(), "{value}");
+    assert_eq!(choice["finish_reason"], "stop");
+    assert_eq!(gw.upstream.requests()[1]["tool_choice"], "required");
 }

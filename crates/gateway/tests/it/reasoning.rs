@@ -117,3 +117,187 @@ async fn calls_inside_reasoning_follow_the_model_policy() {
         assert_eq!(gw.upstream.pending(), 0, "{model}: no retry");
     }
 }
+
+/// The reasoning and the text of a reply on either API, streamed or not.
+async fn reasoning_and_text(
+    api: Api,
+    gw: &crate::common::TestGateway,
+    body: &Value,
+) -> (String, String) {
+    let stream = body["stream"].as_bool().unwrap_or(false);
+    let response = api.send(gw, body).await;
+    assert_eq!(response.status(), axum::http::StatusCode::OK, "{api:?}");
+    let (mut reasoning, mut text) = (String::new(), String::new());
+    if !stream {
+        let value: Value = response.json().await.unwrap();
+        match api {
+            Api::OpenAi => {
+                let message = &value["choices"][0]["message"];
+                reasoning.push_str(message["reasoning_content"].as_str().unwrap_or_default());
+                text.push_str(message["content"].as_str().unwrap_or_default());
+            }
+            Api::Anthropic => {
+                for block in value["content"].as_array().unwrap() {
+                    reasoning.push_str(block["thinking"].as_str().unwrap_or_default());
+                    text.push_str(block["text"].as_str().unwrap_or_default());
+                }
+            }
+        }
+        return (reasoning, text);
+    }
+    let body = response.text().await.unwrap();
+    text = api.fold(&body).text;
+    for data in body.split("\n\n").filter_map(|f| f.split("data: ").nth(1)) {
+        let Ok(event) = serde_json::from_str::<Value>(data) else { continue };
+        let piece = match api {
+            Api::OpenAi => &event["choices"][0]["delta"]["reasoning_content"],
+            Api::Anthropic => &event["delta"]["thinking"],
+        };
+        reasoning.push_str(piece.as_str().unwrap_or_default());
+    }
+    (reasoning, text)
+}
+
+/// Issue 18: reasoning is told apart from the answer whether or not the request has tools;
+/// it reaches only the clients that asked for it, on both APIs, streamed or not.
+#[tokio::test]
+async fn without_tools_reasoning_is_separated_and_shown_only_when_asked() {
+    let gw = spawn_gateway(|_| {}).await;
+    for api in crate::common::api::APIS {
+        for stream in [false, true] {
+            for ask in [false, true] {
+                gw.upstream.push(Reply::text(REPLY).chunks(3));
+                let mut body = api.request("Weather in Paris?", false, stream);
+                if ask {
+                    match api {
+                        Api::OpenAi => body["reasoning_effort"] = json!("low"),
+                        Api::Anthropic => {
+                            body["thinking"] = json!({"type": "enabled", "budget_tokens": 1024})
+                        }
+                    }
+                }
+                let (reasoning, text) = reasoning_and_text(api, &gw, &body).await;
+                let case = format!("{api:?} stream {stream} ask {ask}");
+                assert_eq!(text, "Paris is sunny.", "{case}");
+                assert_eq!(reasoning, if ask { "The user wants Paris." } else { "" }, "{case}");
+            }
+        }
+    }
+}
+
+/// The Responses API always shows reasoning, as a reasoning item, with or without tools,
+/// streamed or not.
+#[tokio::test]
+async fn responses_without_tools_get_a_reasoning_item() {
+    let gw = spawn_gateway(|_| {}).await;
+    gw.upstream.push(Reply::text(REPLY).chunks(3));
+    let body = json!({"model": "m", "input": "Weather in Paris?"});
+    let value: Value = gw
+        .http()
+        .post(gw.url("/v1/responses"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let output = value["output"].as_array().unwrap();
+    let kinds: Vec<&str> = output.iter().map(|i| i["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["reasoning", "message"], "{value}");
+    assert_eq!(output[0]["content"][0]["text"], "The user wants Paris.");
+    assert_eq!(output[1]["content"][0]["text"], "Paris is sunny.");
+
+    gw.upstream.push(Reply::text(REPLY).chunks(3));
+    let body = json!({"model": "m", "input": "Weather in Paris?", "stream": true});
+    let text = gw
+        .http()
+        .post(gw.url("/v1/responses"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let events: Vec<Value> = text
+        .split("\n\n")
+        .filter_map(|frame| frame.split_once("\ndata: ").map(|(_, data)| data))
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect();
+    let joined = |kind: &str| -> String {
+        events.iter().filter(|e| e["type"] == kind).map(|e| e["delta"].as_str().unwrap()).collect()
+    };
+    assert_eq!(joined("response.reasoning_text.delta"), "The user wants Paris.");
+    assert_eq!(joined("response.output_text.delta"), "Paris is sunny.");
+}
+
+/// A reasoning model's structured answer starts with its reasoning: the answer after it is
+/// what is checked, and the reasoning goes to the clients that asked.
+#[tokio::test]
+async fn a_structured_answer_after_reasoning_is_valid() {
+    let gw = spawn_gateway(|_| {}).await;
+    let schema = json!({"type": "object", "properties": {"city": {"type": "string"}},
+        "required": ["city"], "additionalProperties": false});
+    for (stream, ask) in [(false, false), (true, true)] {
+        gw.upstream.push(
+            Reply::text("<think>JSON with the city.</think>\n{\"city\": \"Paris\"}").chunks(4),
+        );
+        let mut body = crate::common::plain_request("Which city?");
+        body["response_format"] = json!({"type": "json_schema",
+            "json_schema": {"name": "city", "schema": schema, "strict": true}});
+        body["stream"] = json!(stream);
+        if ask {
+            body["reasoning_effort"] = json!("low");
+        }
+        let (reasoning, text) = reasoning_and_text(Api::OpenAi, &gw, &body).await;
+        assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), json!({"city": "Paris"}));
+        assert_eq!(reasoning, if ask { "JSON with the city." } else { "" });
+    }
+    assert_eq!(gw.upstream.requests().len(), 2, "no retry: the answer fitted");
+}
+
+/// Streamed reasoning goes out as the model writes it, before the answer can commit: a
+/// client that asked is not kept waiting for the whole reasoning. The upstream here sends
+/// its reasoning and then nothing more; the reasoning still arrives.
+#[tokio::test]
+async fn streamed_reasoning_is_not_held_until_the_answer_commits() {
+    use futures::StreamExt;
+    let gw = spawn_gateway(|_| {}).await;
+    let thinking = "<think>The user wants the weather in Paris.</think>";
+    let frames = 1 + thinking.len().div_ceil(5);
+    for api in crate::common::api::APIS {
+        gw.upstream.push(Reply::text(thinking).chunks(5).stall_after(frames));
+        let mut body = api.request("Weather in Paris?", true, true);
+        match api {
+            Api::OpenAi => body["reasoning_effort"] = json!("low"),
+            Api::Anthropic => body["thinking"] = json!({"type": "enabled", "budget_tokens": 1024}),
+        }
+        let response = api.send(&gw, &body).await;
+        let mut bytes = response.bytes_stream();
+        let mut received = String::new();
+        // Within the deadline, although the upstream never finishes its reply.
+        while reasoning_in(api, &received) != "The user wants the weather in Paris." {
+            let chunk = crate::common::api::within(bytes.next()).await.unwrap().unwrap();
+            received.push_str(&String::from_utf8_lossy(&chunk));
+        }
+        assert!(!api.fold(&received).finished, "{api:?}: {received}");
+    }
+}
+
+/// The reasoning in the complete events of a stream so far.
+fn reasoning_in(api: Api, received: &str) -> String {
+    let complete = received.rsplit_once("\n\n").map_or("", |(done, _)| done);
+    complete
+        .split("\n\n")
+        .filter_map(|frame| frame.split("data: ").nth(1))
+        .filter_map(|data| serde_json::from_str::<Value>(data).ok())
+        .filter_map(|event| {
+            let piece = match api {
+                Api::OpenAi => &event["choices"][0]["delta"]["reasoning_content"],
+                Api::Anthropic => &event["delta"]["thinking"],
+            };
+            piece.as_str().map(str::to_owned)
+        })
+        .collect()
+}

@@ -30,6 +30,30 @@ async fn allowed_tools_narrow_what_the_model_sees_and_may_call() {
     assert!(prompt.contains("must call at least one tool"), "required mode: {prompt}");
 }
 
+/// `allowed_tools` with mode `auto`: a plain answer is an answer (no call is required), and a
+/// call to a tool outside the subset is an unknown tool, asked for again.
+#[tokio::test]
+async fn allowed_tools_in_auto_mode_allow_a_plain_answer_and_only_their_calls() {
+    let gw = spawn_gateway(|_| {}).await;
+    let mut body = crate::common::request("Weather and time in Paris?");
+    body["tool_choice"] = json!({"type": "allowed_tools", "allowed_tools": {"mode": "auto",
+        "tools": [{"type": "function", "function": {"name": "get_time"}}]}});
+    gw.upstream.push(Reply::text("It is noon and sunny in Paris."));
+    let value = gw.complete(&body).await;
+    assert_eq!(value["choices"][0]["message"]["content"], "It is noon and sunny in Paris.");
+    let prompt = gw.upstream.requests()[0]["messages"][0]["content"].as_str().unwrap().to_owned();
+    assert!(prompt.contains("get_time") && !prompt.contains("\"get_weather\""), "{prompt}");
+    assert!(!prompt.contains("must call at least one tool"), "auto mode: {prompt}");
+
+    gw.upstream.push(Reply::text(hermes("get_weather", json!({"city": "Paris"}))));
+    gw.upstream.push(Reply::text(hermes("get_time", json!({"timezone": "Europe/Paris"}))));
+    let value = gw.complete(&body).await;
+    let calls = value["choices"][0]["message"]["tool_calls"].as_array().unwrap();
+    let names: Vec<&str> = calls.iter().map(|c| c["function"]["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["get_time"]);
+    assert_eq!(gw.upstream.requests().len(), 3, "the call outside the subset was asked again");
+}
+
 /// A Messages request with `thread` gets Anthropic's `thread_unsupported_request`, whose
 /// details make the SDK resend the full history without a thread.
 #[tokio::test]
@@ -123,6 +147,24 @@ async fn a_plain_answer_is_released_after_its_first_sentence() {
     let text = gw.stream_ok(&body).await;
     assert!(!text.contains("sorry"), "a refusal is not released: {text}");
     assert!(text.contains("get_weather"), "{text}");
+}
+
+/// A pleasantry before a refusal does not release the text: "I'd be happy to help with that."
+/// is a whole first sentence, and the refusal after it is still retried unseen.
+#[tokio::test]
+async fn a_hedge_before_a_refusal_is_not_released() {
+    let gw = spawn_gateway(|_| {}).await;
+    gw.upstream.push(Reply::text(
+        "I'd be happy to help with that. Unfortunately, I don't have access to real-time weather data.",
+    ));
+    gw.upstream.push(Reply::text(hermes("get_weather", json!({"city": "Paris"}))));
+    let mut body = request("What is the weather in Paris?");
+    body["stream"] = json!(true);
+    let text = gw.stream_ok(&body).await;
+    let streamed = crate::common::check_stream(&text, false);
+    assert_eq!(streamed.content, "", "nothing of the refusal reached the client");
+    assert_eq!(streamed.names(), ["get_weather"]);
+    assert_eq!(gw.upstream.requests().len(), 2);
 }
 
 /// Found trying the README on the local model: a small model that starts its reply with a

@@ -183,6 +183,86 @@ async fn a_refusal_of_native_tools_is_remembered_per_upstream_and_model() {
     assert!(gw.upstream.requests()[3].get("tools").is_some(), "another model is tried natively");
 }
 
+/// Only the upstream's refusal of tools (a 400 or 422) is remembered: after a server error,
+/// refused credentials or a redirect the next request is asked natively again.
+#[tokio::test]
+async fn a_failure_that_is_no_refusal_of_tools_is_not_remembered() {
+    let (gw, _hosted) = two_upstreams(|config| config.mode = Mode::Auto).await;
+    let body = with_model(Api::OpenAi, "gpt-5.5");
+    let failures = [
+        Reply::error(500, json!({"error": {"message": "boom"}})),
+        Reply::error(401, json!({"error": {"message": "bad key"}})),
+        Reply::bytes("text/plain", [""]).status(307).header("location", "http://elsewhere/"),
+    ];
+    for (i, failure) in failures.into_iter().enumerate() {
+        gw.upstream.push(failure);
+        gw.upstream.push(Reply::text(hermes("get_weather", json!({"city": "Paris"}))));
+        let (_, arguments, _) = first_call(Api::OpenAi, &gw, &body).await;
+        assert_eq!(arguments, json!({"city": "Paris"}), "emulated after failure {i}");
+        let sent = gw.upstream.requests();
+        assert!(sent[2 * i].get("tools").is_some(), "failure {i}: asked natively: {sent:#?}");
+    }
+}
+
+/// `native_refusal_secs = 0` remembers no refusal: every tool request is asked natively.
+#[tokio::test]
+async fn with_native_refusal_secs_zero_a_refusal_is_not_remembered() {
+    let (gw, _hosted) = two_upstreams(|config| {
+        config.mode = Mode::Auto;
+        config.native_refusal_secs = 0.0;
+    })
+    .await;
+    let body = with_model(Api::OpenAi, "gpt-5.5");
+    for city in ["Paris", "Bern"] {
+        gw.upstream
+            .push(Reply::error(400, json!({"error": {"message": "tools are not supported"}})));
+        gw.upstream.push(Reply::text(hermes("get_weather", json!({"city": city}))));
+        let (_, arguments, _) = first_call(Api::OpenAi, &gw, &body).await;
+        assert_eq!(arguments, json!({"city": city}));
+    }
+    let native: Vec<bool> =
+        gw.upstream.requests().iter().map(|r| r.get("tools").is_some()).collect();
+    assert_eq!(native, [true, false, true, false]);
+}
+
+/// A fallback chain may mix API kinds: an emulated request falls back to an Anthropic
+/// upstream in its own wire, while a passthrough (an OpenAI body) skips it.
+#[tokio::test]
+async fn a_passthrough_skips_fallbacks_of_the_other_api_kind() {
+    let anthropic = crate::modes::anthropic_upstream::start(
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>",
+    )
+    .await;
+    let url = anthropic.url.clone();
+    let (gw, _hosted) = two_upstreams(move |config| {
+        config.mode = Mode::Native;
+        let mut claude = named(&url, &["claude-only"]);
+        claude.upstream.api = toolshim_gateway::UpstreamApi::Anthropic;
+        config.upstreams.insert("claude".into(), claude);
+        config.upstreams.get_mut("local").unwrap().fallback = vec!["claude".into()];
+        let emulated = toolshim_gateway::ModelConfig {
+            mode: Some(Mode::Emulate),
+            ..toolshim_gateway::ModelConfig::default()
+        };
+        config.models.insert("qwen-coder".into(), emulated);
+    })
+    .await;
+    // Native: the local upstream is overloaded and the Anthropic fallback cannot take the
+    // OpenAI body, so the overload is the answer.
+    gw.upstream.push(Reply::error(503, json!({"error": {"message": "busy"}})));
+    let err = Api::OpenAi.fails(&gw, &with_model(Api::OpenAi, "gpt-5.5")).await;
+    assert_eq!(err.status, StatusCode::SERVICE_UNAVAILABLE, "{:?}", err.body);
+    assert!(anthropic.seen.lock().unwrap().is_empty(), "no OpenAI body reached it");
+    // Emulated: the fallback is asked in Messages.
+    gw.upstream.push(Reply::error(503, json!({"error": {"message": "busy"}})));
+    let (_, arguments, _) =
+        first_call(Api::OpenAi, &gw, &with_model(Api::OpenAi, "qwen-coder")).await;
+    assert_eq!(arguments, json!({"city": "Oslo"}));
+    let seen = anthropic.seen.lock().unwrap();
+    assert_eq!(seen.len(), 1);
+    assert!(seen[0].1["system"].as_str().unwrap().contains("# Tools"), "{:?}", seen[0].1);
+}
+
 #[tokio::test]
 async fn the_model_list_names_the_routes_on_both_apis() {
     let (gw, _hosted) = two_upstreams(|_| {}).await;

@@ -129,3 +129,99 @@ async fn messages_and_responses_formats_are_checked_too() {
     assert_eq!(serde_json::from_str::<Value>(text).unwrap()["temp_c"], 18);
     assert_eq!(gw.upstream.requests().len(), 3);
 }
+
+/// In `auto` mode (the default) a request with a format goes through the pipeline, not
+/// straight through: the answer is checked and asked for again, streamed or not.
+#[tokio::test]
+async fn in_auto_mode_a_format_is_checked_and_asked_for_again() {
+    let gw = spawn_gateway(|config| config.mode = toolshim_gateway::Mode::Auto).await;
+    for stream in [false, true] {
+        gw.upstream.push(Reply::text("It is 18 degrees in Paris."));
+        gw.upstream.push(Reply::text("{\"city\": \"Paris\", \"temp_c\": 18}"));
+        let body = chat_request(stream, false);
+        let answer = if stream {
+            crate::common::check_stream(&gw.stream_ok(&body).await, false).content
+        } else {
+            gw.complete(&body).await["choices"][0]["message"]["content"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        assert_eq!(serde_json::from_str::<Value>(&answer).unwrap()["temp_c"], 18, "{stream}");
+    }
+    let sent = gw.upstream.requests();
+    assert_eq!(sent.len(), 4, "each answer was asked for again once");
+    assert_eq!(sent[0]["response_format"]["json_schema"]["schema"], schema());
+    assert!(sent[0]["messages"][0]["content"].as_str().unwrap().contains("# Answer format"));
+}
+
+/// An upstream that refused `response_format` for a model is not offered it again for that
+/// model until `native_refusal_secs` have passed; 0 remembers nothing.
+#[tokio::test]
+async fn a_refusal_of_response_format_is_remembered() {
+    let refused =
+        || Reply::error(400, json!({"error": {"message": "response_format is not supported"}}));
+    let paris = || Reply::text("{\"city\": \"Paris\", \"temp_c\": 18}");
+    let lyon = || Reply::text("{\"city\": \"Lyon\", \"temp_c\": 20}");
+    let cases = [
+        (600.0, vec![refused(), paris(), lyon()], vec![true, false, false]),
+        (0.0, vec![refused(), paris(), refused(), lyon()], vec![true, false, true, false]),
+    ];
+    for (secs, script, offered) in cases {
+        let gw = spawn_gateway(|config| config.native_refusal_secs = secs).await;
+        for reply in script {
+            gw.upstream.push(reply);
+        }
+        assert_eq!(content(&gw.complete(&chat_request(false, false)).await)["city"], "Paris");
+        assert_eq!(content(&gw.complete(&chat_request(false, false)).await)["city"], "Lyon");
+        let sent: Vec<bool> =
+            gw.upstream.requests().iter().map(|r| r.get("response_format").is_some()).collect();
+        assert_eq!(sent, offered, "native_refusal_secs {secs}");
+    }
+}
+
+/// With tools and a format, the turn after the tool result is the answer: it is checked and
+/// asked for again like any other (in `auto` mode too).
+#[tokio::test]
+async fn the_answer_after_a_tool_result_is_checked() {
+    let gw = spawn_gateway(|config| config.mode = toolshim_gateway::Mode::Auto).await;
+    gw.upstream.push(Reply::text("It is 18 degrees and sunny in Paris."));
+    gw.upstream.push(Reply::text("{\"city\": \"Paris\", \"temp_c\": 18}"));
+    let mut body = chat_request(false, true);
+    body["messages"] = json!([
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+            "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "18C, sunny"}]);
+    let value = gw.complete(&body).await;
+    assert_eq!(content(&value), json!({"city": "Paris", "temp_c": 18}));
+    let sent = gw.upstream.requests();
+    assert_eq!(sent.len(), 2, "the prose answer was asked for again");
+    assert!(sent[0].get("tools").is_none() && sent[0].get("response_format").is_none());
+    let last = sent[1]["messages"].as_array().unwrap().last().unwrap()["content"].to_string();
+    assert!(last.contains("not valid JSON"), "{last}");
+}
+
+/// An Anthropic upstream gets a JSON schema as its own `output_config.format`.
+#[tokio::test]
+async fn an_anthropic_upstream_gets_the_schema_as_output_config() {
+    let upstream =
+        crate::modes::anthropic_upstream::start("{\"city\": \"Paris\", \"temp_c\": 18}").await;
+    let url = upstream.url.clone();
+    let gw = spawn_gateway(move |config| {
+        config.upstream.url = url;
+        config.upstream.api = toolshim_gateway::UpstreamApi::Anthropic;
+    })
+    .await;
+    let value = gw.complete(&chat_request(false, false)).await;
+    assert_eq!(content(&value)["temp_c"], 18);
+    let mut body = crate::common::plain_request("Weather in Paris?");
+    body["response_format"] = json!({"type": "json_object"});
+    gw.complete(&body).await;
+    let seen = upstream.seen.lock().unwrap();
+    assert_eq!(
+        seen[0].1["output_config"],
+        json!({"format": {"type": "json_schema", "schema": schema()}})
+    );
+    assert!(seen[1].1.get("output_config").is_none(), "json_object: the prompt alone");
+}

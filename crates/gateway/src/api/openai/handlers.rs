@@ -14,7 +14,7 @@ use crate::api::openai::sse::{Collector, Encoder};
 use crate::api::openai::{error, wire};
 use crate::config::Mode;
 use crate::error::ApiError;
-use crate::state::{AppState, Chain};
+use crate::state::{AppState, Chain, Refused};
 use crate::upstream::client::PayloadStream;
 use crate::upstream::reply::Payload;
 
@@ -63,6 +63,15 @@ async fn handle(state: AppState, headers: &HeaderMap, body: Body) -> Result<Resp
         )
     })?;
     let parsed = wire::from_wire(&value)?;
+    // A passthrough upstream sees only the tools `allowed_tools` allows, and the reply's
+    // calls to any other are dropped.
+    let (value, allowed) = match &parsed.allowed {
+        Some(names) => (
+            wire::narrowed(&value, names, &parsed.chat.tool_choice),
+            Some(AllowedCalls::new(names)),
+        ),
+        None => (value, None),
+    };
     let routed = state.route(&parsed.chat.model)?;
     let Some((first, client, upstream_model)) = routed.chain.first().cloned() else {
         return Err(ApiError::Internal("a route without upstreams".into()));
@@ -72,24 +81,28 @@ async fn handle(state: AppState, headers: &HeaderMap, body: Body) -> Result<Resp
     tracing::info!(model = %parsed.chat.model, upstream = %first, upstream_model = %upstream_model, ?mode,
         stream = parsed.stream, tools = parsed.chat.tools.len(), "chat completion");
     match mode {
-        Mode::Native => return passthrough(&state, &routed.chain, value, parsed.stream).await,
+        Mode::Native => {
+            return passthrough(&state, &routed.chain, value, parsed.stream, allowed).await;
+        }
+        // A format is checked, asked for again and, if the upstream refuses
+        // `response_format`, asked for in the prompt: only the pipeline does that.
+        Mode::Auto if parsed.chat.output.is_some() => {
+            tracing::debug!(upstream = %first, "a response format; emulating");
+        }
         // An upstream that refused native tools lately is not asked again until
         // native_refusal_secs have passed: each refusal costs a round trip.
-        Mode::Auto
-            if !parsed.chat.tools.is_empty() && state.refused_native(&first, &upstream_model) =>
-        {
+        Mode::Auto if !parsed.chat.tools.is_empty() && routed.chain.refused(Refused::Tools) => {
             tracing::debug!(upstream = %first, "this upstream refused native tools lately; emulating");
         }
         Mode::Auto if !parsed.chat.tools.is_empty() => {
-            if let Some(response) = try_native(&state, &routed.chain, &value, parsed.stream).await?
-            {
+            let native = try_native(&state, &routed.chain, &value, parsed.stream, allowed).await?;
+            if let Some(response) = native {
                 return Ok(response);
             }
-            state.remember_native_refusal(&first, &upstream_model);
             tracing::info!(upstream = %first, "the upstream rejected native tools; emulating");
         }
         Mode::Auto if value.get("tools").is_none() => {
-            return passthrough(&state, &routed.chain, value, parsed.stream).await;
+            return passthrough(&state, &routed.chain, value, parsed.stream, allowed).await;
         }
         Mode::Auto | Mode::Emulate => {}
     }
@@ -121,20 +134,28 @@ async fn passthrough(
     chain: &Chain,
     value: Value,
     stream: bool,
+    allowed: Option<AllowedCalls>,
 ) -> Result<Response, ApiError> {
     let payloads = chain.relay(&value).await?;
-    relay(state, chain, payloads, stream).await
+    relay(state, chain, payloads, stream, allowed).await
 }
 
-/// Auto mode: native first; `None` when the upstream rejects the request (then emulate).
+/// Auto mode: native first; `None` when the upstream rejects the request or fails (then
+/// emulate). Only a 400 or 422, the upstream's refusal of the request's tools, is
+/// remembered: a server error, a credential problem or a redirect says nothing about tools.
 async fn try_native(
     state: &AppState,
     chain: &Chain,
     value: &Value,
     stream: bool,
+    allowed: Option<AllowedCalls>,
 ) -> Result<Option<Response>, ApiError> {
     match chain.relay(value).await {
-        Ok(payloads) => relay(state, chain, payloads, stream).await.map(Some),
+        Ok(payloads) => relay(state, chain, payloads, stream, allowed).await.map(Some),
+        Err(ApiError::UpstreamRejected { status: 400 | 422, .. }) => {
+            chain.remember(Refused::Tools);
+            Ok(None)
+        }
         Err(ApiError::Upstream { .. } | ApiError::UpstreamRejected { .. }) => Ok(None),
         Err(err) => Err(err),
     }
@@ -147,10 +168,14 @@ async fn relay(
     chain: &Chain,
     mut payloads: PayloadStream,
     stream: bool,
+    mut allowed: Option<AllowedCalls>,
 ) -> Result<Response, ApiError> {
     if !stream {
         return match payloads.next().await {
-            Some(Ok(Payload::Body(value))) => {
+            Some(Ok(Payload::Body(mut value))) => {
+                if let Some(allowed) = &mut allowed {
+                    allowed.completion(&mut value);
+                }
                 Ok((StatusCode::OK, axum::Json(value)).into_response())
             }
             Some(Ok(Payload::Event(_))) => Err(ApiError::Upstream {
@@ -166,16 +191,106 @@ async fn relay(
             None => Err(ApiError::Internal("the upstream reply ended without a payload".into())),
         };
     }
-    let events = payloads.flat_map(|item| {
-        let values = match item {
-            Ok(Payload::Event(value)) => vec![Ok(value)],
-            // The upstream answered a streaming request with one body: stream it as one chunk.
-            Ok(Payload::Body(value)) => vec![Ok(body_as_chunk(value))],
-            Err(err) => vec![Err(err)],
-        };
-        futures::stream::iter(values)
+    let events = payloads.map(move |item| match item {
+        Ok(Payload::Event(mut value)) => {
+            if let Some(allowed) = &mut allowed {
+                allowed.chunk(&mut value);
+            }
+            Ok(value)
+        }
+        // The upstream answered a streaming request with one body: stream it as one chunk.
+        Ok(Payload::Body(mut value)) => {
+            if let Some(allowed) = &mut allowed {
+                allowed.completion(&mut value);
+            }
+            Ok(body_as_chunk(value))
+        }
+        Err(err) => Err(err),
     });
     crate::api::stream_response(state, Instant::now(), Box::pin(events), RelayEncoder).await
+}
+
+/// The calls of a relayed reply kept to the tools `allowed_tools` allows (the upstream saw
+/// only those, but a model may still name another): the others are dropped, the rest
+/// renumbered, and a reply left without calls finishes with `stop`.
+struct AllowedCalls {
+    names: std::collections::HashSet<String>,
+    /// The upstream's call index → the client's (`None`: dropped).
+    slots: std::collections::HashMap<u64, Option<u64>>,
+    kept: u64,
+}
+
+impl AllowedCalls {
+    fn new(names: &[String]) -> AllowedCalls {
+        AllowedCalls {
+            names: names.iter().cloned().collect(),
+            slots: std::collections::HashMap::new(),
+            kept: 0,
+        }
+    }
+
+    fn allows(&self, call: &Value) -> bool {
+        call.pointer("/function/name")
+            .and_then(Value::as_str)
+            .is_some_and(|n| self.names.contains(n))
+    }
+
+    /// One streamed chunk: a call's first delta carries its name and decides its fate.
+    fn chunk(&mut self, value: &mut Value) {
+        for choice in value.get_mut("choices").and_then(Value::as_array_mut).into_iter().flatten() {
+            if let Some(delta) = choice.get_mut("delta").and_then(Value::as_object_mut) {
+                if let Some(Value::Array(calls)) = delta.get_mut("tool_calls") {
+                    calls.retain_mut(|call| {
+                        let index = call.get("index").and_then(Value::as_u64).unwrap_or(0);
+                        let slot = match self.slots.get(&index) {
+                            Some(slot) => *slot,
+                            None => {
+                                let slot = self.allows(call).then_some(self.kept);
+                                self.kept += u64::from(slot.is_some());
+                                self.slots.insert(index, slot);
+                                slot
+                            }
+                        };
+                        match (slot, call.as_object_mut()) {
+                            (Some(slot), Some(call)) => {
+                                call.insert("index".into(), Value::from(slot));
+                                true
+                            }
+                            _ => false,
+                        }
+                    });
+                    if calls.is_empty() {
+                        delta.remove("tool_calls");
+                    }
+                }
+            }
+            self.finish(choice);
+        }
+    }
+
+    /// A whole completion.
+    fn completion(&mut self, value: &mut Value) {
+        for choice in value.get_mut("choices").and_then(Value::as_array_mut).into_iter().flatten() {
+            if let Some(message) = choice.get_mut("message").and_then(Value::as_object_mut) {
+                if let Some(Value::Array(calls)) = message.get_mut("tool_calls") {
+                    calls.retain(|call| self.allows(call));
+                    self.kept += calls.len() as u64;
+                    if calls.is_empty() {
+                        message.remove("tool_calls");
+                    }
+                }
+            }
+            self.finish(choice);
+        }
+    }
+
+    fn finish(&self, choice: &mut Value) {
+        if let Some(reason) = choice.get_mut("finish_reason") {
+            if self.kept == 0 && reason == "tool_calls" {
+                *reason = Value::String("stop".into());
+            }
+        }
+    }
 }
 
 /// A whole completion as the one chunk of a stream.

@@ -18,6 +18,8 @@ pub(crate) struct Parsed {
     pub(crate) include_usage: bool,
     /// The request used `functions`/`function_call`: answer with `function_call`.
     pub(crate) legacy: bool,
+    /// The tools `tool_choice.allowed_tools` allows, when it narrowed the list.
+    pub(crate) allowed: Option<Vec<String>>,
 }
 
 /// Sampling options passed to the upstream unchanged.
@@ -116,6 +118,7 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
     let choice_value = if legacy { object.get("function_call") } else { object.get("tool_choice") };
     let tool_choice = tool_choice(choice_value, legacy, &tools)?;
     // `allowed_tools`: the model sees, and may call, only those tools.
+    let mut narrowed = None;
     if let Some(allowed) =
         choice_value.and_then(|c| c.pointer("/allowed_tools/tools")).and_then(Value::as_array)
     {
@@ -134,6 +137,7 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
             ));
         }
         tools.retain(|t| names.contains(&t.name.as_str()));
+        narrowed = Some(tools.iter().map(|t| t.name.clone()).collect());
     }
     let parallel_tool_calls =
         !legacy && object.get("parallel_tool_calls").and_then(Value::as_bool).unwrap_or(true);
@@ -184,7 +188,25 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
         stream,
         include_usage,
         legacy,
+        allowed: narrowed,
     })
+}
+
+/// A request body for a passthrough upstream with `allowed_tools` applied: only the allowed
+/// tools, and `tool_choice` as the mode it gave (`auto` or `required`), which every
+/// upstream that takes tools understands.
+pub(crate) fn narrowed(body: &Value, allowed: &[String], choice: &ToolChoice) -> Value {
+    let mut body = body.clone();
+    if let Some(tools) = body.get_mut("tools").and_then(Value::as_array_mut) {
+        tools.retain(|tool| {
+            tool.pointer("/function/name")
+                .and_then(Value::as_str)
+                .is_some_and(|name| allowed.iter().any(|a| a == name))
+        });
+    }
+    let mode = if *choice == ToolChoice::Required { "required" } else { "auto" };
+    body["tool_choice"] = Value::String(mode.to_owned());
+    body
 }
 
 use JsonType::{
