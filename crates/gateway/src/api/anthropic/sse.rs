@@ -193,9 +193,9 @@ impl crate::api::StreamEncoder for Encoder {
 
     /// A stream whose head goes out before its first event starts as Anthropic's do: with
     /// `message_start` (a `ping` before it would break the event grammar clients check).
+    /// The first content block still gets its `ping` after it, as Anthropic's does.
     fn open(&mut self, out: &mut Vec<Bytes>) {
         self.start(out);
-        self.pinged = true;
         out.push(ping());
     }
 }
