@@ -155,7 +155,7 @@ pub(crate) fn run<U: Upstream>(
                 produced.retain(|event| !matches!(event, ChatEvent::Reasoning(_)));
             }
             let truncated = finish_reason == Some(FinishReason::Length);
-            let problem = shaper.problem(truncated);
+            let problem = shaper.problem();
             spent.prompt_tokens += usage.prompt_tokens;
             spent.completion_tokens += if usage.completion_tokens == 0 && usage.prompt_tokens == 0 {
                 (raw.chars().count() as u64).div_ceil(4)
@@ -213,9 +213,10 @@ pub(crate) fn run<U: Upstream>(
             for event in produced {
                 yield Ok(event);
             }
-            // A streamed call that the token limit cut off could not be retried (it had
-            // already gone out); like OpenAI, the reply then ends with `length`.
-            let finish = if truncated && (shaper.n_calls() == 0 || shaper.cut_off_call()) {
+            // A call cut off inside its arguments that could not be asked for again (it
+            // had gone out, or the retries ran out) ends the reply with `length`, as
+            // OpenAI's does, so a client never takes it for a whole call.
+            let finish = if shaper.cut_off_call() || (truncated && shaper.n_calls() == 0) {
                 Finish::Length
             } else if shaper.n_calls() > 0 {
                 Finish::ToolCalls { forced: matches!(req.tool_choice, ToolChoice::Named(_)) }

@@ -380,18 +380,20 @@ impl Shaper {
     }
 
     /// What is wrong with the finished reply, if anything worth a retry.
-    pub(crate) fn problem(&self, truncated: bool) -> Option<RetryReason> {
+    pub(crate) fn problem(&self) -> Option<RetryReason> {
         if self.output_problem.is_some() && self.n_calls == 0 {
             return Some(RetryReason::InvalidOutput);
         }
         if !self.engaged || self.choice == ToolChoice::None {
             return None;
         }
-        if self.n_calls > 0 {
-            return (truncated && self.cut_off_call).then_some(RetryReason::Truncated);
-        }
-        if truncated && self.cut_off_call {
+        // A call the reply cut off inside its arguments (the parser reports it incomplete)
+        // is asked for again, whatever finish reason the upstream gave.
+        if self.cut_off_call {
             return Some(RetryReason::Truncated);
+        }
+        if self.n_calls > 0 {
+            return None;
         }
         if self.rejected > 0 {
             return Some(RetryReason::UnknownTool);

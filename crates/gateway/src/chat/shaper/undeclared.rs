@@ -60,7 +60,7 @@ fn issue_14_a_call_the_parser_accepts_but_the_request_did_not_declare_never_reac
     assert_eq!(shaper.n_calls(), 0);
     // It counts as a call to an unknown tool: the pipeline asks again, as it does when the
     // parser itself rejects a name.
-    assert_eq!(shaper.problem(false), Some(RetryReason::UnknownTool));
+    assert_eq!(shaper.problem(), Some(RetryReason::UnknownTool));
 
     // Next to a declared call, only the declared one goes out, as call 0.
     let (out, shaper) = shape(&format!("{}{}", call("delete_all"), call("get_weather")));
@@ -77,5 +77,5 @@ fn issue_14_a_call_the_parser_accepts_but_the_request_did_not_declare_never_reac
         ChatEvent::Text(text) => !text.contains("delete_all"),
         _ => true,
     }));
-    assert_eq!((shaper.n_calls(), shaper.problem(false)), (1, None));
+    assert_eq!((shaper.n_calls(), shaper.problem()), (1, None));
 }
