@@ -29,14 +29,24 @@ impl Marker {
     }
 }
 
+/// How the name a head reads is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NameForm {
+    /// The name as written.
+    Plain,
+    /// `functions.NAME:IDX` (Kimi K2): the name is `NAME` and the whole head is the id;
+    /// a name without the index or the `functions.` prefix is read as written.
+    Indexed,
+}
+
 /// How a call's name (and id) is read inside the pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Head {
     /// The body holds whole calls: JSON objects, markup or Python calls.
     Calls,
-    /// `[PREFIX] NAME [ID_MARKER ID] END` before each call's arguments. A name written
-    /// `functions.NAME:IDX` gives `NAME` and the id `functions.NAME:IDX`.
-    Name { prefix: &'static str, ends: &'static [Marker], id: Option<&'static str> },
+    /// `[PREFIX] NAME [ID_MARKER ID] END` before each call's arguments, the name written
+    /// in `form`.
+    Name { prefix: &'static str, ends: &'static [Marker], id: Option<&'static str>, form: NameForm },
     /// `NAME END` only addresses the message; the calls follow in the body.
     Recipient { ends: &'static [Marker] },
 }
@@ -102,7 +112,10 @@ const fn named(
     prefix: &'static str,
     name_ends: &'static [Marker],
 ) -> Pair {
-    Pair { head: Head::Name { prefix, ends: name_ends, id: None }, ..pair(id, start, ends) }
+    Pair {
+        head: Head::Name { prefix, ends: name_ends, id: None, form: NameForm::Plain },
+        ..pair(id, start, ends)
+    }
 }
 
 /// A section pair holding call pairs.
@@ -131,13 +144,15 @@ static STEP3_CALL: Pair = named(
     &[Marker::Consume("<｜tool_sep｜>"), Marker::Consume("\n")],
 );
 
-static KIMI_CALL: Pair = named(
-    "kimi_k2",
-    "<|tool_call_begin|>",
-    &["<|tool_call_end|>"],
-    "",
-    &[Marker::Consume("<|tool_call_argument_begin|>")],
-);
+static KIMI_CALL: Pair = Pair {
+    head: Head::Name {
+        prefix: "",
+        ends: &[Marker::Consume("<|tool_call_argument_begin|>")],
+        id: None,
+        form: NameForm::Indexed,
+    },
+    ..pair("kimi_k2", "<|tool_call_begin|>", &["<|tool_call_end|>"])
+};
 
 /// gpt-oss Harmony: `<|start|>assistant<|channel|>commentary to=functions.NAME
 /// <|constrain|>json<|message|>{…}<|call|>`; the recipient may also sit in the role
@@ -178,6 +193,7 @@ static MISTRAL: Pair = Pair {
         prefix: "",
         ends: &[Marker::Consume("[ARGS]"), Marker::Before("{")],
         id: Some("[CALL_ID]"),
+        form: NameForm::Plain,
     },
     ..pair("mistral", "[TOOL_CALLS]", &[])
 };

@@ -127,3 +127,27 @@ pub(crate) fn marker_row(first: u8) -> Option<usize> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{CHANNELS, REASONING, marker_row};
+
+    /// The text scan looks for reasoning and channel markers only at the bytes
+    /// `marker_row` knows: a row that starts with any other byte would never match.
+    #[test]
+    fn every_marker_starts_with_a_byte_the_scan_looks_at() {
+        let markers = REASONING
+            .iter()
+            .flat_map(|reasoning| [reasoning.open, reasoning.close])
+            .chain(CHANNELS.iter().copied());
+        for marker in markers {
+            let first = marker.as_bytes().first().copied().unwrap_or_default();
+            assert!(
+                marker_row(first).is_some(),
+                "{marker:?} starts with {:?}, which the text scan does not look at; \
+                 add it to `marker_row` and the engine's trigger bytes",
+                char::from(first)
+            );
+        }
+    }
+}
