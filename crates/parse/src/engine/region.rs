@@ -7,7 +7,7 @@ use crate::engine::out::Out;
 use crate::engine::settle::{Ctx, Decision, Segments, Syntax};
 use crate::engine::step::{Need, Step, Took};
 use crate::engine::text::Think;
-use crate::engine::{emit_text, upto_char};
+use crate::engine::{MAX_ADJACENT_WS, emit_text, is_ws, upto_char};
 use crate::read::{Body, Opener};
 
 /// A stretch of input that holds (or may hold) calls.
@@ -21,6 +21,9 @@ pub(crate) struct Region {
     pub(super) think: Option<Think>,
     /// Whatever the region holds is text: calls in it are not used.
     mute: Option<Mute>,
+    /// Its readers ended at this absolute offset, after a call: the whitespace that
+    /// follows (up to [`MAX_ADJACENT_WS`] bytes) is read into that call's span.
+    closing: Option<usize>,
 }
 
 /// Why a region's calls are not used, and which calls it held.
@@ -64,6 +67,26 @@ impl RegionRun<'_> {
             return self.run_muted(region, out);
         }
         let (buf, base, eof) = (self.buf, self.base, self.eof);
+        if let Some(ended) = region.closing {
+            // Whitespace that ends the output after a call is the call's; before
+            // anything else it is text (or leads up to the next call).
+            let bytes = buf.as_bytes();
+            while bytes.get(*self.pos).copied().is_some_and(is_ws)
+                && base + *self.pos - ended < MAX_ADJACENT_WS
+            {
+                *self.pos += 1;
+            }
+            let within = base + *self.pos - ended < MAX_ADJACENT_WS;
+            if *self.pos == buf.len() && !eof && within {
+                return Some(false);
+            }
+            if !(eof && *self.pos == buf.len() && within) {
+                *self.pos = ended - base;
+            }
+            region.end(buf, base, base + *self.pos, out);
+            *self.settled = region.seg.seg().saturating_sub(base);
+            return None;
+        }
         // While the region is undecided it sees at most one character past the hold
         // limit, so the limit is reached at the same byte in every chunking.
         let max_held = out.config().max_held_bytes;
@@ -81,6 +104,10 @@ impl RegionRun<'_> {
         let (consumed, ended) = outcome(step, eof && !capped);
         *self.pos += consumed;
         let end = base + *self.pos;
+        if ended && region.seg.last_call_hides_its_text(out.config()) {
+            region.closing = Some(end);
+            return Some(true);
+        }
         if ended {
             region.end(buf, base, end, out);
             *self.settled = region.seg.seg().saturating_sub(base);
@@ -197,10 +224,12 @@ impl Region {
                 opener_end: start,
                 think: None,
                 mute: None,
+                closing: None,
             }),
         };
         region.seg = Segments::new(start, Decision::Calls);
         region.opener_end = start;
+        region.closing = None;
         region.think = think;
         region.body.set_stop(think.map(Think::close));
         region.mute = mute.map(|why| Mute { why, seen: Vec::new(), start });

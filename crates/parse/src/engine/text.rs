@@ -6,7 +6,7 @@ use crate::dialect::Entry;
 use crate::engine::out::Out;
 use crate::engine::region::{MuteWhy, Region};
 use crate::engine::step::{Look, Need};
-use crate::engine::{State, emit_text};
+use crate::engine::{MAX_ADJACENT_WS, State, call_lead, emit_text, is_ws, ws_before};
 use crate::read::line::{LineOpen, line_open};
 use crate::read::open::Openers;
 use crate::read::python::Mode as PyMode;
@@ -35,6 +35,16 @@ impl Think {
             Think::Prompt => THINK.close,
         }
     }
+}
+
+/// What whitespace at the text cursor belongs to.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Lead {
+    /// The text: whitespace is text like any other byte.
+    Text,
+    /// A reasoning or channel marker that ended at this absolute offset: the whitespace
+    /// after it (up to [`MAX_ADJACENT_WS`] bytes) goes with it, out of the text.
+    Marker(usize),
 }
 
 /// A call that opens the output without its format's start marker, the prompt having
@@ -188,37 +198,61 @@ impl<'a> TextStep<'a> {
         spare: &mut Option<Box<Region>>,
         out: &mut Out<'_>,
     ) -> bool {
-        let think = match state {
-            State::Text { think } => *think,
-            State::Region(_) => None,
+        let (think, lead) = match state {
+            State::Text { think, lead } => (*think, *lead),
+            State::Region(_) => (None, Lead::Text),
         };
+        if let Lead::Marker(from) = lead {
+            // Whitespace after a marker goes with it.
+            let bytes = self.buf.as_bytes();
+            let mut i = *self.pos;
+            while bytes.get(i).copied().is_some_and(is_ws) && self.base + i - from < MAX_ADJACENT_WS
+            {
+                i += 1;
+            }
+            *self.pos = i;
+            *self.settled = i;
+            if i == self.buf.len() && !self.eof && self.base + i - from < MAX_ADJACENT_WS {
+                return false;
+            }
+            *state = State::Text { think, lead: Lead::Text };
+            return true;
+        }
         let found = self.find(think, out);
+        let marker_end = |at: usize, len: usize| Lead::Marker(self.base + at + len);
         match found {
             Found::Text(upto) => {
                 *self.pos = upto;
-                emit_text(self.buf, self.settled, upto, out);
+                // Whitespace at the end may still turn out to lead up to a call or a
+                // marker: it waits for the next byte.
+                let emit = match upto == self.buf.len() && !self.eof {
+                    true => ws_before(self.buf, *self.settled, upto),
+                    false => upto,
+                };
+                emit_text(self.buf, self.settled, emit, out);
                 upto < self.buf.len()
             }
             Found::Hold(at) => {
                 *self.pos = at;
-                emit_text(self.buf, self.settled, at, out);
+                emit_text(self.buf, self.settled, ws_before(self.buf, *self.settled, at), out);
                 false
             }
             Found::Think { at, len, think } => {
-                emit_text(self.buf, self.settled, at, out);
+                emit_text(self.buf, self.settled, ws_before(self.buf, *self.settled, at), out);
                 *self.pos = at + len;
                 *self.settled = *self.pos;
-                *state = State::Text { think: Some(think) };
+                *state = State::Text { think: Some(think), lead: marker_end(at, len) };
                 true
             }
             Found::Channel { at, len } => {
-                emit_text(self.buf, self.settled, at, out);
+                emit_text(self.buf, self.settled, ws_before(self.buf, *self.settled, at), out);
                 *self.pos = at + len;
                 *self.settled = *self.pos;
+                *state = State::Text { think, lead: marker_end(at, len) };
                 true
             }
             Found::ThinkEnd { at, len } => {
-                emit_text(self.buf, self.settled, at, out);
+                emit_text(self.buf, self.settled, ws_before(self.buf, *self.settled, at), out);
                 if think.is_none() {
                     out.warn(
                         WarningCode::StrayReasoningEnd,
@@ -229,15 +263,19 @@ impl<'a> TextStep<'a> {
                 }
                 *self.pos = at + len;
                 *self.settled = *self.pos;
-                *state = State::Text { think: None };
+                *state = State::Text { think: None, lead: marker_end(at, len) };
                 true
             }
             Found::Region { at, opener } => {
-                emit_text(self.buf, self.settled, at, out);
+                // A line break that leads up to the region is the region's: the span
+                // of a call there, or text again if it holds none.
+                let start = call_lead(self.buf, *self.settled, at);
+                emit_text(self.buf, self.settled, start, out);
                 let abs = self.base + at;
                 let mute = mute_for(&opener, think.is_some(), out);
                 let max_depth = out.config().max_depth;
-                let mut region = Region::new(spare.take(), abs, max_depth, think, mute);
+                let mut region =
+                    Region::new(spare.take(), self.base + start, max_depth, think, mute);
                 let rest = self.buf.get(at..).unwrap_or_default();
                 let n = region.begin(opener, rest, abs, self.buf, self.base, out);
                 *self.pos = at + n;
