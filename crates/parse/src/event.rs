@@ -59,6 +59,11 @@ pub struct ToolCall {
     pub arguments: String,
     /// Byte range of the input that this call consumed, markers included.
     pub span: Range<usize>,
+    /// Whether the model finished the call. `false`: the output ended (or broke off)
+    /// inside its arguments, with a [`WarningCode::Truncated`] warning; its open strings
+    /// and brackets were closed so `arguments` stays valid JSON, but it was never a whole
+    /// call, so [`Parsed`] keeps it in [`Parsed::incomplete`], never in [`Parsed::calls`].
+    pub complete: bool,
 }
 
 /// A call to a tool that is not in the tool list. It is never returned as a call.
@@ -154,8 +159,11 @@ impl WarningCode {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Parsed {
-    /// Accepted calls, in order.
+    /// Accepted calls, in order: the calls to run.
     pub calls: Vec<ToolCall>,
+    /// Accepted calls that the output cut off inside their arguments
+    /// ([`ToolCall::complete`] is `false`), in order. Never run these.
+    pub incomplete: Vec<ToolCall>,
     /// Visible text: everything that is not a call, reasoning or hidden rejected call.
     pub content: String,
     /// Reasoning text.
@@ -178,7 +186,10 @@ impl Parsed {
             Event::CallStart { .. } | Event::ArgsDelta { .. } => {}
             Event::CallEnd { call, .. } => {
                 self.saw_tool_syntax = true;
-                self.calls.push(call);
+                match call.complete {
+                    true => self.calls.push(call),
+                    false => self.incomplete.push(call),
+                }
             }
             Event::Rejected(rejected) => {
                 self.saw_tool_syntax = true;

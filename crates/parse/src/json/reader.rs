@@ -43,6 +43,24 @@ pub(crate) trait Sink {
     fn too_deep(&mut self, max_depth: usize);
 }
 
+/// What [`Reader::finish`] had to close.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Closed {
+    /// Nothing: the value was whole.
+    Nothing,
+    /// Only closing brackets: every value in the object was whole.
+    Brackets,
+    /// A value, a key, or what a `:` or `,` promised: the value was cut off.
+    Value,
+}
+
+impl Closed {
+    /// Whether anything had to be closed.
+    pub(crate) fn any(self) -> bool {
+        self != Closed::Nothing
+    }
+}
+
 /// How far `feed` got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Status {
@@ -407,9 +425,25 @@ impl Reader {
         Ok(i)
     }
 
-    /// Ends the input: closes whatever is open. Returns whether anything had to be closed.
-    pub(crate) fn finish(&mut self, end: usize, sink: &mut impl Sink) -> bool {
-        let mut closed = false;
+    /// What [`Reader::finish`] would close now.
+    pub(crate) fn open_cut(&self) -> Closed {
+        let in_value = match self.lex {
+            Lex::Str { .. } | Lex::Scalar { .. } | Lex::TokenOpen { .. } => true,
+            Lex::Slash | Lex::LineComment | Lex::BlockComment { .. } | Lex::Structural => false,
+        };
+        if in_value || (self.started && self.expect != Expect::CommaOrEnd && !self.stack.is_empty())
+        {
+            Closed::Value
+        } else if self.started && !self.stack.is_empty() {
+            Closed::Brackets
+        } else {
+            Closed::Nothing
+        }
+    }
+
+    /// Ends the input: closes whatever is open, and says what that was.
+    pub(crate) fn finish(&mut self, end: usize, sink: &mut impl Sink) -> Closed {
+        let mut closed = Closed::Nothing;
         match std::mem::replace(&mut self.lex, Lex::Structural) {
             Lex::Str { key: false, escape, .. } => {
                 if let (Escape::Token(k), Some(token)) = (escape, self.string_token) {
@@ -417,30 +451,36 @@ impl Reader {
                 }
                 self.flush_surrogate(false, sink);
                 sink.str_end();
-                closed = true;
+                closed = Closed::Value;
                 self.expect = Expect::CommaOrEnd;
             }
             Lex::Scalar { key: false } => {
+                // Only the end of the input ends a scalar here: it may have gone on.
                 self.end_scalar(sink);
+                closed = Closed::Value;
             }
             Lex::Str { key: true, .. } | Lex::Scalar { key: true } => {
                 self.key.clear();
-                closed = true;
+                closed = Closed::Value;
             }
             Lex::TokenOpen { key, .. } => {
                 if key {
                     self.key.clear();
                 }
-                closed = true;
+                closed = Closed::Value;
             }
             Lex::Slash | Lex::LineComment | Lex::BlockComment { .. } | Lex::Structural => {}
         }
         if !self.started {
             return closed;
         }
+        if self.expect != Expect::CommaOrEnd && !self.stack.is_empty() {
+            // After `{`, `[`, `:` or `,`: a key or a value was still to come.
+            closed = Closed::Value;
+        }
         while self.stack.pop().is_some() {
             sink.close(end);
-            closed = true;
+            closed = closed.max(Closed::Brackets);
         }
         closed
     }

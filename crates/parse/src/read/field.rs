@@ -2,6 +2,7 @@
 
 use std::borrow::Cow;
 
+use crate::engine::call::Cut;
 use crate::engine::settle::Ctx;
 use crate::engine::step::{Need, Step, Took};
 use crate::read::markup::Elem;
@@ -80,7 +81,7 @@ impl Body {
                 if cut {
                     // The output ended inside the value.
                     if let Some(call) = self.current_call() {
-                        call.truncated = true;
+                        call.cut_off(Cut::Value);
                     }
                 }
             }
@@ -116,7 +117,7 @@ impl Body {
             Field::Param { key, text, string, .. } => {
                 self.write_param(&key, &text, string, ctx);
                 if let Some(call) = self.current_call() {
-                    call.truncated = true;
+                    call.cut_off(Cut::Value);
                 }
             }
             Field::CallName { text, at, .. } => {
@@ -124,7 +125,7 @@ impl Body {
                 let mut call = ctx.open_call(at);
                 call.name = Some(text.trim().to_owned());
                 ctx.resolve(&mut call);
-                call.truncated = true;
+                call.cut_off(Cut::Value);
                 self.markup.frames.push(Elem::Call { close: None, call: Some(call) });
             }
             Field::Key { .. } | Field::KeyType { .. } | Field::Name { .. } => {}

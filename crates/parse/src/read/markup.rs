@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 
 use crate::WarningCode;
-use crate::engine::call::CallState;
+use crate::engine::call::{CallState, Cut};
 use crate::engine::settle::{Ctx, Decision};
 use crate::engine::step::{Step, Took};
 use crate::read::field::Field;
@@ -397,7 +397,7 @@ impl Body {
                 | Elem::Container { close, call: Some(call), .. } => (*close, call),
                 _ => continue,
             };
-            if !call.truncated {
+            if call.cut == Cut::No {
                 call.extra_notes.push((
                     WarningCode::MissingEndMarker,
                     format!("the end tag `</{close}>` is missing"),

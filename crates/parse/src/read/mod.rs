@@ -31,7 +31,7 @@ use std::sync::Arc;
 use crate::Builtin;
 use crate::WarningCode;
 use crate::dialect::Entry;
-use crate::engine::call::CallState;
+use crate::engine::call::{CallState, Cut};
 use crate::engine::settle::{Ctx, Decision};
 use crate::engine::step::{Need, Step, Took};
 use crate::json::reader::{Reader, Status};
@@ -308,17 +308,19 @@ impl Body {
             let message = crate::engine::out::too_deep_message(ctx.config().max_depth);
             ctx.warn(WarningCode::LimitReached, message, at..at + 1);
         }
-        let mut truncated = false;
+        let mut cut = Cut::No;
         if broke {
-            self.env.repairing = true;
-            truncated = reader.finish(abs + consumed, &mut self.env.sink(ctx));
-            self.env.repairing = false;
+            // What breaks the value ends it: closing brackets that were missing are
+            // added, a value it cut is not.
+            self.env.repairing = reader.open_cut().into();
+            cut = reader.finish(abs + consumed, &mut self.env.sink(ctx)).into();
+            self.env.repairing = Cut::No;
         }
         if let Reading::Json(reader) = std::mem::take(&mut self.reading) {
             self.spare = Some(reader);
         }
         if let Some(mut call) = self.env.take_args_call() {
-            call.truncated |= truncated;
+            call.cut_off(cut);
             self.put_back(call);
         }
         if self.markup.frames.is_empty()
@@ -601,21 +603,26 @@ impl Body {
 
     /// The region ends at `end`: closes the JSON value, the Python group, the field and
     /// the markup still open, and hands the calls they held to the engine.
+    /// A value still open there is cut off (the call is incomplete); closing brackets and
+    /// tags still missing are added.
     pub(crate) fn end(&mut self, end: usize, ctx: &mut Ctx<'_, '_>) {
-        let mut truncated = false;
+        let mut cut = Cut::No;
         let reading = std::mem::take(&mut self.reading);
         let reading = match reading {
             Reading::Json(mut reader) => {
-                self.env.repairing = true;
-                truncated = reader.finish(end, &mut self.env.sink(ctx));
-                self.env.repairing = false;
+                let open = reader.open_cut().into();
+                self.env.repairing = open;
+                if reader.finish(end, &mut self.env.sink(ctx)).any() {
+                    cut = open;
+                }
+                self.env.repairing = Cut::No;
                 self.spare = Some(reader);
                 Reading::Between
             }
             other => other,
         };
         if let Some(mut call) = self.env.take_args_call() {
-            call.truncated |= truncated;
+            call.cut_off(cut);
             self.put_back(call);
         }
         match reading {
@@ -629,6 +636,6 @@ impl Body {
             Reading::Between | Reading::Json(_) => {}
         }
         self.close_all(end, ctx);
-        self.env.end(truncated, ctx);
+        self.env.end(cut, ctx);
     }
 }

@@ -9,7 +9,7 @@
 //! code, not calls. A call used as a value rejects the call.
 
 use crate::Config;
-use crate::engine::call::{CallState, Status};
+use crate::engine::call::{CallState, Cut, Status};
 use crate::engine::step::{Look, Need, Step, Took};
 use crate::json::canon::ArgsNote;
 use crate::json::reader::{Frame, Reader, Sink, Status as ReadStatus};
@@ -807,7 +807,7 @@ impl PyGroup {
             if let Some(mut reader) = self.reader.take() {
                 reader.finish(end, &mut call.args);
             }
-            call.truncated = true;
+            call.cut_off(Cut::Value);
             self.done.push(call);
         }
     }
