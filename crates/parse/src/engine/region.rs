@@ -83,7 +83,7 @@ impl RegionRun<'_> {
             if !(eof && *self.pos == buf.len() && within) {
                 *self.pos = ended - base;
             }
-            region.end(buf, base, base + *self.pos, out);
+            region.end(buf, base, base + *self.pos, eof, out);
             *self.settled = region.seg.seg().saturating_sub(base);
             return None;
         }
@@ -109,7 +109,7 @@ impl RegionRun<'_> {
             return Some(true);
         }
         if ended {
-            region.end(buf, base, end, out);
+            region.end(buf, base, end, eof && !capped, out);
             *self.settled = region.seg.seg().saturating_sub(base);
             return None;
         }
@@ -131,7 +131,7 @@ impl RegionRun<'_> {
                 from..stop,
             );
             *self.pos = stop - base;
-            region.end(buf, base, stop, out);
+            region.end(buf, base, stop, false, out);
             *self.settled = region.seg.seg().saturating_sub(base);
             return None;
         }
@@ -164,7 +164,7 @@ impl RegionRun<'_> {
             let (consumed, ended) = outcome(step, eof);
             *pos += consumed;
             if ended {
-                region.end(buf, base, base + *pos, muted);
+                region.end(buf, base, base + *pos, eof, muted);
             }
             (step, ended)
         });
@@ -279,9 +279,10 @@ impl Region {
     }
 
     /// Ends the region at absolute offset `end`, settling every byte before it.
-    fn end(&mut self, buf: &str, base: usize, end: usize, out: &mut Out<'_>) {
+    /// `eof`: the output ends at `end`.
+    fn end(&mut self, buf: &str, base: usize, end: usize, eof: bool, out: &mut Out<'_>) {
         let mut ctx = Ctx::new(out, &mut self.seg, buf, base);
-        self.body.end(end, &mut ctx);
+        self.body.end(end, eof, &mut ctx);
         ctx.end(end);
         if !self.seg.has_calls() && self.seg.seg() < end {
             // Tool-call markup with nothing usable inside.

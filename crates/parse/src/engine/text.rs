@@ -314,6 +314,19 @@ impl<'a> TextStep<'a> {
                 Err(Need) => return Found::Hold(i),
                 Ok(None) => {}
             }
+            let at_start =
+                config.dialects.entries().iter().enumerate().filter_map(|(idx, entry)| {
+                    entry.start_only_marker().map(|marker| (idx, marker))
+                });
+            match marker_at(rest, eof, at_start.clone().map(|(_, marker)| marker)) {
+                Ok(Some((k, _))) => {
+                    if let Some((idx, _)) = at_start.clone().nth(k) {
+                        return Found::Region { at: i, opener: Opener::Marker(idx) };
+                    }
+                }
+                Err(Need) => return Found::Hold(i),
+                Ok(None) => {}
+            }
             match leading_call(rest, eof, config) {
                 Ok(Some((name, len))) => {
                     let opener = Opener::Labelled { name: 0..name, len };

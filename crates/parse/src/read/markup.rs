@@ -390,8 +390,15 @@ impl Body {
     }
 
     /// Notes the end tags still missing when the region ends, and closes everything.
-    pub(super) fn close_all(&mut self, end: usize, ctx: &mut Ctx<'_, '_>) {
+    /// `eof`: the output ended there; a call that had not begun its arguments was cut off
+    /// in its head (`to=functions.NAME<|channel|>commentary` and no message).
+    pub(super) fn close_all(&mut self, end: usize, eof: bool, ctx: &mut Ctx<'_, '_>) {
         for frame in &mut self.markup.frames {
+            if let Elem::Call { call: Some(call), .. } = frame {
+                if eof && !call.args_seen && !call.args.started() {
+                    call.cut_off(Cut::Value);
+                }
+            }
             let (close, call) = match frame {
                 Elem::Call { close: Some(close), call: Some(call) }
                 | Elem::Container { close, call: Some(call), .. } => (*close, call),

@@ -604,8 +604,8 @@ impl Body {
     /// The region ends at `end`: closes the JSON value, the Python group, the field and
     /// the markup still open, and hands the calls they held to the engine.
     /// A value still open there is cut off (the call is incomplete); closing brackets and
-    /// tags still missing are added.
-    pub(crate) fn end(&mut self, end: usize, ctx: &mut Ctx<'_, '_>) {
+    /// tags still missing are added. `eof`: the output ended at `end`.
+    pub(crate) fn end(&mut self, end: usize, eof: bool, ctx: &mut Ctx<'_, '_>) {
         let mut cut = Cut::No;
         let reading = std::mem::take(&mut self.reading);
         let reading = match reading {
@@ -635,7 +635,7 @@ impl Body {
             Reading::Field(field) => self.field_cut(field, ctx),
             Reading::Between | Reading::Json(_) => {}
         }
-        self.close_all(end, ctx);
+        self.close_all(end, eof, ctx);
         self.env.end(cut, ctx);
     }
 }

@@ -73,6 +73,16 @@ pub(crate) struct Leading {
     pub(crate) end: &'static str,
 }
 
+/// Where a pair's start marker opens it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Opens {
+    /// Wherever it occurs.
+    Anywhere,
+    /// Only at the very start of the output: the prompt ended in the header this marker
+    /// continues (gpt-oss's ` to=functions.NAME` after the prompt's `<|start|>assistant`).
+    AtStart,
+}
+
 /// One marker pair of a model-native format.
 #[derive(Debug)]
 pub(crate) struct Pair {
@@ -88,6 +98,7 @@ pub(crate) struct Pair {
     /// Pairs that open inside this one (a DeepSeek call inside its calls section).
     pub(crate) inner: &'static [&'static Pair],
     pub(crate) leading: Option<Leading>,
+    pub(crate) opens: Opens,
 }
 
 /// A pair with a JSON (or markup, or Python) body and no head.
@@ -101,6 +112,7 @@ const fn pair(id: &'static str, start: &'static str, ends: &'static [&'static st
         skip: &[],
         inner: &[],
         leading: None,
+        opens: Opens::Anywhere,
     }
 }
 
@@ -156,16 +168,20 @@ static KIMI_CALL: Pair = Pair {
 
 /// gpt-oss Harmony: `<|start|>assistant<|channel|>commentary to=functions.NAME
 /// <|constrain|>json<|message|>{…}<|call|>`; the recipient may also sit in the role
-/// header, and the call may be on the analysis channel.
+/// header, the call may be on the analysis channel, and the content type may be written
+/// `<|constrain|>json`, ` json` or not at all.
+const HARMONY_SKIP: &[&str] = &[
+    " ",
+    "<|channel|>commentary",
+    "<|channel|>analysis",
+    "<|constrain|>json",
+    "<|constrain|>",
+    "json<|message|>",
+    "<|message|>",
+];
+
 static HARMONY_CALL: Pair = Pair {
-    skip: &[
-        " ",
-        "<|channel|>commentary",
-        "<|channel|>analysis",
-        "<|constrain|>json",
-        "<|constrain|>",
-        "<|message|>",
-    ],
+    skip: HARMONY_SKIP,
     ..named(
         "gpt_oss",
         "to=functions.",
@@ -174,6 +190,15 @@ static HARMONY_CALL: Pair = Pair {
         &[Marker::Before(" "), Marker::Before("<|")],
     )
 };
+
+/// A Harmony call at the start of the output, whose `<|start|>assistant` the prompt
+/// wrote: its header goes on with the recipient or the channel.
+static HARMONY_HEAD_CALLS: [Pair; 4] = [
+    Pair { start: " to=functions.", opens: Opens::AtStart, ..HARMONY_CALL },
+    Pair { start: "to=functions.", opens: Opens::AtStart, ..HARMONY_CALL },
+    Pair { start: "<|channel|>commentary to=functions.", ..HARMONY_CALL },
+    Pair { start: "<|channel|>analysis to=functions.", ..HARMONY_CALL },
+];
 
 /// Muse Glimmer: `<|start|>assistant to=NAME<|message|><atem:function_calls>…<|eot|>`;
 /// the recipient only addresses the message, the markup holds the calls.
@@ -201,7 +226,7 @@ static MISTRAL: Pair = Pair {
 const MINIMAX_TOKEN: &str = "]<]minimax[>[";
 
 /// Every native pair, in the order the registry tries them.
-pub(crate) static PAIRS: [&Pair; 25] = [
+pub(crate) static PAIRS: [&Pair; 29] = [
     &pair("longcat", "<longcat_tool_call>", &["</longcat_tool_call>"]),
     &MISTRAL,
     &pair("llama3_json", "<|python_tag|>", &["<|eom_id|>", "<|eot_id|>"]),
@@ -213,6 +238,10 @@ pub(crate) static PAIRS: [&Pair; 25] = [
     &pair("internlm", "<|action_start|> <|plugin|>", &["<|action_end|>"]),
     &pair("cohere", "<|START_ACTION|>", &["<|END_ACTION|>"]),
     &HARMONY,
+    &HARMONY_HEAD_CALLS[0],
+    &HARMONY_HEAD_CALLS[1],
+    &HARMONY_HEAD_CALLS[2],
+    &HARMONY_HEAD_CALLS[3],
     &Pair {
         body: Body::NamedObjects,
         ..pair("apertus", "<|tools_prefix|>", &["<|tools_suffix|>"])

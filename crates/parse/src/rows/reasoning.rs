@@ -41,14 +41,17 @@ pub(crate) static REASONING: [&Reasoning; 13] = [
 ];
 
 /// Channel markers around visible text: like reasoning markers, they are removed from
-/// it. Kimi K3's response channel, Harmony's final channel, Muse's message headers,
-/// Functionary v3.2's `all` recipient.
-pub(crate) static CHANNELS: [&str; 12] = [
+/// it. Kimi K3's response channel, Harmony's final channel and its commentary channel
+/// without a recipient (a preamble the user sees), Muse's message headers, Functionary
+/// v3.2's `all` recipient.
+pub(crate) static CHANNELS: [&str; 14] = [
     "<|open|>response<|sep|>",
     "<|close|>response<|sep|>",
     "<|close|>message<|sep|>",
     "<|start|>assistant<|channel|>final<|message|>",
     "<|channel|>final<|message|>",
+    "<|start|>assistant<|channel|>commentary<|message|>",
+    "<|channel|>commentary<|message|>",
     "<|return|>",
     "<|end|>",
     "<|start|>assistant to=user<|message|>",
