@@ -7,6 +7,7 @@ use crate::engine::settle::Ctx;
 use crate::engine::step::{Need, Step, Took};
 use crate::read::markup::Elem;
 use crate::read::tag::scan_until_close;
+use crate::read::value::Padding;
 use crate::read::{Body, Reading};
 use crate::rows::markup::says_string;
 
@@ -15,7 +16,13 @@ use crate::rows::markup::says_string;
 pub(crate) enum Field {
     /// A parameter's raw value. `string` is an explicit type flag (DSML
     /// `string="true|false"`, a `type` attribute, an `<arg_type>`).
-    Param { key: String, close: Cow<'static, str>, text: String, string: Option<bool> },
+    Param {
+        key: String,
+        close: Cow<'static, str>,
+        text: String,
+        string: Option<bool>,
+        padding: Padding,
+    },
     /// A container's name field: it names the container's call.
     Name { close: &'static str, text: String },
     /// `<func_name>`: the name of a new call whose parameters follow.
@@ -70,14 +77,14 @@ impl Body {
     /// A field's text is complete (`cut`: the input ended inside it).
     pub(super) fn field_done(&mut self, field: Field, cut: bool, ctx: &mut Ctx<'_, '_>) {
         match field {
-            Field::Param { key, mut text, string, .. } => {
+            Field::Param { key, mut text, string, padding, .. } => {
                 // Namespaced markup writes its token before the end tag too.
                 if let Some(token) = self.namespace_token() {
                     if text.ends_with(token) {
                         text.truncate(text.len() - token.len());
                     }
                 }
-                self.write_param(&key, &text, string, ctx);
+                self.write_param(&key, &text, string, padding, ctx);
                 if cut {
                     // The output ended inside the value.
                     if let Some(call) = self.current_call() {
@@ -114,8 +121,8 @@ impl Body {
     /// name opens its call; a key or a container's name is lost.
     pub(super) fn field_cut(&mut self, field: Field, ctx: &mut Ctx<'_, '_>) {
         match field {
-            Field::Param { key, text, string, .. } => {
-                self.write_param(&key, &text, string, ctx);
+            Field::Param { key, text, string, padding, .. } => {
+                self.write_param(&key, &text, string, padding, ctx);
                 if let Some(call) = self.current_call() {
                     call.cut_off(Cut::Value);
                 }

@@ -8,9 +8,32 @@ use crate::json::canon::{Canonical, canonical_json};
 use crate::json::reader::{Frame as JsonFrame, Reader, Sink};
 use crate::tools::ParamType;
 
+/// What a format's template writes around a parameter's value, which is not part of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Padding {
+    /// Nothing: the value is exactly the text between the tags.
+    None,
+    /// A line break after the start tag and one before the end tag (Qwen3-Coder's
+    /// `<parameter=KEY>\nVALUE\n</parameter>`).
+    Newlines,
+}
+
 /// Writes one parameter's raw text as a JSON value; `string` is an explicit type
 /// flag that overrides the schema (`Some(true)`: the text as it is).
-pub(crate) fn write_typed_value(call: &mut CallState, key: &str, raw: &str, string: Option<bool>) {
+pub(crate) fn write_typed_value(
+    call: &mut CallState,
+    key: &str,
+    raw: &str,
+    string: Option<bool>,
+    padding: Padding,
+) {
+    let raw = match padding {
+        Padding::None => raw,
+        Padding::Newlines => {
+            let text = raw.strip_prefix('\n').unwrap_or(raw);
+            text.strip_suffix('\n').unwrap_or(text)
+        }
+    };
     match string {
         None => write_param_value(call, key, raw),
         Some(true) => write_value(call, key, raw, ParamType::String),
@@ -38,8 +61,7 @@ fn write_value(call: &mut CallState, key: &str, raw: &str, declared: ParamType) 
         return;
     }
     call.args_seen = true;
-    let text = raw.strip_prefix('\n').unwrap_or(raw);
-    let text = text.strip_suffix('\n').unwrap_or(text);
+    let text = raw;
     // MiniCPM5 wraps values in CDATA.
     let text = match text.trim().strip_prefix("<![CDATA[").and_then(|t| t.strip_suffix("]]>")) {
         Some(inner) => inner,
