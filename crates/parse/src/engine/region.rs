@@ -8,6 +8,7 @@ use crate::engine::settle::{Ctx, Decision, Segments, Syntax};
 use crate::engine::step::{Need, Step, Took};
 use crate::engine::text::Think;
 use crate::engine::{MAX_ADJACENT_WS, emit_text, is_ws, upto_char};
+use crate::read::tag::stray_closer;
 use crate::read::{Body, Opener};
 
 /// A stretch of input that holds (or may hold) calls.
@@ -68,20 +69,41 @@ impl RegionRun<'_> {
         }
         let (buf, base, eof) = (self.buf, self.base, self.eof);
         if let Some(ended) = region.closing {
-            // Whitespace that ends the output after a call is the call's; before
-            // anything else it is text (or leads up to the next call).
+            // After a call: a closer the model added twice (`}`, a `</tool_call>` it
+            // never opened) and the whitespace before it are the call's, and so is
+            // whitespace that ends the output; anything else is text (or leads up to the
+            // next call). `ended` moves past each closer taken.
             let bytes = buf.as_bytes();
-            while bytes.get(*self.pos).copied().is_some_and(is_ws)
-                && base + *self.pos - ended < MAX_ADJACENT_WS
-            {
-                *self.pos += 1;
-            }
-            let within = base + *self.pos - ended < MAX_ADJACENT_WS;
-            if *self.pos == buf.len() && !eof && within {
-                return Some(false);
-            }
-            if !(eof && *self.pos == buf.len() && within) {
-                *self.pos = ended - base;
+            let mut taken = ended;
+            loop {
+                while bytes.get(*self.pos).copied().is_some_and(is_ws)
+                    && base + *self.pos - ended < MAX_ADJACENT_WS
+                {
+                    *self.pos += 1;
+                }
+                let within = base + *self.pos - ended < MAX_ADJACENT_WS;
+                if *self.pos == buf.len() && !eof && within {
+                    region.closing = Some(ended);
+                    *self.pos = taken - base;
+                    return Some(false);
+                }
+                let rest = buf.get(*self.pos..).unwrap_or_default();
+                match stray_closer(rest, eof) {
+                    Ok(Some(n)) if within => {
+                        *self.pos += n;
+                        taken = base + *self.pos;
+                    }
+                    Err(Need) if within => {
+                        *self.pos = taken - base;
+                        return Some(false);
+                    }
+                    _ => {
+                        if !(eof && *self.pos == buf.len() && within) {
+                            *self.pos = taken - base;
+                        }
+                        break;
+                    }
+                }
             }
             region.end(buf, base, base + *self.pos, eof, out);
             *self.settled = region.seg.seg().saturating_sub(base);

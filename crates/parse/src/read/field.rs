@@ -2,11 +2,12 @@
 
 use std::borrow::Cow;
 
+use crate::WarningCode;
 use crate::engine::call::Cut;
 use crate::engine::settle::Ctx;
 use crate::engine::step::{Need, Step, Took};
 use crate::read::markup::Elem;
-use crate::read::tag::scan_until_close;
+use crate::read::tag::{ValueEnd, ValueEnds, scan_until_close, scan_value};
 use crate::read::value::Padding;
 use crate::read::{Body, Reading};
 use crate::rows::markup::says_string;
@@ -55,6 +56,9 @@ impl Field {
     }
 }
 
+/// The most end tags around a value that may end it when its own is missing.
+const MAX_ENCLOSING: usize = 8;
+
 impl Body {
     /// Reads the field's text up to its end tag.
     pub(super) fn step_field(
@@ -64,6 +68,9 @@ impl Body {
         ctx: &mut Ctx<'_, '_>,
         eof: bool,
     ) -> Step {
+        if let Field::Param { .. } = field {
+            return self.step_value(field, rest, ctx, eof);
+        }
         let upto = scan_until_close(rest, field.close(), eof);
         field.text().push_str(rest.get(..upto.text).unwrap_or_default());
         let Some(closer) = upto.closer else {
@@ -72,6 +79,55 @@ impl Body {
         };
         self.field_done(field, closer == 0, ctx);
         Ok(Took::Go(upto.text + closer))
+    }
+
+    /// Reads a parameter's value up to its end: its end tag, or, where that is missing,
+    /// an end tag of what holds it or the next parameter (left to the markup reader).
+    fn step_value(
+        &mut self,
+        mut field: Field,
+        rest: &str,
+        ctx: &mut Ctx<'_, '_>,
+        eof: bool,
+    ) -> Step {
+        let Field::Param { close, padding, text, .. } = &field else { return Err(Need) };
+        let close: Cow<'static, str> = close.clone();
+        let padded = *padding == Padding::Newlines;
+        let after_newline = text.is_empty() || text.ends_with('\n');
+        let mut enclosing: [&'static str; MAX_ENCLOSING] = [""; MAX_ENCLOSING];
+        let names = self.markup.frames.iter().rev().filter_map(Elem::close_name);
+        for (slot, name) in enclosing.iter_mut().zip(names) {
+            *slot = name;
+        }
+        let ends = ValueEnds { enclosing: &enclosing, padded };
+        let upto = scan_value(rest, &close, ends, after_newline, eof);
+        field.text().push_str(rest.get(..upto.text).unwrap_or_default());
+        match upto.end {
+            None => {
+                self.reading = Reading::Field(field);
+                if upto.text == 0 { Err(Need) } else { Ok(Took::Go(upto.text)) }
+            }
+            Some(ValueEnd::Closer(len)) => {
+                self.field_done(field, false, ctx);
+                Ok(Took::Go(upto.text + len))
+            }
+            Some(ValueEnd::Missing) => {
+                self.field_done(field, false, ctx);
+                if let Some(call) = self.current_call() {
+                    call.extra_notes.push((
+                        WarningCode::MissingEndMarker,
+                        format!(
+                            "a `</{close}>` end tag was missing; the value ended at the next tag"
+                        ),
+                    ));
+                }
+                Ok(Took::Go(upto.text))
+            }
+            Some(ValueEnd::Cut) => {
+                self.field_done(field, true, ctx);
+                Ok(Took::Go(upto.text))
+            }
+        }
     }
 
     /// A field's text is complete (`cut`: the input ended inside it).

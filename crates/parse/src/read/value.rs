@@ -41,9 +41,13 @@ pub(crate) fn write_typed_value(
     }
 }
 
-/// Writes one parameter's raw text as a JSON value into the call's arguments.
+/// Writes one parameter's raw text as a JSON value into the call's arguments. `null`
+/// for a parameter whose schema allows it is JSON `null`, whatever its other type.
 pub(crate) fn write_param_value(call: &mut CallState, key: &str, raw: &str) {
-    let declared = call.args.tool().map(|tool| tool.param_type(key)).unwrap_or(ParamType::Any);
+    let tool = call.args.tool();
+    let declared = tool.map(|tool| tool.param_type(key)).unwrap_or(ParamType::Any);
+    let nullable = tool.is_some_and(|tool| tool.param_nullable(key));
+    let declared = if nullable && raw.trim() == "null" { ParamType::Any } else { declared };
     write_value(call, key, raw, declared);
 }
 
