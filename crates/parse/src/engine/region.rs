@@ -72,7 +72,7 @@ impl RegionRun<'_> {
             // After a call: a closer the model added twice (`}`, a `</tool_call>` it
             // never opened) and the whitespace before it are the call's, and so is
             // whitespace that ends the output; anything else is text (or leads up to the
-            // next call). `ended` moves past each closer taken.
+            // next call). `taken` moves past each closer taken.
             let bytes = buf.as_bytes();
             let mut taken = ended;
             loop {
@@ -82,9 +82,10 @@ impl RegionRun<'_> {
                     *self.pos += 1;
                 }
                 let within = base + *self.pos - ended < MAX_ADJACENT_WS;
+                // Undecided: the next run reads the stretch again from the call's end
+                // (it is at most `MAX_ADJACENT_WS` bytes).
                 if *self.pos == buf.len() && !eof && within {
-                    region.closing = Some(ended);
-                    *self.pos = taken - base;
+                    *self.pos = ended - base;
                     return Some(false);
                 }
                 let rest = buf.get(*self.pos..).unwrap_or_default();
@@ -94,7 +95,7 @@ impl RegionRun<'_> {
                         taken = base + *self.pos;
                     }
                     Err(Need) if within => {
-                        *self.pos = taken - base;
+                        *self.pos = ended - base;
                         return Some(false);
                     }
                     _ => {
