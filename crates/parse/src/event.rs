@@ -123,6 +123,10 @@ pub enum WarningCode {
     CallInReasoning,
     /// A `</think>` closed a reasoning block that was never opened; it was removed.
     StrayReasoningEnd,
+    /// Tool-call markup that held no call (an opener the output ended after, an empty
+    /// `<tool_call></tool_call>` or tool-calls section) was removed from the text; the
+    /// message carries it.
+    EmptyCallMarkup,
     /// A call was guessed from plain prose ([`crate::Builtin::FreeText`]).
     FreeText,
 }
@@ -144,13 +148,14 @@ impl WarningCode {
             WarningCode::Example => "example",
             WarningCode::CallInReasoning => "call_in_reasoning",
             WarningCode::StrayReasoningEnd => "stray_reasoning_end",
+            WarningCode::EmptyCallMarkup => "empty_call_markup",
             WarningCode::FreeText => "free_text",
         }
     }
 
     /// Whether this warning shows that the model attempted tool-call syntax.
     pub fn shows_tool_syntax(self) -> bool {
-        matches!(self, WarningCode::MalformedCall)
+        matches!(self, WarningCode::MalformedCall | WarningCode::EmptyCallMarkup)
     }
 }
 

@@ -8,7 +8,7 @@ use crate::engine::settle::{Ctx, Decision, Segments, Syntax};
 use crate::engine::step::{Need, Step, Took};
 use crate::engine::text::Think;
 use crate::engine::{MAX_ADJACENT_WS, emit_text, is_ws, upto_char};
-use crate::read::tag::stray_closer;
+use crate::read::tag::{only_markers, stray_closer};
 use crate::read::{Body, Opener};
 
 /// A stretch of input that holds (or may hold) calls.
@@ -132,7 +132,7 @@ impl RegionRun<'_> {
             return Some(true);
         }
         if ended {
-            region.end(buf, base, end, eof && !capped, out);
+            region.end(buf, base, end, eof && !capped && *self.pos == buf.len(), out);
             *self.settled = region.seg.seg().saturating_sub(base);
             return None;
         }
@@ -312,6 +312,13 @@ impl Region {
             let body = buf
                 .get(self.opener_end.saturating_sub(base)..end.saturating_sub(base))
                 .unwrap_or_default();
+            let empty = eof || !body.trim().is_empty();
+            if self.seg.syntax() == Syntax::Markup && empty && only_markers(body) {
+                // Nothing but markup (an opener the output ended after, an empty pair):
+                // it never reaches the text. An opener followed by prose is a mention.
+                Ctx::new(out, &mut self.seg, buf, base).remove_upto(end);
+                return;
+            }
             // A tag followed only by prose (a mention, not an attempt) gets no warning.
             if self.seg.syntax() == Syntax::Markup && !body.trim().is_empty() {
                 out.warn(

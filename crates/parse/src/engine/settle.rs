@@ -254,6 +254,20 @@ impl<'c, 'o> Ctx<'c, 'o> {
         }
     }
 
+    /// Settles the unsettled bytes up to `end` without showing them: markup that held no
+    /// call, reported with a warning that carries it (and covers it).
+    pub(in crate::engine) fn remove_upto(&mut self, end: usize) {
+        let from = self.seg.seg;
+        let raw = self.slice(from..end);
+        self.out.warn(
+            WarningCode::EmptyCallMarkup,
+            format!("tool-call markup with no call in it was removed from the text: {raw:?}"),
+            None,
+            from..end,
+        );
+        self.seg.seg = end;
+    }
+
     /// Shows the unsettled bytes up to `end` and settles them.
     pub(in crate::engine) fn show_upto(&mut self, end: usize) {
         let from = self.seg.seg;

@@ -525,3 +525,42 @@ pub(crate) fn stray_closer(rest: &str, eof: bool) -> Look<usize> {
         _ => Ok(None),
     }
 }
+
+/// Whether `text` holds nothing but whitespace, tags and special tokens (`<|…|>`,
+/// `<｜…｜>`, `[UPPER_CASE]`): markup with no content.
+pub(crate) fn only_markers(text: &str) -> bool {
+    let mut rest = text.trim_start();
+    while !rest.is_empty() {
+        let len = special_token_len(rest).or_else(|| match read_tag(rest, true) {
+            Ok(Some(tag)) if !tag.unfinished => Some(tag.len),
+            _ => None,
+        });
+        match len {
+            Some(len) => rest = rest.get(len..).unwrap_or_default().trim_start(),
+            None => return false,
+        }
+    }
+    true
+}
+
+/// The length of a special token at the start of `rest`: `<|name|>`, `<｜name｜>` or
+/// `[NAME]` (upper case and `_`), each at most 64 bytes.
+fn special_token_len(rest: &str) -> Option<usize> {
+    const MAX: usize = 64;
+    for (open, close) in [("<|", "|>"), ("<｜", "｜>")] {
+        if let Some(after) = rest.strip_prefix(open) {
+            let inner = after.get(..after.len().min(MAX)).unwrap_or(after);
+            let end = inner.find(close)?;
+            let name = inner.get(..end).unwrap_or_default();
+            if name.contains(char::is_whitespace) {
+                return None;
+            }
+            return Some(open.len() + end + close.len());
+        }
+    }
+    let after = rest.strip_prefix('[')?;
+    let end = after.bytes().take(MAX).position(|b| b == b']')?;
+    let name = after.get(..end).unwrap_or_default();
+    (!name.is_empty() && name.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'))
+        .then_some(end + 2)
+}
