@@ -404,6 +404,12 @@ impl Body {
     /// `eof`: the output ended there; a call that had not begun its arguments was cut off
     /// in its head (`to=functions.NAME<|channel|>commentary` and no message).
     pub(super) fn close_all(&mut self, end: usize, eof: bool, ctx: &mut Ctx<'_, '_>) {
+        // A key whose value never came (`<arg_key>unit</arg_key>` and then the end).
+        if self.markup.key.take().is_some() {
+            if let Some(call) = self.current_call() {
+                call.cut_off(Cut::Value);
+            }
+        }
         for frame in &mut self.markup.frames {
             if let Elem::Call { call: Some(call), .. } = frame {
                 if eof && !call.args_seen && !call.args.started() {

@@ -446,6 +446,14 @@ impl Body {
             }
             b'`' => self.fence_mark(rest, eof),
             b'<' => match read_tag(rest, eof)? {
+                // The output ended inside a tag of an open call: the call was cut off
+                // there, and the tag is part of it.
+                None if eof && !rest.contains('>') && self.current_call().is_some() => {
+                    if let Some(call) = self.current_call() {
+                        call.cut_off(Cut::Value);
+                    }
+                    Ok(Took::End(rest.len()))
+                }
                 None => Ok(Took::End(0)),
                 Some(tag) if tag.closing => self.close_tag(&tag, ctx),
                 Some(tag) => {
