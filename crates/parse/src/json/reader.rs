@@ -346,7 +346,9 @@ impl Reader {
                     self.escape_char(c, quote, key, escape, sink);
                 }
                 Lex::Scalar { key } => {
-                    if is_scalar_byte(b) {
+                    // Unquoted keys of token-string formats (Gemma 4) may hold spaces:
+                    // `call:record{key with space:1}`.
+                    if is_scalar_byte(b) || (key && b == b' ' && self.string_token.is_some()) {
                         self.scalar.push(char::from(b));
                         i += 1;
                     } else {
@@ -817,7 +819,7 @@ impl Reader {
 
     fn end_unquoted_key(&mut self, _sink: &mut impl Sink) {
         self.key.clear();
-        self.key.push_str(&self.scalar);
+        self.key.push_str(self.scalar.trim_end_matches(' '));
         self.scalar.clear();
         self.expect = Expect::Colon;
     }

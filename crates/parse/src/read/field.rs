@@ -99,7 +99,7 @@ impl Body {
         for (slot, name) in enclosing.iter_mut().zip(names) {
             *slot = name;
         }
-        let ends = ValueEnds { enclosing: &enclosing, padded };
+        let ends = ValueEnds { enclosing: &enclosing, padded, namespace: self.namespace_token() };
         let upto = scan_value(rest, &close, ends, after_newline, eof);
         field.text().push_str(rest.get(..upto.text).unwrap_or_default());
         match upto.end {

@@ -376,10 +376,13 @@ pub(crate) struct ValueEnds<'a> {
     /// The end tags of the elements around the value (`</function>`, `</tool_call>`):
     /// one followed by a tag or the end of the output ends a value that misses its own.
     pub(crate) enclosing: &'a [&'static str],
-    /// The value is padded with line breaks (Qwen3-Coder): its own end tag ends it only
-    /// at the start of a line or before a tag (an inline `</parameter>` is text), and a
-    /// `<parameter=` at the start of a line ends a value that misses its end tag.
+    /// The value is padded with line breaks (Qwen3-Coder): its own end tag at the start
+    /// of a line ends it, and so does a `<parameter=` there when its end tag is missing.
+    /// Elsewhere, in every format, its end tag ends it only before another tag or the end
+    /// of the output (an inline `</parameter>` or `<|close|>argument<|sep|>` is text).
     pub(crate) padded: bool,
+    /// A token written before every tag (MiniMax-M3's `]<]minimax[>[`).
+    pub(crate) namespace: Option<&'static str>,
 }
 
 /// How a field's value ended.
@@ -402,9 +405,18 @@ pub(crate) struct ValueUpto {
 
 /// What follows a tag that may end a value: `Some(true)` a tag or the end of the output
 /// (after blanks), `Some(false)` other text, `None` not known yet.
-fn tag_follows(after: &str, eof: bool) -> Option<bool> {
+fn tag_follows(after: &str, namespace: Option<&str>, eof: bool) -> Option<bool> {
     let blanks =
         after.bytes().take(MAX_BLANKS_AFTER_END).take_while(u8::is_ascii_whitespace).count();
+    if let Some(token) = namespace {
+        let rest = after.get(blanks..).unwrap_or_default();
+        if rest.starts_with(token) {
+            return Some(true);
+        }
+        if !eof && rest.len() < token.len() && token.starts_with(rest) {
+            return None;
+        }
+    }
     match after.as_bytes().get(blanks) {
         Some(b'<') => Some(true),
         Some(_) => Some(blanks == MAX_BLANKS_AFTER_END),
@@ -435,10 +447,10 @@ pub(crate) fn scan_value(
         let line_start = if at == 0 { after_newline } else { bytes.get(at - 1) == Some(&b'\n') };
         match read_tag(tail, eof) {
             Ok(Some(tag)) if tag.closing && same_tag(tag.name, close) => {
-                if !ends.padded || line_start {
+                if ends.padded && line_start {
                     return ValueUpto { text: at, end: Some(ValueEnd::Closer(tag.len)) };
                 }
-                match tag_follows(tail.get(tag.len..).unwrap_or_default(), eof) {
+                match tag_follows(tail.get(tag.len..).unwrap_or_default(), ends.namespace, eof) {
                     Some(true) => {
                         return ValueUpto { text: at, end: Some(ValueEnd::Closer(tag.len)) };
                     }
@@ -453,7 +465,7 @@ pub(crate) fn scan_value(
                         .iter()
                         .any(|outer| !outer.is_empty() && same_tag(tag.name, outer)) =>
             {
-                match tag_follows(tail.get(tag.len..).unwrap_or_default(), eof) {
+                match tag_follows(tail.get(tag.len..).unwrap_or_default(), ends.namespace, eof) {
                     Some(true) => return ValueUpto { text: at, end: Some(ValueEnd::Missing) },
                     None => return ValueUpto { text: at, end: None },
                     Some(false) => from = at + 1,
