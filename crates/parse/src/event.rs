@@ -123,6 +123,9 @@ pub enum WarningCode {
     CallInReasoning,
     /// A `</think>` closed a reasoning block that was never opened; it was removed.
     StrayReasoningEnd,
+    /// Text inside a tool-calls section that was no call was dropped; the message
+    /// carries it.
+    IgnoredText,
     /// Tool-call markup that held no call (an opener the output ended after, an empty
     /// `<tool_call></tool_call>` or tool-calls section) was removed from the text; the
     /// message carries it.
@@ -149,6 +152,7 @@ impl WarningCode {
             WarningCode::CallInReasoning => "call_in_reasoning",
             WarningCode::StrayReasoningEnd => "stray_reasoning_end",
             WarningCode::EmptyCallMarkup => "empty_call_markup",
+            WarningCode::IgnoredText => "ignored_text",
             WarningCode::FreeText => "free_text",
         }
     }

@@ -13,8 +13,8 @@ use crate::read::python::Mode as PyMode;
 use crate::read::{self, Opener};
 use crate::rows::native::Leading;
 use crate::rows::reasoning::{
-    CHANNELS, MARKER_HEADS, MARKER_PAIRS, PREAMBLES, Preamble, REASONING, Reasoning, THINK, head3,
-    marker_row,
+    ANSWER_OPENERS, CHANNELS, MARKER_HEADS, MARKER_PAIRS, PREAMBLES, Preamble, REASONING,
+    Reasoning, THINK, head3, marker_row,
 };
 use crate::{Config, ReasoningCalls, WarningCode};
 
@@ -115,6 +115,13 @@ enum ThinkMark {
 fn think_mark(rest: &str, think: Option<Think>, eof: bool) -> Look<ThinkMark> {
     let mut hold = false;
     let second = rest.as_bytes().get(1);
+    if think.is_some() {
+        match marker_at(rest, eof, ANSWER_OPENERS.iter().copied()) {
+            Ok(Some((_, len))) => return Ok(Some(ThinkMark::Close(len))),
+            Err(Need) => hold = true,
+            Ok(None) => {}
+        }
+    }
     for reasoning in REASONING {
         let marker = match think {
             Some(Think::Block(open)) if std::ptr::eq(open, reasoning) => reasoning.close,

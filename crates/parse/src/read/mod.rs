@@ -89,6 +89,9 @@ pub(crate) struct Body {
     stop: Option<&'static str>,
 }
 
+/// The most text between two calls of a section that is dropped as noise.
+const MAX_SECTION_NOISE: usize = 4096;
+
 impl Body {
     pub(crate) fn new(max_depth: usize) -> Body {
         Body {
@@ -471,8 +474,34 @@ impl Body {
                     }
                 }
             },
-            _ => Ok(Took::End(0)),
+            _ => self.section_noise(rest, at, ctx, eof),
         }
+    }
+
+    /// Text inside a tool-calls section that is no call (`<|tool_calls_section_begin|>
+    /// noise <|tool_call_begin|>…`): it belongs to the section's markup, not to the answer,
+    /// and is dropped with a warning that carries it. Anywhere else it ends the region.
+    fn section_noise(&mut self, rest: &str, at: usize, ctx: &mut Ctx<'_, '_>, eof: bool) -> Step {
+        let in_section =
+            matches!(self.markup.frames.last(), Some(Elem::Pair(pair)) if pair.is_section());
+        if !in_section {
+            return Ok(Took::End(0));
+        }
+        // Up to the next marker; a run longer than that is no noise between calls.
+        let window = rest.as_bytes().get(..rest.len().min(MAX_SECTION_NOISE)).unwrap_or_default();
+        let n = match memchr::memchr(b'<', window) {
+            Some(n) => n,
+            None if eof && rest.len() < MAX_SECTION_NOISE => rest.len(),
+            None if rest.len() < MAX_SECTION_NOISE => return Err(Need),
+            None => return Ok(Took::End(0)),
+        };
+        let text = rest.get(..n).unwrap_or_default();
+        ctx.warn(
+            WarningCode::IgnoredText,
+            format!("text inside a tool-calls section that is no call was dropped: {text:?}"),
+            at..at + n,
+        );
+        Ok(Took::Go(n))
     }
 
     /// What the innermost pair makes of the text at the cursor.

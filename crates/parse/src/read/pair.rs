@@ -52,6 +52,12 @@ impl PairRef {
         }
     }
 
+    /// Whether the pair is a section: it holds inner call pairs and has an end marker,
+    /// so whatever it holds is call syntax.
+    pub(crate) fn is_section(&self) -> bool {
+        !self.ends().is_empty() && !self.inner().is_empty()
+    }
+
     fn inner(&self) -> &'static [&'static Pair] {
         match self {
             PairRef::Native(pair) => pair.inner,

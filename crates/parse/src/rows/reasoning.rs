@@ -61,6 +61,15 @@ pub(crate) static CHANNELS: [&str; 14] = [
     ">>>all\n",
 ];
 
+/// Channel markers that open the visible answer: inside reasoning they end it too (a model
+/// whose prompt opened the think channel may go straight to its answer: Kimi K3's
+/// `<|open|>response<|sep|>`, Harmony's final channel without `<|end|>`).
+pub(crate) static ANSWER_OPENERS: [&str; 3] = [
+    "<|open|>response<|sep|>",
+    "<|start|>assistant<|channel|>final<|message|>",
+    "<|channel|>final<|message|>",
+];
+
 /// What a preamble at the very start of the output opens.
 #[derive(Debug)]
 pub(crate) enum Preamble {
