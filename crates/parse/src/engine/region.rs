@@ -41,6 +41,8 @@ pub(super) enum MuteWhy {
     /// Introduced by this sentence.
     Example(String),
     InlineCode,
+    /// Inside Harmony's final channel: the answer, not a call.
+    FinalAnswer,
 }
 
 /// The engine's cursor while a region reads.
@@ -217,6 +219,10 @@ impl Mute {
             MuteWhy::Example(intro) => (
                 WarningCode::Example,
                 format!("a call introduced as an example ({intro:?}) was not used ({calls})"),
+            ),
+            MuteWhy::FinalAnswer => (
+                WarningCode::Example,
+                format!("call syntax in the final answer channel was not used ({calls})"),
             ),
             MuteWhy::InlineCode => (
                 WarningCode::Example,

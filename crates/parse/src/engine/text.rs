@@ -13,8 +13,8 @@ use crate::read::python::Mode as PyMode;
 use crate::read::{self, Opener};
 use crate::rows::native::Leading;
 use crate::rows::reasoning::{
-    ANSWER_OPENERS, CHANNELS, MARKER_HEADS, MARKER_PAIRS, PREAMBLES, Preamble, REASONING,
-    Reasoning, THINK, head3, marker_row,
+    ANSWER_OPENERS, CHANNELS, FINAL_CHANNELS, MARKER_HEADS, MARKER_PAIRS, PREAMBLES, Preamble,
+    REASONING, Reasoning, THINK, head3, marker_row,
 };
 use crate::{Config, ReasoningCalls, WarningCode};
 
@@ -190,10 +190,11 @@ enum Found<'s> {
         at: usize,
         len: usize,
     },
-    /// A channel marker: removed from the text.
+    /// A channel marker: removed from the text. `answer`: it opens a final answer.
     Channel {
         at: usize,
         len: usize,
+        answer: bool,
     },
 }
 
@@ -251,7 +252,8 @@ impl<'a> TextStep<'a> {
                 *state = State::Text { think: Some(think), lead: marker_end(at, len) };
                 true
             }
-            Found::Channel { at, len } => {
+            Found::Channel { at, len, answer } => {
+                out.tail_mut().set_final_answer(answer);
                 emit_text(self.buf, self.settled, ws_before(self.buf, *self.settled, at), out);
                 *self.pos = at + len;
                 *self.settled = *self.pos;
@@ -315,7 +317,9 @@ impl<'a> TextStep<'a> {
                         Some(Preamble::Reasoning(reasoning)) => {
                             Found::Think { at: i, len, think: Think::Block(reasoning) }
                         }
-                        Some(Preamble::Channel) | None => Found::Channel { at: i, len },
+                        Some(Preamble::Channel) | None => {
+                            Found::Channel { at: i, len, answer: false }
+                        }
                     };
                 }
                 Err(Need) => return Found::Hold(i),
@@ -376,7 +380,11 @@ impl<'a> TextStep<'a> {
                 }
                 if think.is_none() && (b == b'<' || b == b'>') {
                     match marker_at(rest, eof, CHANNELS.iter().copied()) {
-                        Ok(Some((_, len))) => return Found::Channel { at: i, len },
+                        Ok(Some((idx, len))) => {
+                            let marker = CHANNELS.get(idx).copied().unwrap_or_default();
+                            let answer = FINAL_CHANNELS.contains(&marker);
+                            return Found::Channel { at: i, len, answer };
+                        }
                         Err(Need) => return Found::Hold(i),
                         Ok(None) => {}
                     }
@@ -425,6 +433,9 @@ fn mute_for(opener: &Opener<'_>, think: bool, out: &Out<'_>) -> Option<MuteWhy> 
     let config = out.config();
     if think {
         return (config.reasoning_calls == ReasoningCalls::Ignore).then_some(MuteWhy::Reasoning);
+    }
+    if opener.is_guarded() && out.tail().in_final_answer() {
+        return Some(MuteWhy::FinalAnswer);
     }
     let guard = &config.example_guard;
     if !guard.enabled {

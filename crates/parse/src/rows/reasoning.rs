@@ -70,6 +70,11 @@ pub(crate) static ANSWER_OPENERS: [&str; 3] = [
     "<|channel|>final<|message|>",
 ];
 
+/// Harmony's final channel: the answer itself. Call syntax other than Harmony's own
+/// messages is text there (bare JSON in a final answer is what the user asked for).
+pub(crate) static FINAL_CHANNELS: [&str; 2] =
+    ["<|start|>assistant<|channel|>final<|message|>", "<|channel|>final<|message|>"];
+
 /// What a preamble at the very start of the output opens.
 #[derive(Debug)]
 pub(crate) enum Preamble {
