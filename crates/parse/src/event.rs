@@ -121,7 +121,8 @@ pub enum WarningCode {
     Example,
     /// A call inside reasoning was not used (see [`crate::ReasoningCalls`]).
     CallInReasoning,
-    /// A `</think>` closed a reasoning block that was never opened; it was removed.
+    /// A reasoning end marker (`</think>`, `[/THINK]`, `<|END_THINKING|>`…) closed a block
+    /// that was never opened; it was removed.
     StrayReasoningEnd,
     /// Text inside a tool-calls section that was no call was dropped; the message
     /// carries it.

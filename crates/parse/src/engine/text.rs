@@ -265,7 +265,11 @@ impl<'a> TextStep<'a> {
                 if think.is_none() {
                     out.warn(
                         WarningCode::StrayReasoningEnd,
-                        "a `</think>` closed a reasoning block that was never opened; it was removed (set `reasoning_open` when the prompt opens the block)".into(),
+                        format!(
+                            "`{}` closed a reasoning block that was never opened; it was removed \
+                             (set `reasoning_open` when the prompt opens the block)",
+                            self.buf.get(at..at + len).unwrap_or_default()
+                        ),
                         None,
                         self.base + at..self.base + at + len,
                     );
@@ -378,7 +382,7 @@ impl<'a> TextStep<'a> {
                     Err(Need) => return Found::Hold(i),
                     Ok(None) => {}
                 }
-                if think.is_none() && (b == b'<' || b == b'>') {
+                if think.is_none() {
                     match marker_at(rest, eof, CHANNELS.iter().copied()) {
                         Ok(Some((idx, len))) => {
                             let marker = CHANNELS.get(idx).copied().unwrap_or_default();
@@ -388,13 +392,12 @@ impl<'a> TextStep<'a> {
                         Err(Need) => return Found::Hold(i),
                         Ok(None) => {}
                     }
-                    // A `</think>` with no reasoning open (removed, with a warning).
-                    let close = THINK.close;
-                    if rest.starts_with(close) {
-                        return Found::ThinkEnd { at: i, len: close.len() };
-                    }
-                    if !eof && rest.len() < close.len() && close.starts_with(rest) {
-                        return Found::Hold(i);
+                    // A reasoning end marker with no reasoning open (`</think>`, Cohere's
+                    // `<|END_THINKING|>`): removed, with a warning.
+                    match marker_at(rest, eof, REASONING.iter().map(|r| r.close)) {
+                        Ok(Some((_, len))) => return Found::ThinkEnd { at: i, len },
+                        Err(Need) => return Found::Hold(i),
+                        Ok(None) => {}
                     }
                 }
             }

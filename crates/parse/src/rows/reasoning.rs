@@ -43,8 +43,8 @@ pub(crate) static REASONING: [&Reasoning; 13] = [
 /// Channel markers around visible text: like reasoning markers, they are removed from
 /// it. Kimi K3's response channel, Harmony's final channel and its commentary channel
 /// without a recipient (a preamble the user sees), Muse's message headers, Functionary
-/// v3.2's `all` recipient.
-pub(crate) static CHANNELS: [&str; 14] = [
+/// v3.2's `all` recipient, Cohere's response and text markers, Ling's end of turn.
+pub(crate) static CHANNELS: [&str; 19] = [
     "<|open|>response<|sep|>",
     "<|close|>response<|sep|>",
     "<|close|>message<|sep|>",
@@ -59,13 +59,20 @@ pub(crate) static CHANNELS: [&str; 14] = [
     "<|eot|>",
     "<|eom|>",
     ">>>all\n",
+    "<|START_RESPONSE|>",
+    "<|END_RESPONSE|>",
+    "<|START_TEXT|>",
+    "<|END_TEXT|>",
+    "<|role_end|>",
 ];
 
 /// Channel markers that open the visible answer: inside reasoning they end it too (a model
 /// whose prompt opened the think channel may go straight to its answer: Kimi K3's
 /// `<|open|>response<|sep|>`, Harmony's final channel without `<|end|>`).
-pub(crate) static ANSWER_OPENERS: [&str; 3] = [
+pub(crate) static ANSWER_OPENERS: [&str; 5] = [
     "<|open|>response<|sep|>",
+    "<|START_RESPONSE|>",
+    "<|START_TEXT|>",
     "<|start|>assistant<|channel|>final<|message|>",
     "<|channel|>final<|message|>",
 ];
