@@ -243,6 +243,11 @@ impl Reader {
 
     /// Whether the reader is inside a value string in double quotes: text without a `"`
     /// leaves it there, whatever its escapes.
+    /// Whether the reader has begun its value.
+    pub(crate) fn has_begun(&self) -> bool {
+        self.started
+    }
+
     pub(crate) fn in_value_string(&self) -> bool {
         matches!(self.lex, Lex::Str { quote: Quote::Double, key: false, .. })
     }

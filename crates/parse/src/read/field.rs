@@ -8,9 +8,10 @@ use crate::engine::settle::Ctx;
 use crate::engine::step::{Need, Step, Took};
 use crate::read::markup::Elem;
 use crate::read::tag::{ValueEnd, ValueEnds, scan_until_close, scan_value};
-use crate::read::value::Padding;
+use crate::read::value::{Padding, elements_json};
 use crate::read::{Body, Reading};
 use crate::rows::markup::says_string;
+use crate::tools::ParamType;
 
 /// A field being read, up to its end tag `close`.
 #[derive(Debug)]
@@ -138,6 +139,14 @@ impl Body {
                 if let Some(token) = self.namespace_token() {
                     if text.ends_with(token) {
                         text.truncate(text.len() - token.len());
+                    }
+                    // Nested elements: an object (or an array) parameter.
+                    let array = self
+                        .current_call()
+                        .and_then(|call| call.args.tool())
+                        .is_some_and(|tool| tool.param_type(&key) == ParamType::Array);
+                    if let Some(json) = elements_json(&text, token, array) {
+                        text = json;
                     }
                 }
                 self.write_param(&key, &text, string, padding, ctx);
