@@ -365,6 +365,10 @@ fn corpus_inputs_conserve_text_and_stream_valid_arguments() {
                 "<|end|>",
                 "<|eot|>",
                 "<|eom|>",
+                "commentary<|message|>",
+                "_RESPONSE|>",
+                "_TEXT|>",
+                "<|role_end|>",
             ];
             let markers = markers.iter().any(|marker| case.input.contains(marker));
             !reasoning && !markers && !case.config.reasoning_open
