@@ -241,9 +241,11 @@ still in flight after drain_timeout_secs (streams got an in-band error, others a
 
 const PARSE_AFTER_HELP: &str = "\
 Output (one line, keys always in this order):
-  {\"calls\":[{\"id\":null|\"…\",\"name\":\"…\",\"arguments\":{…}}],\"content\":\"…\",\"reasoning\":\"…\",
-   \"rejected\":[{\"name\":\"…\",\"reason\":\"…\"}],\"warnings\":[{\"code\":\"…\",\"message\":\"…\"}],
-   \"saw_tool_syntax\":true|false}
+  {\"calls\":[{\"id\":null|\"…\",\"name\":\"…\",\"arguments\":{…}}],\"incomplete\":[…],\"content\":\"…\",
+   \"reasoning\":\"…\",\"rejected\":[{\"name\":\"…\",\"reason\":\"…\"}],
+   \"warnings\":[{\"code\":\"…\",\"message\":\"…\"}],\"saw_tool_syntax\":true|false}
+  \"incomplete\" holds calls the output cut off inside their arguments (a \"truncated\" warning
+  says so): never run them. Whitespace a template writes around calls is not content.
   With --exit-tools, one more key, \"outcome\", last; its calls are objects like those in \"calls\":
   {\"kind\":\"calls\",\"calls\":[…calls that need a tool result…],\"exits\":[…exit calls…]}
   {\"kind\":\"text\"}                             no tool-call syntax: a plain answer

@@ -158,8 +158,8 @@ fn json(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or_else(|err| panic!("not JSON ({err}): {text}"))
 }
 
-const OBJECT_KEYS: [&str; 6] =
-    ["calls", "content", "reasoning", "rejected", "warnings", "saw_tool_syntax"];
+const OBJECT_KEYS: [&str; 7] =
+    ["calls", "incomplete", "content", "reasoning", "rejected", "warnings", "saw_tool_syntax"];
 const FLAGS: [&str; 16] = [
     "FILE",
     "--tools",
@@ -288,7 +288,7 @@ fn plain_text_comes_back_as_content() {
     let stdout = TestCommand::new(&["parse"]).stdin("Just \"text\", no calls.\n").ok();
     assert_eq!(
         stdout,
-        "{\"calls\":[],\"content\":\"Just \\\"text\\\", no calls.\\n\",\"reasoning\":\"\",\
+        "{\"calls\":[],\"incomplete\":[],\"content\":\"Just \\\"text\\\", no calls.\\n\",\"reasoning\":\"\",\
          \"rejected\":[],\"warnings\":[],\"saw_tool_syntax\":false}\n"
     );
 }

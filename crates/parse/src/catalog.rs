@@ -80,6 +80,7 @@ pub const MODELS: &[(&str, &str)] = &[
     ("qwen3-coder", "qwen3_coder"),
     ("qwen3.5", "qwen3_coder"),
     ("qwen3.6", "qwen3_coder"),
+    ("qwen3.8", "qwen3_coder"),
     ("qwen", "hermes"),
     ("qwq", "hermes"),
     ("hermes", "hermes"),
@@ -130,6 +131,7 @@ pub const MODELS: &[(&str, &str)] = &[
     ("minimax-m3", "minimax_m3"),
     ("k2-horizon", "k2_horizon"),
     ("muse", "muse"),
+    ("gpt-oss", "gpt_oss"),
 ];
 
 /// Every catalogued format, and how toolshim reads it.

@@ -9,7 +9,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::rows::native::{PAIRS, Pair};
+use crate::rows::native::{Opens, PAIRS, Pair};
 
 /// The built-in dialects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -207,15 +207,24 @@ impl Entry {
         }
     }
 
-    /// The literal start marker of a pair or custom dialect.
+    /// The literal start marker of a pair or custom dialect, where it opens anywhere.
     pub(crate) fn start_marker(&self) -> Option<&str> {
         match self {
             Entry::Builtin(_) => None,
             Entry::Pair(pair) => Some(pair.start()),
-            Entry::Native(pair) => Some(pair.start),
+            Entry::Native(pair) if pair.opens == Opens::Anywhere => Some(pair.start),
+            Entry::Native(_) => None,
             Entry::Custom(custom) => Some(custom.start()),
         }
         .filter(|marker| !marker.is_empty())
+    }
+
+    /// The start marker of a native pair that opens only at the start of the output.
+    pub(crate) fn start_only_marker(&self) -> Option<&'static str> {
+        match self {
+            Entry::Native(pair) if pair.opens == Opens::AtStart => Some(pair.start),
+            _ => None,
+        }
     }
 }
 

@@ -59,6 +59,11 @@ pub struct ToolCall {
     pub arguments: String,
     /// Byte range of the input that this call consumed, markers included.
     pub span: Range<usize>,
+    /// Whether the model finished the call. `false`: the output ended (or broke off)
+    /// inside its arguments, with a [`WarningCode::Truncated`] warning; its open strings
+    /// and brackets were closed so `arguments` stays valid JSON, but it was never a whole
+    /// call, so [`Parsed`] keeps it in [`Parsed::incomplete`], never in [`Parsed::calls`].
+    pub complete: bool,
 }
 
 /// A call to a tool that is not in the tool list. It is never returned as a call.
@@ -116,8 +121,16 @@ pub enum WarningCode {
     Example,
     /// A call inside reasoning was not used (see [`crate::ReasoningCalls`]).
     CallInReasoning,
-    /// A `</think>` closed a reasoning block that was never opened; it was removed.
+    /// A reasoning end marker (`</think>`, `[/THINK]`, `<|END_THINKING|>`…) closed a block
+    /// that was never opened; it was removed.
     StrayReasoningEnd,
+    /// Text inside a tool-calls section that was no call was dropped; the message
+    /// carries it.
+    IgnoredText,
+    /// Tool-call markup that held no call (an opener the output ended after, an empty
+    /// `<tool_call></tool_call>` or tool-calls section) was removed from the text; the
+    /// message carries it.
+    EmptyCallMarkup,
     /// A call was guessed from plain prose ([`crate::Builtin::FreeText`]).
     FreeText,
 }
@@ -139,13 +152,15 @@ impl WarningCode {
             WarningCode::Example => "example",
             WarningCode::CallInReasoning => "call_in_reasoning",
             WarningCode::StrayReasoningEnd => "stray_reasoning_end",
+            WarningCode::EmptyCallMarkup => "empty_call_markup",
+            WarningCode::IgnoredText => "ignored_text",
             WarningCode::FreeText => "free_text",
         }
     }
 
     /// Whether this warning shows that the model attempted tool-call syntax.
     pub fn shows_tool_syntax(self) -> bool {
-        matches!(self, WarningCode::MalformedCall)
+        matches!(self, WarningCode::MalformedCall | WarningCode::EmptyCallMarkup)
     }
 }
 
@@ -154,8 +169,11 @@ impl WarningCode {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Parsed {
-    /// Accepted calls, in order.
+    /// Accepted calls, in order: the calls to run.
     pub calls: Vec<ToolCall>,
+    /// Accepted calls that the output cut off inside their arguments
+    /// ([`ToolCall::complete`] is `false`), in order. Never run these.
+    pub incomplete: Vec<ToolCall>,
     /// Visible text: everything that is not a call, reasoning or hidden rejected call.
     pub content: String,
     /// Reasoning text.
@@ -178,7 +196,10 @@ impl Parsed {
             Event::CallStart { .. } | Event::ArgsDelta { .. } => {}
             Event::CallEnd { call, .. } => {
                 self.saw_tool_syntax = true;
-                self.calls.push(call);
+                match call.complete {
+                    true => self.calls.push(call),
+                    false => self.incomplete.push(call),
+                }
             }
             Event::Rejected(rejected) => {
                 self.saw_tool_syntax = true;

@@ -10,7 +10,7 @@
 //!
 //! let out = "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
 //! let parsed = parse(out, &Config::default());
-//! assert_eq!(parsed.content, "Let me check.\n");
+//! assert_eq!(parsed.content, "Let me check.");
 //! assert_eq!(parsed.calls[0].name, "get_weather");
 //! assert_eq!(parsed.calls[0].arguments, r#"{"city":"Paris"}"#);
 //! ```
@@ -69,6 +69,12 @@
 //!   text, with a [`WarningCode::Example`] warning.
 //! - **Reasoning** (`<think>…</think>`, or from the start with [`Config::reasoning_open`]) goes
 //!   to [`Parsed::reasoning`]; calls in it stay reasoning unless [`ReasoningCalls::Allow`].
+//! - **Whitespace a template writes around calls and markers is theirs, not content:** a run
+//!   of whitespace that holds a line break before a call, whitespace that ends the output
+//!   after a call, and whitespace next to a reasoning or channel marker (up to 256 bytes
+//!   of each). So `Checking.\n\n<tool_call>…` has the content `Checking.`, and a reply
+//!   that is only calls has none. Spaces between text and a call stay text
+//!   (`before <tool_call>…</tool_call> after` keeps `before  after`).
 //! - **Free text** ([`Builtin::FreeText`]) runs last, only with a tool list, and only when the
 //!   whole output held no other call.
 //!

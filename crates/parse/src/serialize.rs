@@ -4,13 +4,14 @@
 //! order and escapes as the parser wrote them; with `serde_json` they are raw JSON, with
 //! other serializers the raw value's own form), and byte spans are left out:
 //!
-//! - [`Parsed`] as `{"calls":[…],"content":…,"reasoning":…,"rejected":[…],"warnings":[…],
-//!   "saw_tool_syntax":…}`.
+//! - [`Parsed`] as `{"calls":[…],"incomplete":[…],"content":…,"reasoning":…,"rejected":[…],
+//!   "warnings":[…],"saw_tool_syntax":…}`.
 //! - [`ToolCall`] as `{"id":…,"name":…,"arguments":{…}}`, [`Rejected`] as
 //!   `{"name":…,"reason":…}`, [`Warning`] as `{"code":…,"message":…}`, a [`WarningCode`]
 //!   as its [`WarningCode::as_str`].
 //! - [`Event`] as an object whose first key is `"type"` (`text`, `reasoning`, `call_start`,
-//!   `args_delta`, `call_end`, `rejected`, `warning`; a warning event adds `call_idx`).
+//!   `args_delta`, `call_end`, `rejected`, `warning`; a warning event adds `call_idx`, a
+//!   `call_end` event says whether the call is `complete`).
 //! - [`Outcome`] as `{"kind":"calls","calls":[…],"exits":[…]}`, `{"kind":"text"}`, or
 //!   `{"kind":"failed","reason":…,"message":…,"unknown_tools":[…],"raw":…}`.
 
@@ -81,8 +82,9 @@ impl Serialize for Warning {
 
 impl Serialize for Parsed {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut object = serializer.serialize_struct("Parsed", 6)?;
+        let mut object = serializer.serialize_struct("Parsed", 7)?;
         object.serialize_field("calls", &self.calls)?;
+        object.serialize_field("incomplete", &self.incomplete)?;
         object.serialize_field("content", &self.content)?;
         object.serialize_field("reasoning", &self.reasoning)?;
         object.serialize_field("rejected", &self.rejected)?;
@@ -119,6 +121,7 @@ impl Serialize for Event {
                 object.serialize_entry("type", "call_end")?;
                 object.serialize_entry("call_idx", call_idx)?;
                 object.serialize_entry("call", call)?;
+                object.serialize_entry("complete", &call.complete)?;
             }
             Event::Rejected(rejected) => {
                 object.serialize_entry("type", "rejected")?;
@@ -172,6 +175,7 @@ mod tests {
             name: name.to_owned(),
             arguments: arguments.to_owned(),
             span: 0..0,
+            complete: true,
         }
     }
 
@@ -189,6 +193,10 @@ mod tests {
                 ),
                 call(None, "get_time", "{}"),
             ],
+            incomplete: vec![ToolCall {
+                complete: false,
+                ..call(None, "get_time", r#"{"tz":"Eu"}"#)
+            }],
             content: "Let me \"check\".\n\u{1}🦀".to_owned(),
             reasoning: "think".to_owned(),
             rejected: vec![Rejected {
@@ -206,12 +214,13 @@ mod tests {
         let expected = concat!(
             r#"{"calls":[{"id":"call_1","name":"get_weather","arguments":{"city":"Paris","n":123456789012345678901234567890}},"#,
             r#"{"id":null,"name":"get_time","arguments":{}}],"#,
+            r#""incomplete":[{"id":null,"name":"get_time","arguments":{"tz":"Eu"}}],"#,
             r#""content":"Let me \"check\".\n\u0001🦀","reasoning":"think","#,
             r#""rejected":[{"name":"rm","reason":"not a tool"}],"#,
             r#""warnings":[{"code":"repaired_json","message":"added `}`"}],"saw_tool_syntax":true}"#,
         );
         assert_eq!(serde_json::to_string(&sample()).unwrap(), expected);
-        let empty = r#"{"calls":[],"content":"","reasoning":"","rejected":[],"warnings":[],"saw_tool_syntax":false}"#;
+        let empty = r#"{"calls":[],"incomplete":[],"content":"","reasoning":"","rejected":[],"warnings":[],"saw_tool_syntax":false}"#;
         assert_eq!(serde_json::to_string(&Parsed::default()).unwrap(), empty);
     }
 
@@ -234,7 +243,7 @@ mod tests {
             ),
             (
                 Event::CallEnd { call_idx: 0, call: call(None, "f", r#"{"big":1e400}"#) },
-                r#"{"type":"call_end","call_idx":0,"call":{"id":null,"name":"f","arguments":{"big":1e400}}}"#,
+                r#"{"type":"call_end","call_idx":0,"call":{"id":null,"name":"f","arguments":{"big":1e400}},"complete":true}"#,
             ),
             (
                 Event::Rejected(Rejected {

@@ -19,6 +19,23 @@ pub(crate) enum ParamType {
     Any,
 }
 
+/// Whether a parameter's schema allows `null`: `"type": "null"`, `null` among its types,
+/// or an `anyOf`/`oneOf` alternative that does.
+fn allows_null(schema: &Value) -> bool {
+    let null_type = |schema: &Value| match schema.get("type") {
+        Some(Value::String(t)) => t == "null",
+        Some(Value::Array(types)) => types.iter().any(|t| t.as_str() == Some("null")),
+        _ => false,
+    };
+    null_type(schema)
+        || ["anyOf", "oneOf"].iter().any(|key| {
+            schema
+                .get(*key)
+                .and_then(Value::as_array)
+                .is_some_and(|alts| alts.iter().any(null_type))
+        })
+}
+
 impl ParamType {
     fn from_schema(schema: &Value) -> ParamType {
         let mut found: Option<ParamType> = None;
@@ -97,6 +114,9 @@ pub struct Tool {
     description: Option<String>,
     parameters: Option<Value>,
     params: HashMap<String, ParamType>,
+    /// Parameters whose schema allows `null` besides their type (`["string", "null"]`,
+    /// `anyOf` with `{"type": "null"}`).
+    nullable: Vec<String>,
     declared: bool,
     required: Vec<String>,
     /// The declared parameter names, in schema order.
@@ -108,6 +128,7 @@ impl Tool {
     pub fn new(name: impl Into<String>, parameters: Option<Value>) -> Tool {
         let parameters = parameters.filter(|p| !p.is_null());
         let mut params = HashMap::new();
+        let mut nullable = Vec::new();
         let mut declared = false;
         let mut required = Vec::new();
         let mut order = Vec::new();
@@ -116,6 +137,9 @@ impl Tool {
                 declared = true;
                 for (key, prop) in props {
                     params.insert(key.clone(), ParamType::from_schema(prop));
+                    if allows_null(prop) {
+                        nullable.push(key.clone());
+                    }
                     order.push(key.clone());
                 }
             }
@@ -123,7 +147,16 @@ impl Tool {
                 required = names.iter().filter_map(Value::as_str).map(str::to_owned).collect();
             }
         }
-        Tool { name: name.into(), description: None, parameters, params, declared, required, order }
+        Tool {
+            name: name.into(),
+            description: None,
+            parameters,
+            params,
+            nullable,
+            declared,
+            required,
+            order,
+        }
     }
 
     /// Sets the description.
@@ -149,6 +182,11 @@ impl Tool {
 
     pub(crate) fn param_type(&self, key: &str) -> ParamType {
         self.params.get(key).copied().unwrap_or(ParamType::Any)
+    }
+
+    /// Whether the parameter's schema allows `null`.
+    pub(crate) fn param_nullable(&self, key: &str) -> bool {
+        self.nullable.iter().any(|name| name == key)
     }
 
     /// Whether the schema lists its properties (so an unlisted key is unknown).

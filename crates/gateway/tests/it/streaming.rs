@@ -225,7 +225,7 @@ async fn golden_tool_call_stream() {
 /// parser produced them in.
 const GOLDEN: &str = r#"data: {"id":"chatcmpl-ID","object":"chat.completion.chunk","created":0,"model":"mock-model","choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}],"usage":null}
 
-data: {"id":"chatcmpl-ID","object":"chat.completion.chunk","created":0,"model":"mock-model","choices":[{"index":0,"delta":{"content":"Checking.\n"},"logprobs":null,"finish_reason":null}],"usage":null}
+data: {"id":"chatcmpl-ID","object":"chat.completion.chunk","created":0,"model":"mock-model","choices":[{"index":0,"delta":{"content":"Checking."},"logprobs":null,"finish_reason":null}],"usage":null}
 
 data: {"id":"chatcmpl-ID","object":"chat.completion.chunk","created":0,"model":"mock-model","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_0","type":"function","function":{"name":"get_weather","arguments":""}}]},"logprobs":null,"finish_reason":null}],"usage":null}
 
@@ -256,8 +256,8 @@ fn checker_rejects_broken_streams() {
         (
             "role twice",
             ok.replace(
-                r#""delta":{"content":"Checking.\n"}"#,
-                r#""delta":{"role":"assistant","content":"Checking.\n"}"#,
+                r#""delta":{"content":"Checking."}"#,
+                r#""delta":{"role":"assistant","content":"Checking."}"#,
             ),
         ),
         (

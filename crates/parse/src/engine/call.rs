@@ -4,7 +4,31 @@ use std::ops::Range;
 
 use crate::engine::out::{Out, too_deep_message};
 use crate::json::canon::{ArgsNote, ArgsWriter};
+use crate::json::reader::Closed;
 use crate::{Config, Rejected, ToolCall, ToolSet, WarningCode};
+
+/// How a call's syntax ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Cut {
+    /// Its syntax closed.
+    No,
+    /// Its closing brackets or tags were missing (they were added); every value in it
+    /// was whole.
+    Closers,
+    /// It broke off inside a value, or the output ended inside it: the model never
+    /// finished it, so it is incomplete.
+    Value,
+}
+
+impl From<Closed> for Cut {
+    fn from(closed: Closed) -> Cut {
+        match closed {
+            Closed::Nothing => Cut::No,
+            Closed::Brackets => Cut::Closers,
+            Closed::Value => Cut::Value,
+        }
+    }
+}
 
 #[derive(Debug)]
 pub(crate) enum Status {
@@ -35,8 +59,8 @@ pub(crate) struct CallState {
     pub(crate) args_seen: bool,
     /// Absolute offset where the call's own syntax begins.
     pub(crate) start: usize,
-    /// The call had to be closed because its input ended or broke off.
-    pub(crate) truncated: bool,
+    /// How its syntax ended (see [`CallState::cut_off`]).
+    pub(crate) cut: Cut,
     pub(crate) extra_notes: Vec<(WarningCode, String)>,
 }
 
@@ -57,7 +81,7 @@ impl CallState {
             status: Status::Unnamed,
             args_seen: false,
             start,
-            truncated: false,
+            cut: Cut::No,
             extra_notes: Vec::new(),
         }
     }
@@ -75,9 +99,14 @@ impl CallState {
         call.status = Status::Unnamed;
         call.args_seen = false;
         call.start = start;
-        call.truncated = false;
+        call.cut = Cut::No;
         call.extra_notes.clear();
         call
+    }
+
+    /// Notes how the call's syntax was cut off; the worst cut stays.
+    pub(crate) fn cut_off(&mut self, cut: Cut) {
+        self.cut = self.cut.max(cut);
     }
 
     pub(crate) fn is_accepted(&self) -> bool {
@@ -175,7 +204,8 @@ impl CallState {
                     if own.trim().len() == own.len() { own } else { own.trim().to_owned() }
                 });
                 self.warnings(out, call_idx, &span, &arguments);
-                let call = ToolCall { id: self.id.take(), name, arguments, span };
+                let complete = self.cut != Cut::Value;
+                let call = ToolCall { id: self.id.take(), name, arguments, span, complete };
                 out.call_end(call_idx, call);
             }
             Status::Rejected { name, reason } => {
@@ -238,13 +268,22 @@ impl CallState {
         if !repairs.is_empty() {
             out.warn(WarningCode::RepairedJson, repairs.join("; "), idx, span.clone());
         }
-        if self.truncated {
-            out.warn(
-                WarningCode::Truncated,
-                "the call was cut off; its open strings and brackets were closed".into(),
+        match self.cut {
+            Cut::No => {}
+            Cut::Closers => out.warn(
+                WarningCode::RepairedJson,
+                "the call's closing brackets or tags were missing; they were added".into(),
                 idx,
                 span.clone(),
-            );
+            ),
+            Cut::Value => out.warn(
+                WarningCode::Truncated,
+                "the call was cut off inside its arguments; it is incomplete, not a call \
+                 (its open strings and brackets were closed so the arguments stay JSON)"
+                    .into(),
+                idx,
+                span.clone(),
+            ),
         }
         if let Some(tool) = self.args.tool().filter(|tool| tool.has_schema()) {
             let keys = crate::json::canon::top_level_keys(arguments);

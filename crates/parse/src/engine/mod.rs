@@ -60,8 +60,9 @@ struct Engine {
 
 #[derive(Debug)]
 pub(crate) enum State {
-    /// Plain text; inside reasoning when `think` says so.
-    Text { think: Option<Think> },
+    /// Plain text; inside reasoning when `think` says so. `lead` says what whitespace
+    /// at the cursor belongs to.
+    Text { think: Option<Think>, lead: Lead },
     /// Tool-call syntax (or something that may turn out to be).
     Region(Box<Region>),
 }
@@ -99,7 +100,11 @@ impl StreamParser {
             base: 0,
             pos: 0,
             settled: 0,
-            state: State::Text { think: config.reasoning_open.then_some(Think::Prompt) },
+            // A prompt that opened reasoning ended in its marker.
+            state: match config.reasoning_open {
+                true => State::Text { think: Some(Think::Prompt), lead: Lead::Marker(0) },
+                false => State::Text { think: None, lead: Lead::Text },
+            },
             n_calls: 0,
             spare: None,
             tail: if free_text { Tail::with_prose() } else { Tail::default() },
@@ -203,7 +208,7 @@ impl Engine {
         let mut out = Out::new(dest, config, n_calls, tail, structured, spare_call);
         loop {
             let progressed = match state {
-                State::Text { think } => {
+                State::Text { think, .. } => {
                     out.think = think.is_some();
                     let mut text =
                         TextStep { buf, base: *base, pos, settled, triggers, openers, eof };
@@ -217,7 +222,7 @@ impl Engine {
                         None => {
                             let think = region.think;
                             if let State::Region(region) =
-                                std::mem::replace(state, State::Text { think })
+                                std::mem::replace(state, State::Text { think, lead: Lead::Text })
                             {
                                 *spare = Some(region);
                             }
@@ -235,7 +240,7 @@ impl Engine {
         }
         if eof {
             // Anything still held is text.
-            if let State::Text { think } = state {
+            if let State::Text { think, .. } = state {
                 out.think = think.is_some();
             }
             if let Some(rest) = buf.get(*settled..) {
@@ -269,6 +274,36 @@ pub(super) fn upto_char(buf: &str, mut end: usize) -> &str {
     buf.get(..end).unwrap_or(buf)
 }
 
+/// The most whitespace next to a call or a marker that belongs to it (a template's
+/// `\n\n`, a space): whitespace beyond it, in a longer run, is text.
+pub(super) const MAX_ADJACENT_WS: usize = 256;
+
+/// Whether `b` is whitespace that may sit between a call or marker and the text.
+pub(super) fn is_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+/// Where the whitespace run that ends at `at` begins, no further back than `floor` and
+/// than [`MAX_ADJACENT_WS`] bytes.
+pub(super) fn ws_before(buf: &str, floor: usize, at: usize) -> usize {
+    let bytes = buf.as_bytes();
+    let floor = floor.max(at.saturating_sub(MAX_ADJACENT_WS));
+    let mut start = at;
+    while start > floor && bytes.get(start - 1).copied().is_some_and(is_ws) {
+        start -= 1;
+    }
+    start
+}
+
+/// Where the whitespace that leads up to a call at `at` begins: the run before it (as
+/// [`ws_before`] finds it) when it holds a line break, the line break a template writes
+/// before a call; spaces alone between text and a call are text.
+pub(super) fn call_lead(buf: &str, floor: usize, at: usize) -> usize {
+    let start = ws_before(buf, floor, at);
+    let run = buf.as_bytes().get(start..at).unwrap_or_default();
+    if run.iter().any(|&b| b == b'\n' || b == b'\r') { start } else { at }
+}
+
 /// Emits `buf[settled..upto]` as text (reasoning inside `<think>`).
 pub(super) fn emit_text(buf: &str, settled: &mut usize, upto: usize, out: &mut Out<'_>) {
     if upto > *settled {
@@ -280,4 +315,4 @@ pub(super) fn emit_text(buf: &str, settled: &mut usize, upto: usize, out: &mut O
 }
 
 use self::region::{Region, RegionRun};
-use self::text::{TextStep, Think};
+use self::text::{Lead, TextStep, Think};

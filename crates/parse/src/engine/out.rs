@@ -45,6 +45,9 @@ pub(crate) struct Tail {
     recent: String,
     /// All the text (up to a limit), kept only when free-text calls are on.
     prose: Option<String>,
+    /// The text is a final answer (Harmony's final channel): bare call syntax in it is
+    /// the answer, not a call.
+    final_answer: bool,
 }
 
 /// The most prose kept for free-text calls.
@@ -55,7 +58,16 @@ const TAIL_KEEP: usize = 256;
 impl Tail {
     /// A tail that keeps all the prose too (free-text calls are on).
     pub(in crate::engine) fn with_prose() -> Tail {
-        Tail { recent: String::new(), prose: Some(String::new()) }
+        Tail { recent: String::new(), prose: Some(String::new()), final_answer: false }
+    }
+
+    /// Notes whether the channel a marker opened is a final answer.
+    pub(in crate::engine) fn set_final_answer(&mut self, final_answer: bool) {
+        self.final_answer = final_answer;
+    }
+
+    pub(in crate::engine) fn in_final_answer(&self) -> bool {
+        self.final_answer
     }
 
     pub(in crate::engine) fn keeps_prose(&self) -> bool {

@@ -7,7 +7,8 @@ use crate::engine::out::Out;
 use crate::engine::settle::{Ctx, Decision, Segments, Syntax};
 use crate::engine::step::{Need, Step, Took};
 use crate::engine::text::Think;
-use crate::engine::{emit_text, upto_char};
+use crate::engine::{MAX_ADJACENT_WS, emit_text, is_ws, upto_char};
+use crate::read::tag::{only_markers, stray_closer};
 use crate::read::{Body, Opener};
 
 /// A stretch of input that holds (or may hold) calls.
@@ -21,6 +22,9 @@ pub(crate) struct Region {
     pub(super) think: Option<Think>,
     /// Whatever the region holds is text: calls in it are not used.
     mute: Option<Mute>,
+    /// Its readers ended at this absolute offset, after a call: the whitespace that
+    /// follows (up to [`MAX_ADJACENT_WS`] bytes) is read into that call's span.
+    closing: Option<usize>,
 }
 
 /// Why a region's calls are not used, and which calls it held.
@@ -37,6 +41,8 @@ pub(super) enum MuteWhy {
     /// Introduced by this sentence.
     Example(String),
     InlineCode,
+    /// Inside Harmony's final channel: the answer, not a call.
+    FinalAnswer,
 }
 
 /// The engine's cursor while a region reads.
@@ -64,6 +70,48 @@ impl RegionRun<'_> {
             return self.run_muted(region, out);
         }
         let (buf, base, eof) = (self.buf, self.base, self.eof);
+        if let Some(ended) = region.closing {
+            // After a call: a closer the model added twice (`}`, a `</tool_call>` it
+            // never opened) and the whitespace before it are the call's, and so is
+            // whitespace that ends the output; anything else is text (or leads up to the
+            // next call). `taken` moves past each closer taken.
+            let bytes = buf.as_bytes();
+            let mut taken = ended;
+            loop {
+                while bytes.get(*self.pos).copied().is_some_and(is_ws)
+                    && base + *self.pos - ended < MAX_ADJACENT_WS
+                {
+                    *self.pos += 1;
+                }
+                let within = base + *self.pos - ended < MAX_ADJACENT_WS;
+                // Undecided: the next run reads the stretch again from the call's end
+                // (it is at most `MAX_ADJACENT_WS` bytes).
+                if *self.pos == buf.len() && !eof && within {
+                    *self.pos = ended - base;
+                    return Some(false);
+                }
+                let rest = buf.get(*self.pos..).unwrap_or_default();
+                match stray_closer(rest, eof) {
+                    Ok(Some(n)) if within => {
+                        *self.pos += n;
+                        taken = base + *self.pos;
+                    }
+                    Err(Need) if within => {
+                        *self.pos = ended - base;
+                        return Some(false);
+                    }
+                    _ => {
+                        if !(eof && *self.pos == buf.len() && within) {
+                            *self.pos = taken - base;
+                        }
+                        break;
+                    }
+                }
+            }
+            region.end(buf, base, base + *self.pos, eof, out);
+            *self.settled = region.seg.seg().saturating_sub(base);
+            return None;
+        }
         // While the region is undecided it sees at most one character past the hold
         // limit, so the limit is reached at the same byte in every chunking.
         let max_held = out.config().max_held_bytes;
@@ -81,8 +129,12 @@ impl RegionRun<'_> {
         let (consumed, ended) = outcome(step, eof && !capped);
         *self.pos += consumed;
         let end = base + *self.pos;
+        if ended && region.seg.last_call_hides_its_text(out.config()) {
+            region.closing = Some(end);
+            return Some(true);
+        }
         if ended {
-            region.end(buf, base, end, out);
+            region.end(buf, base, end, eof && !capped && *self.pos == buf.len(), out);
             *self.settled = region.seg.seg().saturating_sub(base);
             return None;
         }
@@ -104,7 +156,7 @@ impl RegionRun<'_> {
                 from..stop,
             );
             *self.pos = stop - base;
-            region.end(buf, base, stop, out);
+            region.end(buf, base, stop, false, out);
             *self.settled = region.seg.seg().saturating_sub(base);
             return None;
         }
@@ -137,7 +189,7 @@ impl RegionRun<'_> {
             let (consumed, ended) = outcome(step, eof);
             *pos += consumed;
             if ended {
-                region.end(buf, base, base + *pos, muted);
+                region.end(buf, base, base + *pos, eof, muted);
             }
             (step, ended)
         });
@@ -168,6 +220,10 @@ impl Mute {
                 WarningCode::Example,
                 format!("a call introduced as an example ({intro:?}) was not used ({calls})"),
             ),
+            MuteWhy::FinalAnswer => (
+                WarningCode::Example,
+                format!("call syntax in the final answer channel was not used ({calls})"),
+            ),
             MuteWhy::InlineCode => (
                 WarningCode::Example,
                 format!("a call quoted as inline code in a sentence was not used ({calls})"),
@@ -197,10 +253,12 @@ impl Region {
                 opener_end: start,
                 think: None,
                 mute: None,
+                closing: None,
             }),
         };
         region.seg = Segments::new(start, Decision::Calls);
         region.opener_end = start;
+        region.closing = None;
         region.think = think;
         region.body.set_stop(think.map(Think::close));
         region.mute = mute.map(|why| Mute { why, seen: Vec::new(), start });
@@ -250,15 +308,23 @@ impl Region {
     }
 
     /// Ends the region at absolute offset `end`, settling every byte before it.
-    fn end(&mut self, buf: &str, base: usize, end: usize, out: &mut Out<'_>) {
+    /// `eof`: the output ends at `end`.
+    fn end(&mut self, buf: &str, base: usize, end: usize, eof: bool, out: &mut Out<'_>) {
         let mut ctx = Ctx::new(out, &mut self.seg, buf, base);
-        self.body.end(end, &mut ctx);
+        self.body.end(end, eof, &mut ctx);
         ctx.end(end);
         if !self.seg.has_calls() && self.seg.seg() < end {
             // Tool-call markup with nothing usable inside.
             let body = buf
                 .get(self.opener_end.saturating_sub(base)..end.saturating_sub(base))
                 .unwrap_or_default();
+            let empty = eof || !body.trim().is_empty();
+            if self.seg.syntax() == Syntax::Markup && empty && only_markers(body) {
+                // Nothing but markup (an opener the output ended after, an empty pair):
+                // it never reaches the text. An opener followed by prose is a mention.
+                Ctx::new(out, &mut self.seg, buf, base).remove_upto(end);
+                return;
+            }
             // A tag followed only by prose (a mention, not an attempt) gets no warning.
             if self.seg.syntax() == Syntax::Markup && !body.trim().is_empty() {
                 out.warn(

@@ -73,6 +73,17 @@ impl Segments {
         pending
     }
 
+    /// Whether the region's bytes are calls and its last call, still waiting for the
+    /// end of its span, does not show its text (it was accepted, or rejected and hidden).
+    pub(in crate::engine) fn last_call_hides_its_text(&self, config: &Config) -> bool {
+        let hide = config.rejected_text == RejectedText::Hide;
+        self.decision == Decision::Calls
+            && self
+                .pending
+                .as_ref()
+                .is_some_and(|call| call.is_accepted() || (call.is_rejected() && hide))
+    }
+
     pub(in crate::engine) fn has_calls(&self) -> bool {
         self.n_calls > 0 || self.pending.is_some()
     }
@@ -241,6 +252,20 @@ impl<'c, 'o> Ctx<'c, 'o> {
             }
             Decision::Calls => self.settle(end),
         }
+    }
+
+    /// Settles the unsettled bytes up to `end` without showing them: markup that held no
+    /// call, reported with a warning that carries it (and covers it).
+    pub(in crate::engine) fn remove_upto(&mut self, end: usize) {
+        let from = self.seg.seg;
+        let raw = self.slice(from..end);
+        self.out.warn(
+            WarningCode::EmptyCallMarkup,
+            format!("tool-call markup with no call in it was removed from the text: {raw:?}"),
+            None,
+            from..end,
+        );
+        self.seg.seg = end;
     }
 
     /// Shows the unsettled bytes up to `end` and settles them.

@@ -6,15 +6,15 @@ use crate::dialect::Entry;
 use crate::engine::out::Out;
 use crate::engine::region::{MuteWhy, Region};
 use crate::engine::step::{Look, Need};
-use crate::engine::{State, emit_text};
+use crate::engine::{MAX_ADJACENT_WS, State, call_lead, emit_text, is_ws, ws_before};
 use crate::read::line::{LineOpen, line_open};
 use crate::read::open::Openers;
 use crate::read::python::Mode as PyMode;
 use crate::read::{self, Opener};
 use crate::rows::native::Leading;
 use crate::rows::reasoning::{
-    CHANNELS, MARKER_HEADS, MARKER_PAIRS, PREAMBLES, Preamble, REASONING, Reasoning, THINK, head3,
-    marker_row,
+    ANSWER_OPENERS, CHANNELS, FINAL_CHANNELS, MARKER_HEADS, MARKER_PAIRS, PREAMBLES, Preamble,
+    REASONING, Reasoning, THINK, head3, marker_row,
 };
 use crate::{Config, ReasoningCalls, WarningCode};
 
@@ -35,6 +35,16 @@ impl Think {
             Think::Prompt => THINK.close,
         }
     }
+}
+
+/// What whitespace at the text cursor belongs to.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Lead {
+    /// The text: whitespace is text like any other byte.
+    Text,
+    /// A reasoning or channel marker that ended at this absolute offset: the whitespace
+    /// after it (up to [`MAX_ADJACENT_WS`] bytes) goes with it, out of the text.
+    Marker(usize),
 }
 
 /// A call that opens the output without its format's start marker, the prompt having
@@ -105,6 +115,13 @@ enum ThinkMark {
 fn think_mark(rest: &str, think: Option<Think>, eof: bool) -> Look<ThinkMark> {
     let mut hold = false;
     let second = rest.as_bytes().get(1);
+    if think.is_some() {
+        match marker_at(rest, eof, ANSWER_OPENERS.iter().copied()) {
+            Ok(Some((_, len))) => return Ok(Some(ThinkMark::Close(len))),
+            Err(Need) => hold = true,
+            Ok(None) => {}
+        }
+    }
     for reasoning in REASONING {
         let marker = match think {
             Some(Think::Block(open)) if std::ptr::eq(open, reasoning) => reasoning.close,
@@ -173,10 +190,11 @@ enum Found<'s> {
         at: usize,
         len: usize,
     },
-    /// A channel marker: removed from the text.
+    /// A channel marker: removed from the text. `answer`: it opens a final answer.
     Channel {
         at: usize,
         len: usize,
+        answer: bool,
     },
 }
 
@@ -188,56 +206,89 @@ impl<'a> TextStep<'a> {
         spare: &mut Option<Box<Region>>,
         out: &mut Out<'_>,
     ) -> bool {
-        let think = match state {
-            State::Text { think } => *think,
-            State::Region(_) => None,
+        let (think, lead) = match state {
+            State::Text { think, lead } => (*think, *lead),
+            State::Region(_) => (None, Lead::Text),
         };
+        if let Lead::Marker(from) = lead {
+            // Whitespace after a marker goes with it.
+            let bytes = self.buf.as_bytes();
+            let mut i = *self.pos;
+            while bytes.get(i).copied().is_some_and(is_ws) && self.base + i - from < MAX_ADJACENT_WS
+            {
+                i += 1;
+            }
+            *self.pos = i;
+            *self.settled = i;
+            if i == self.buf.len() && !self.eof && self.base + i - from < MAX_ADJACENT_WS {
+                return false;
+            }
+            *state = State::Text { think, lead: Lead::Text };
+            return true;
+        }
         let found = self.find(think, out);
+        let marker_end = |at: usize, len: usize| Lead::Marker(self.base + at + len);
         match found {
             Found::Text(upto) => {
                 *self.pos = upto;
-                emit_text(self.buf, self.settled, upto, out);
+                // Whitespace at the end may still turn out to lead up to a call or a
+                // marker: it waits for the next byte.
+                let emit = match upto == self.buf.len() && !self.eof {
+                    true => ws_before(self.buf, *self.settled, upto),
+                    false => upto,
+                };
+                emit_text(self.buf, self.settled, emit, out);
                 upto < self.buf.len()
             }
             Found::Hold(at) => {
                 *self.pos = at;
-                emit_text(self.buf, self.settled, at, out);
+                emit_text(self.buf, self.settled, ws_before(self.buf, *self.settled, at), out);
                 false
             }
             Found::Think { at, len, think } => {
-                emit_text(self.buf, self.settled, at, out);
+                emit_text(self.buf, self.settled, ws_before(self.buf, *self.settled, at), out);
                 *self.pos = at + len;
                 *self.settled = *self.pos;
-                *state = State::Text { think: Some(think) };
+                *state = State::Text { think: Some(think), lead: marker_end(at, len) };
                 true
             }
-            Found::Channel { at, len } => {
-                emit_text(self.buf, self.settled, at, out);
+            Found::Channel { at, len, answer } => {
+                out.tail_mut().set_final_answer(answer);
+                emit_text(self.buf, self.settled, ws_before(self.buf, *self.settled, at), out);
                 *self.pos = at + len;
                 *self.settled = *self.pos;
+                *state = State::Text { think, lead: marker_end(at, len) };
                 true
             }
             Found::ThinkEnd { at, len } => {
-                emit_text(self.buf, self.settled, at, out);
+                emit_text(self.buf, self.settled, ws_before(self.buf, *self.settled, at), out);
                 if think.is_none() {
                     out.warn(
                         WarningCode::StrayReasoningEnd,
-                        "a `</think>` closed a reasoning block that was never opened; it was removed (set `reasoning_open` when the prompt opens the block)".into(),
+                        format!(
+                            "`{}` closed a reasoning block that was never opened; it was removed \
+                             (set `reasoning_open` when the prompt opens the block)",
+                            self.buf.get(at..at + len).unwrap_or_default()
+                        ),
                         None,
                         self.base + at..self.base + at + len,
                     );
                 }
                 *self.pos = at + len;
                 *self.settled = *self.pos;
-                *state = State::Text { think: None };
+                *state = State::Text { think: None, lead: marker_end(at, len) };
                 true
             }
             Found::Region { at, opener } => {
-                emit_text(self.buf, self.settled, at, out);
+                // A line break that leads up to the region is the region's: the span
+                // of a call there, or text again if it holds none.
+                let start = call_lead(self.buf, *self.settled, at);
+                emit_text(self.buf, self.settled, start, out);
                 let abs = self.base + at;
                 let mute = mute_for(&opener, think.is_some(), out);
                 let max_depth = out.config().max_depth;
-                let mut region = Region::new(spare.take(), abs, max_depth, think, mute);
+                let mut region =
+                    Region::new(spare.take(), self.base + start, max_depth, think, mute);
                 let rest = self.buf.get(at..).unwrap_or_default();
                 let n = region.begin(opener, rest, abs, self.buf, self.base, out);
                 *self.pos = at + n;
@@ -270,8 +321,23 @@ impl<'a> TextStep<'a> {
                         Some(Preamble::Reasoning(reasoning)) => {
                             Found::Think { at: i, len, think: Think::Block(reasoning) }
                         }
-                        Some(Preamble::Channel) | None => Found::Channel { at: i, len },
+                        Some(Preamble::Channel) | None => {
+                            Found::Channel { at: i, len, answer: false }
+                        }
                     };
+                }
+                Err(Need) => return Found::Hold(i),
+                Ok(None) => {}
+            }
+            let at_start =
+                config.dialects.entries().iter().enumerate().filter_map(|(idx, entry)| {
+                    entry.start_only_marker().map(|marker| (idx, marker))
+                });
+            match marker_at(rest, eof, at_start.clone().map(|(_, marker)| marker)) {
+                Ok(Some((k, _))) => {
+                    if let Some((idx, _)) = at_start.clone().nth(k) {
+                        return Found::Region { at: i, opener: Opener::Marker(idx) };
+                    }
                 }
                 Err(Need) => return Found::Hold(i),
                 Ok(None) => {}
@@ -316,19 +382,22 @@ impl<'a> TextStep<'a> {
                     Err(Need) => return Found::Hold(i),
                     Ok(None) => {}
                 }
-                if think.is_none() && (b == b'<' || b == b'>') {
+                if think.is_none() {
                     match marker_at(rest, eof, CHANNELS.iter().copied()) {
-                        Ok(Some((_, len))) => return Found::Channel { at: i, len },
+                        Ok(Some((idx, len))) => {
+                            let marker = CHANNELS.get(idx).copied().unwrap_or_default();
+                            let answer = FINAL_CHANNELS.contains(&marker);
+                            return Found::Channel { at: i, len, answer };
+                        }
                         Err(Need) => return Found::Hold(i),
                         Ok(None) => {}
                     }
-                    // A `</think>` with no reasoning open (removed, with a warning).
-                    let close = THINK.close;
-                    if rest.starts_with(close) {
-                        return Found::ThinkEnd { at: i, len: close.len() };
-                    }
-                    if !eof && rest.len() < close.len() && close.starts_with(rest) {
-                        return Found::Hold(i);
+                    // A reasoning end marker with no reasoning open (`</think>`, Cohere's
+                    // `<|END_THINKING|>`): removed, with a warning.
+                    match marker_at(rest, eof, REASONING.iter().map(|r| r.close)) {
+                        Ok(Some((_, len))) => return Found::ThinkEnd { at: i, len },
+                        Err(Need) => return Found::Hold(i),
+                        Ok(None) => {}
                     }
                 }
             }
@@ -367,6 +436,9 @@ fn mute_for(opener: &Opener<'_>, think: bool, out: &Out<'_>) -> Option<MuteWhy> 
     let config = out.config();
     if think {
         return (config.reasoning_calls == ReasoningCalls::Ignore).then_some(MuteWhy::Reasoning);
+    }
+    if opener.is_guarded() && out.tail().in_final_answer() {
+        return Some(MuteWhy::FinalAnswer);
     }
     let guard = &config.example_guard;
     if !guard.enabled {

@@ -43,6 +43,24 @@ pub(crate) trait Sink {
     fn too_deep(&mut self, max_depth: usize);
 }
 
+/// What [`Reader::finish`] had to close.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Closed {
+    /// Nothing: the value was whole.
+    Nothing,
+    /// Only closing brackets: every value in the object was whole.
+    Brackets,
+    /// A value, a key, or what a `:` or `,` promised: the value was cut off.
+    Value,
+}
+
+impl Closed {
+    /// Whether anything had to be closed.
+    pub(crate) fn any(self) -> bool {
+        self != Closed::Nothing
+    }
+}
+
 /// How far `feed` got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Status {
@@ -225,6 +243,11 @@ impl Reader {
 
     /// Whether the reader is inside a value string in double quotes: text without a `"`
     /// leaves it there, whatever its escapes.
+    /// Whether the reader has begun its value.
+    pub(crate) fn has_begun(&self) -> bool {
+        self.started
+    }
+
     pub(crate) fn in_value_string(&self) -> bool {
         matches!(self.lex, Lex::Str { quote: Quote::Double, key: false, .. })
     }
@@ -328,7 +351,9 @@ impl Reader {
                     self.escape_char(c, quote, key, escape, sink);
                 }
                 Lex::Scalar { key } => {
-                    if is_scalar_byte(b) {
+                    // Unquoted keys of token-string formats (Gemma 4) may hold spaces:
+                    // `call:record{key with space:1}`.
+                    if is_scalar_byte(b) || (key && b == b' ' && self.string_token.is_some()) {
                         self.scalar.push(char::from(b));
                         i += 1;
                     } else {
@@ -407,9 +432,25 @@ impl Reader {
         Ok(i)
     }
 
-    /// Ends the input: closes whatever is open. Returns whether anything had to be closed.
-    pub(crate) fn finish(&mut self, end: usize, sink: &mut impl Sink) -> bool {
-        let mut closed = false;
+    /// What [`Reader::finish`] would close now.
+    pub(crate) fn open_cut(&self) -> Closed {
+        let in_value = match self.lex {
+            Lex::Str { .. } | Lex::Scalar { .. } | Lex::TokenOpen { .. } => true,
+            Lex::Slash | Lex::LineComment | Lex::BlockComment { .. } | Lex::Structural => false,
+        };
+        if in_value || (self.started && self.expect != Expect::CommaOrEnd && !self.stack.is_empty())
+        {
+            Closed::Value
+        } else if self.started && !self.stack.is_empty() {
+            Closed::Brackets
+        } else {
+            Closed::Nothing
+        }
+    }
+
+    /// Ends the input: closes whatever is open, and says what that was.
+    pub(crate) fn finish(&mut self, end: usize, sink: &mut impl Sink) -> Closed {
+        let mut closed = Closed::Nothing;
         match std::mem::replace(&mut self.lex, Lex::Structural) {
             Lex::Str { key: false, escape, .. } => {
                 if let (Escape::Token(k), Some(token)) = (escape, self.string_token) {
@@ -417,30 +458,36 @@ impl Reader {
                 }
                 self.flush_surrogate(false, sink);
                 sink.str_end();
-                closed = true;
+                closed = Closed::Value;
                 self.expect = Expect::CommaOrEnd;
             }
             Lex::Scalar { key: false } => {
+                // Only the end of the input ends a scalar here: it may have gone on.
                 self.end_scalar(sink);
+                closed = Closed::Value;
             }
             Lex::Str { key: true, .. } | Lex::Scalar { key: true } => {
                 self.key.clear();
-                closed = true;
+                closed = Closed::Value;
             }
             Lex::TokenOpen { key, .. } => {
                 if key {
                     self.key.clear();
                 }
-                closed = true;
+                closed = Closed::Value;
             }
             Lex::Slash | Lex::LineComment | Lex::BlockComment { .. } | Lex::Structural => {}
         }
         if !self.started {
             return closed;
         }
+        if self.expect != Expect::CommaOrEnd && !self.stack.is_empty() {
+            // After `{`, `[`, `:` or `,`: a key or a value was still to come.
+            closed = Closed::Value;
+        }
         while self.stack.pop().is_some() {
             sink.close(end);
-            closed = true;
+            closed = closed.max(Closed::Brackets);
         }
         closed
     }
@@ -777,7 +824,7 @@ impl Reader {
 
     fn end_unquoted_key(&mut self, _sink: &mut impl Sink) {
         self.key.clear();
-        self.key.push_str(&self.scalar);
+        self.key.push_str(self.scalar.trim_end_matches(' '));
         self.scalar.clear();
         self.expect = Expect::Colon;
     }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::WarningCode;
 use crate::dialect::Dialect;
+use crate::engine::call::Cut;
 use crate::engine::settle::{Ctx, Decision};
 use crate::engine::step::{Need, Step, Took};
 use crate::json::canon::ArgsWriter;
@@ -93,7 +94,9 @@ impl Body {
             let mut call = ctx.open_call(at);
             call.name = Some(text.name);
             call.id = text.id;
-            call.truncated = truncated;
+            if truncated {
+                call.cut_off(Cut::Value);
+            }
             call.bind_tool(ctx.config());
             let arguments = text.arguments.trim();
             if !arguments.is_empty() {

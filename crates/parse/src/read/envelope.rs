@@ -8,7 +8,7 @@
 //! touches the input buffer, only offsets the reader reports.
 
 use crate::WarningCode;
-use crate::engine::call::CallState;
+use crate::engine::call::{CallState, Cut};
 use crate::engine::settle::{Ctx, Decision};
 use crate::json::canon::Canon;
 use crate::json::reader::{Frame, Reader, Sink, Status};
@@ -130,7 +130,7 @@ pub(crate) struct Envelope {
     capture: Capture,
     max_depth: usize,
     /// The reader is closing what is open because the input broke off.
-    pub(crate) repairing: bool,
+    pub(crate) repairing: Cut,
     /// A container value that is not used, kept for its warning.
     kept: Option<(String, Canon)>,
     /// Call objects may be `{"NAME": {args}}` (set per value by the region).
@@ -151,7 +151,7 @@ impl Envelope {
             calls: Vec::with_capacity(2),
             capture: Capture::None,
             max_depth,
-            repairing: false,
+            repairing: Cut::No,
             kept: None,
             single_key: false,
         }
@@ -165,7 +165,7 @@ impl Envelope {
         self.calls.clear();
         self.capture = Capture::None;
         self.max_depth = max_depth;
-        self.repairing = false;
+        self.repairing = Cut::No;
         self.kept = None;
         self.single_key = false;
     }
@@ -183,8 +183,8 @@ impl Envelope {
     }
 
     /// The region ends: calls still open were cut off by the end of their input.
-    /// `truncated` says the reader had to close containers.
-    pub(crate) fn end(&mut self, truncated: bool, ctx: &mut Ctx<'_, '_>) {
+    /// `cut` says what the reader had to close.
+    pub(crate) fn end(&mut self, cut: Cut, ctx: &mut Ctx<'_, '_>) {
         if ctx.decision() == Decision::Data {
             return;
         }
@@ -203,7 +203,7 @@ impl Envelope {
             if call.name.is_none() && ctx.n_calls() > 0 {
                 continue; // an unclosed wrapper
             }
-            call.truncated |= truncated;
+            call.cut_off(cut);
             ctx.resolve(&mut call);
             ctx.finish_call(call);
         }
@@ -335,7 +335,7 @@ impl EnvSink<'_, '_, '_> {
             return;
         }
         let _ = end;
-        call.truncated |= self.env.repairing;
+        call.cut_off(self.env.repairing);
         self.ctx.resolve(&mut call);
         self.ctx.finish_call(call);
     }
@@ -655,7 +655,7 @@ impl Sink for EnvSink<'_, '_, '_> {
                     if let Some(message) = message {
                         call.extra_notes.push((WarningCode::InvalidArguments, message));
                     }
-                } else if closed {
+                } else if closed.any() {
                     call.extra_notes.push((
                         WarningCode::RepairedJson,
                         "the arguments string held cut-off JSON; it was closed".into(),

@@ -2,19 +2,29 @@
 
 use std::borrow::Cow;
 
+use crate::WarningCode;
+use crate::engine::call::Cut;
 use crate::engine::settle::Ctx;
 use crate::engine::step::{Need, Step, Took};
 use crate::read::markup::Elem;
-use crate::read::tag::scan_until_close;
+use crate::read::tag::{ValueEnd, ValueEnds, scan_until_close, scan_value};
+use crate::read::value::{Padding, elements_json};
 use crate::read::{Body, Reading};
 use crate::rows::markup::says_string;
+use crate::tools::ParamType;
 
 /// A field being read, up to its end tag `close`.
 #[derive(Debug)]
 pub(crate) enum Field {
     /// A parameter's raw value. `string` is an explicit type flag (DSML
     /// `string="true|false"`, a `type` attribute, an `<arg_type>`).
-    Param { key: String, close: Cow<'static, str>, text: String, string: Option<bool> },
+    Param {
+        key: String,
+        close: Cow<'static, str>,
+        text: String,
+        string: Option<bool>,
+        padding: Padding,
+    },
     /// A container's name field: it names the container's call.
     Name { close: &'static str, text: String },
     /// `<func_name>`: the name of a new call whose parameters follow.
@@ -47,6 +57,9 @@ impl Field {
     }
 }
 
+/// The most end tags around a value that may end it when its own is missing.
+const MAX_ENCLOSING: usize = 8;
+
 impl Body {
     /// Reads the field's text up to its end tag.
     pub(super) fn step_field(
@@ -56,6 +69,9 @@ impl Body {
         ctx: &mut Ctx<'_, '_>,
         eof: bool,
     ) -> Step {
+        if let Field::Param { .. } = field {
+            return self.step_value(field, rest, ctx, eof);
+        }
         let upto = scan_until_close(rest, field.close(), eof);
         field.text().push_str(rest.get(..upto.text).unwrap_or_default());
         let Some(closer) = upto.closer else {
@@ -66,21 +82,78 @@ impl Body {
         Ok(Took::Go(upto.text + closer))
     }
 
+    /// Reads a parameter's value up to its end: its end tag, or, where that is missing,
+    /// an end tag of what holds it or the next parameter (left to the markup reader).
+    fn step_value(
+        &mut self,
+        mut field: Field,
+        rest: &str,
+        ctx: &mut Ctx<'_, '_>,
+        eof: bool,
+    ) -> Step {
+        let Field::Param { close, padding, text, .. } = &field else { return Err(Need) };
+        let close: Cow<'static, str> = close.clone();
+        let padded = *padding == Padding::Newlines;
+        let after_newline = text.is_empty() || text.ends_with('\n');
+        let mut enclosing: [&'static str; MAX_ENCLOSING] = [""; MAX_ENCLOSING];
+        let names = self.markup.frames.iter().rev().filter_map(Elem::close_name);
+        for (slot, name) in enclosing.iter_mut().zip(names) {
+            *slot = name;
+        }
+        let ends = ValueEnds { enclosing: &enclosing, padded, namespace: self.namespace_token() };
+        let upto = scan_value(rest, &close, ends, after_newline, eof);
+        field.text().push_str(rest.get(..upto.text).unwrap_or_default());
+        match upto.end {
+            None => {
+                self.reading = Reading::Field(field);
+                if upto.text == 0 { Err(Need) } else { Ok(Took::Go(upto.text)) }
+            }
+            Some(ValueEnd::Closer(len)) => {
+                self.field_done(field, false, ctx);
+                Ok(Took::Go(upto.text + len))
+            }
+            Some(ValueEnd::Missing) => {
+                self.field_done(field, false, ctx);
+                if let Some(call) = self.current_call() {
+                    call.extra_notes.push((
+                        WarningCode::MissingEndMarker,
+                        format!(
+                            "a `</{close}>` end tag was missing; the value ended at the next tag"
+                        ),
+                    ));
+                }
+                Ok(Took::Go(upto.text))
+            }
+            Some(ValueEnd::Cut) => {
+                self.field_done(field, true, ctx);
+                Ok(Took::Go(upto.text))
+            }
+        }
+    }
+
     /// A field's text is complete (`cut`: the input ended inside it).
     pub(super) fn field_done(&mut self, field: Field, cut: bool, ctx: &mut Ctx<'_, '_>) {
         match field {
-            Field::Param { key, mut text, string, .. } => {
+            Field::Param { key, mut text, string, padding, .. } => {
                 // Namespaced markup writes its token before the end tag too.
                 if let Some(token) = self.namespace_token() {
                     if text.ends_with(token) {
                         text.truncate(text.len() - token.len());
                     }
+                    // Nested elements: an object (or an array) parameter.
+                    let array = self
+                        .current_call()
+                        .and_then(|call| call.args.tool())
+                        .is_some_and(|tool| tool.param_type(&key) == ParamType::Array);
+                    if let Some(json) = elements_json(&text, token, array) {
+                        text = json;
+                    }
                 }
-                self.write_param(&key, &text, string, ctx);
+                self.write_param(&key, &text, string, padding, ctx);
                 if cut {
                     // The output ended inside the value.
                     if let Some(call) = self.current_call() {
-                        call.truncated = true;
+                        call.cut_off(Cut::Value);
                     }
                 }
             }
@@ -113,10 +186,10 @@ impl Body {
     /// name opens its call; a key or a container's name is lost.
     pub(super) fn field_cut(&mut self, field: Field, ctx: &mut Ctx<'_, '_>) {
         match field {
-            Field::Param { key, text, string, .. } => {
-                self.write_param(&key, &text, string, ctx);
+            Field::Param { key, text, string, padding, .. } => {
+                self.write_param(&key, &text, string, padding, ctx);
                 if let Some(call) = self.current_call() {
-                    call.truncated = true;
+                    call.cut_off(Cut::Value);
                 }
             }
             Field::CallName { text, at, .. } => {
@@ -124,7 +197,7 @@ impl Body {
                 let mut call = ctx.open_call(at);
                 call.name = Some(text.trim().to_owned());
                 ctx.resolve(&mut call);
-                call.truncated = true;
+                call.cut_off(Cut::Value);
                 self.markup.frames.push(Elem::Call { close: None, call: Some(call) });
             }
             Field::Key { .. } | Field::KeyType { .. } | Field::Name { .. } => {}

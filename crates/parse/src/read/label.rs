@@ -3,7 +3,7 @@
 //! parameter.
 
 use crate::WarningCode;
-use crate::engine::call::CallState;
+use crate::engine::call::{CallState, Cut};
 use crate::engine::settle::{Ctx, Decision};
 use crate::engine::step::{Need, Step, Took};
 use crate::read::markup::Elem;
@@ -88,7 +88,7 @@ impl Body {
         match label {
             Label::Args { call } => self.finish_label(call, "", end, ctx),
             Label::Text { mut call, text } => {
-                call.truncated = true;
+                call.cut_off(Cut::Value);
                 self.finish_label(call, &text, end, ctx);
             }
         }

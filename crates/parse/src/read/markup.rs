@@ -5,13 +5,13 @@
 use std::borrow::Cow;
 
 use crate::WarningCode;
-use crate::engine::call::CallState;
+use crate::engine::call::{CallState, Cut};
 use crate::engine::settle::{Ctx, Decision};
 use crate::engine::step::{Step, Took};
 use crate::read::field::Field;
 use crate::read::pair::PairRef;
 use crate::read::tag::{Tag, attr, same_tag, tool_name_of};
-use crate::read::value::write_typed_value;
+use crate::read::value::{Padding, write_typed_value};
 use crate::read::{Body, Reading};
 use crate::rows::markup::{
     LOOSE_CLOSERS, PARAM_KEYS, Role, STRING_FLAG, TAGS, TYPE_ATTR, VALUE_ATTR, says_string,
@@ -147,6 +147,7 @@ impl Body {
                 close: Cow::Owned(tag.name.to_owned()),
                 text: String::new(),
                 string: None,
+                padding: Padding::None,
             });
             return true;
         }
@@ -165,14 +166,22 @@ impl Body {
             attr(tag.attrs, TYPE_ATTR).as_deref(),
         );
         if let Some(value) = attr(tag.attrs, VALUE_ATTR).filter(|_| tag.self_closing) {
-            self.write_param(&key, &value, string, ctx);
+            self.write_param(&key, &value, string, Padding::None, ctx);
             return;
         }
         if tag.self_closing {
             return;
         }
-        self.reading =
-            Reading::Field(Field::Param { key, close: close.into(), text: String::new(), string });
+        // `<parameter=KEY>` is Qwen3-Coder's form, whose template pads the value with
+        // line breaks; attribute forms (DSML, MiniMax) write the value as it is.
+        let padding = if tag.eq.is_some() { Padding::Newlines } else { Padding::None };
+        self.reading = Reading::Field(Field::Param {
+            key,
+            close: close.into(),
+            text: String::new(),
+            string,
+            padding,
+        });
     }
 
     /// `<arg_key>`, `<arg_type>`, `<arg_value>` (the separator carries nothing).
@@ -185,6 +194,7 @@ impl Body {
                 close: close.into(),
                 text: String::new(),
                 string: self.markup.key_string.take(),
+                padding: Padding::None,
             }),
             _ => return,
         };
@@ -295,11 +305,12 @@ impl Body {
         key: &str,
         raw: &str,
         string: Option<bool>,
+        padding: Padding,
         ctx: &mut Ctx<'_, '_>,
     ) {
         self.ensure_container_call(ctx);
         let Some(call) = self.current_call() else { return };
-        write_typed_value(call, key, raw, string);
+        write_typed_value(call, key, raw, string, padding);
         ctx.flush(call);
     }
 
@@ -390,14 +401,27 @@ impl Body {
     }
 
     /// Notes the end tags still missing when the region ends, and closes everything.
-    pub(super) fn close_all(&mut self, end: usize, ctx: &mut Ctx<'_, '_>) {
+    /// `eof`: the output ended there; a call that had not begun its arguments was cut off
+    /// in its head (`to=functions.NAME<|channel|>commentary` and no message).
+    pub(super) fn close_all(&mut self, end: usize, eof: bool, ctx: &mut Ctx<'_, '_>) {
+        // A key whose value never came (`<arg_key>unit</arg_key>` and then the end).
+        if self.markup.key.take().is_some() {
+            if let Some(call) = self.current_call() {
+                call.cut_off(Cut::Value);
+            }
+        }
         for frame in &mut self.markup.frames {
+            if let Elem::Call { call: Some(call), .. } = frame {
+                if eof && !call.args_seen && !call.args.started() {
+                    call.cut_off(Cut::Value);
+                }
+            }
             let (close, call) = match frame {
                 Elem::Call { close: Some(close), call: Some(call) }
                 | Elem::Container { close, call: Some(call), .. } => (*close, call),
                 _ => continue,
             };
-            if !call.truncated {
+            if call.cut == Cut::No {
                 call.extra_notes.push((
                     WarningCode::MissingEndMarker,
                     format!("the end tag `</{close}>` is missing"),

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use crate::Builtin;
 use crate::WarningCode;
 use crate::dialect::Entry;
-use crate::engine::call::CallState;
+use crate::engine::call::{CallState, Cut};
 use crate::engine::settle::{Ctx, Decision};
 use crate::engine::step::{Need, Step, Took};
 use crate::json::reader::{Reader, Status};
@@ -88,6 +88,9 @@ pub(crate) struct Body {
     /// The end marker of the reasoning the region is in: the region ends before it.
     stop: Option<&'static str>,
 }
+
+/// The most text between two calls of a section that is dropped as noise.
+const MAX_SECTION_NOISE: usize = 4096;
 
 impl Body {
     pub(crate) fn new(max_depth: usize) -> Body {
@@ -308,17 +311,19 @@ impl Body {
             let message = crate::engine::out::too_deep_message(ctx.config().max_depth);
             ctx.warn(WarningCode::LimitReached, message, at..at + 1);
         }
-        let mut truncated = false;
+        let mut cut = Cut::No;
         if broke {
-            self.env.repairing = true;
-            truncated = reader.finish(abs + consumed, &mut self.env.sink(ctx));
-            self.env.repairing = false;
+            // What breaks the value ends it: closing brackets that were missing are
+            // added, a value it cut is not.
+            self.env.repairing = reader.open_cut().into();
+            cut = reader.finish(abs + consumed, &mut self.env.sink(ctx)).into();
+            self.env.repairing = Cut::No;
         }
         if let Reading::Json(reader) = std::mem::take(&mut self.reading) {
             self.spare = Some(reader);
         }
         if let Some(mut call) = self.env.take_args_call() {
-            call.truncated |= truncated;
+            call.cut_off(cut);
             self.put_back(call);
         }
         if self.markup.frames.is_empty()
@@ -444,6 +449,14 @@ impl Body {
             }
             b'`' => self.fence_mark(rest, eof),
             b'<' => match read_tag(rest, eof)? {
+                // The output ended inside a tag of an open call: the call was cut off
+                // there, and the tag is part of it.
+                None if eof && !rest.contains('>') && self.current_call().is_some() => {
+                    if let Some(call) = self.current_call() {
+                        call.cut_off(Cut::Value);
+                    }
+                    Ok(Took::End(rest.len()))
+                }
                 None => Ok(Took::End(0)),
                 Some(tag) if tag.closing => self.close_tag(&tag, ctx),
                 Some(tag) => {
@@ -461,8 +474,34 @@ impl Body {
                     }
                 }
             },
-            _ => Ok(Took::End(0)),
+            _ => self.section_noise(rest, at, ctx, eof),
         }
+    }
+
+    /// Text inside a tool-calls section that is no call (`<|tool_calls_section_begin|>
+    /// noise <|tool_call_begin|>…`): it belongs to the section's markup, not to the answer,
+    /// and is dropped with a warning that carries it. Anywhere else it ends the region.
+    fn section_noise(&mut self, rest: &str, at: usize, ctx: &mut Ctx<'_, '_>, eof: bool) -> Step {
+        let in_section =
+            matches!(self.markup.frames.last(), Some(Elem::Pair(pair)) if pair.is_section());
+        if !in_section {
+            return Ok(Took::End(0));
+        }
+        // Up to the next marker; a run longer than that is no noise between calls.
+        let window = rest.as_bytes().get(..rest.len().min(MAX_SECTION_NOISE)).unwrap_or_default();
+        let n = match memchr::memchr(b'<', window) {
+            Some(n) => n,
+            None if eof && rest.len() < MAX_SECTION_NOISE => rest.len(),
+            None if rest.len() < MAX_SECTION_NOISE => return Err(Need),
+            None => return Ok(Took::End(0)),
+        };
+        let text = rest.get(..n).unwrap_or_default();
+        ctx.warn(
+            WarningCode::IgnoredText,
+            format!("text inside a tool-calls section that is no call was dropped: {text:?}"),
+            at..at + n,
+        );
+        Ok(Took::Go(n))
     }
 
     /// What the innermost pair makes of the text at the cursor.
@@ -601,21 +640,26 @@ impl Body {
 
     /// The region ends at `end`: closes the JSON value, the Python group, the field and
     /// the markup still open, and hands the calls they held to the engine.
-    pub(crate) fn end(&mut self, end: usize, ctx: &mut Ctx<'_, '_>) {
-        let mut truncated = false;
+    /// A value still open there is cut off (the call is incomplete); closing brackets and
+    /// tags still missing are added. `eof`: the output ended at `end`.
+    pub(crate) fn end(&mut self, end: usize, eof: bool, ctx: &mut Ctx<'_, '_>) {
+        let mut cut = Cut::No;
         let reading = std::mem::take(&mut self.reading);
         let reading = match reading {
             Reading::Json(mut reader) => {
-                self.env.repairing = true;
-                truncated = reader.finish(end, &mut self.env.sink(ctx));
-                self.env.repairing = false;
+                let open = reader.open_cut().into();
+                self.env.repairing = open;
+                if reader.finish(end, &mut self.env.sink(ctx)).any() {
+                    cut = open;
+                }
+                self.env.repairing = Cut::No;
                 self.spare = Some(reader);
                 Reading::Between
             }
             other => other,
         };
         if let Some(mut call) = self.env.take_args_call() {
-            call.truncated |= truncated;
+            call.cut_off(cut);
             self.put_back(call);
         }
         match reading {
@@ -628,7 +672,7 @@ impl Body {
             Reading::Field(field) => self.field_cut(field, ctx),
             Reading::Between | Reading::Json(_) => {}
         }
-        self.close_all(end, ctx);
-        self.env.end(truncated, ctx);
+        self.close_all(end, eof, ctx);
+        self.env.end(cut, ctx);
     }
 }

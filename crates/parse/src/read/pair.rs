@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::dialect::TagPair;
 use crate::engine::step::{Look, Need};
-use crate::rows::native::{Body, Head, Marker, Pair};
+use crate::rows::native::{Body, Head, Marker, NameForm, Pair};
 
 /// An open pair: a native row, or a custom [`TagPair`] (JSON body, no head).
 #[derive(Debug, Clone)]
@@ -50,6 +50,12 @@ impl PairRef {
             PairRef::Native(pair) => pair.body,
             PairRef::Custom(_) => Body::Calls,
         }
+    }
+
+    /// Whether the pair is a section: it holds inner call pairs and has an end marker,
+    /// so whatever it holds is call syntax.
+    pub(crate) fn is_section(&self) -> bool {
+        !self.ends().is_empty() && !self.inner().is_empty()
     }
 
     fn inner(&self) -> &'static [&'static Pair] {
@@ -182,9 +188,9 @@ enum NameEnd {
 pub(crate) fn read_name(pair: &PairRef, rest: &str, eof: bool) -> Look<NameHead> {
     let head = pair.head();
     let Some((prefix, ends)) = head_markers(head) else { return Ok(None) };
-    let id_marker = match head {
-        Head::Name { id, .. } => id,
-        Head::Calls | Head::Recipient { .. } => None,
+    let (id_marker, form) = match head {
+        Head::Name { id, form, .. } => (id, form),
+        Head::Calls | Head::Recipient { .. } => (None, NameForm::Plain),
     };
     let mut at = 0;
     if !prefix.is_empty() && rest.starts_with(prefix) {
@@ -222,7 +228,10 @@ pub(crate) fn read_name(pair: &PairRef, rest: &str, eof: bool) -> Look<NameHead>
         }
         NameEnd::Marker(marker) => len += marker.consumed(),
     }
-    let (name, split_id) = split_name(raw);
+    let (name, split_id) = match form {
+        NameForm::Plain => (raw.to_owned(), None),
+        NameForm::Indexed => split_name(raw),
+    };
     Ok(Some(NameHead { name, id: id.or(split_id), len }))
 }
 

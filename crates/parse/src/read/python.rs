@@ -9,7 +9,7 @@
 //! code, not calls. A call used as a value rejects the call.
 
 use crate::Config;
-use crate::engine::call::{CallState, Status};
+use crate::engine::call::{CallState, Cut, Status};
 use crate::engine::step::{Look, Need, Step, Took};
 use crate::json::canon::ArgsNote;
 use crate::json::reader::{Frame, Reader, Sink, Status as ReadStatus};
@@ -421,6 +421,25 @@ impl PyGroup {
         if input.is_empty() {
             return Flow::Stop;
         }
+        if !reader.has_begun() && input.starts_with('{') {
+            // A set literal (`{"a", "b"}`) is a JSON array.
+            match set_literal_len(input) {
+                Err(Need) => return Flow::Stop,
+                Ok(Some(len)) => {
+                    let inner = input.get(1..len - 1).unwrap_or_default();
+                    let _ = reader.feed("[", abs + *i, &mut call.args);
+                    let _ = reader.feed(inner, abs + *i + 1, &mut call.args);
+                    let status = reader.feed("]", abs + *i + len - 1, &mut call.args);
+                    *i += len;
+                    self.st = St::AfterValue;
+                    if !matches!(status, ReadStatus::Done(_)) {
+                        self.reject("an argument is not a Python literal".into());
+                    }
+                    return Flow::Next;
+                }
+                Ok(None) => {}
+            }
+        }
         match reader.feed(input, abs + *i, &mut call.args) {
             ReadStatus::NeedMore => {
                 *i = rest.len();
@@ -807,7 +826,7 @@ impl PyGroup {
             if let Some(mut reader) = self.reader.take() {
                 reader.finish(end, &mut call.args);
             }
-            call.truncated = true;
+            call.cut_off(Cut::Value);
             self.done.push(call);
         }
     }
@@ -816,3 +835,41 @@ impl PyGroup {
 fn declared(config: &Config, name: &str) -> bool {
     config.tools.as_ref().is_some_and(|tools| tools.resolve(name).is_some())
 }
+
+/// The length of a Python set literal at the start of `input` (which starts with `{`):
+/// braces with no `:` at their top level. `None` for a dict, `{}` (an empty dict) or a set
+/// longer than [`MAX_SET`].
+fn set_literal_len(input: &str) -> Look<usize> {
+    let bytes = input.as_bytes();
+    let mut depth = 0usize;
+    let mut quote: Option<u8> = None;
+    let mut escaped = false;
+    for (i, &b) in bytes.iter().enumerate().take(MAX_SET) {
+        if let Some(q) = quote {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == q {
+                quote = None;
+            }
+            continue;
+        }
+        match b {
+            b'\'' | b'"' => quote = Some(b),
+            b'{' | b'[' | b'(' => depth += 1,
+            b'}' | b']' | b')' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return Ok(if i == 1 { None } else { Some(i + 1) });
+                }
+            }
+            b':' if depth == 1 => return Ok(None),
+            _ => {}
+        }
+    }
+    if bytes.len() >= MAX_SET { Ok(None) } else { Err(Need) }
+}
+
+/// The longest set literal read (a longer one is left to the JSON reader).
+const MAX_SET: usize = 4096;

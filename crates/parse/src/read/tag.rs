@@ -3,7 +3,7 @@
 //! tags (`rows::markup::TOKEN_TAGS`). It reads one tag at the start of its input.
 
 use crate::engine::step::{Look, Need};
-use crate::rows::markup::{Role, TAG_PREFIXES, TOKEN_TAGS, TokenTags};
+use crate::rows::markup::{Role, TAG_PREFIXES, TOKEN_TAGS, TokenTags, tag as tag_row};
 
 /// A tag as read from the input.
 #[derive(Debug)]
@@ -370,6 +370,130 @@ pub(crate) struct Upto {
     pub(crate) closer: Option<usize>,
 }
 
+/// How a parameter's value may end, besides its own end tag.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ValueEnds<'a> {
+    /// The end tags of the elements around the value (`</function>`, `</tool_call>`):
+    /// one followed by a tag or the end of the output ends a value that misses its own.
+    pub(crate) enclosing: &'a [&'static str],
+    /// The value is padded with line breaks (Qwen3-Coder): its own end tag at the start
+    /// of a line ends it, and so does a `<parameter=` there when its end tag is missing.
+    /// Elsewhere, in every format, its end tag ends it only before another tag or the end
+    /// of the output (an inline `</parameter>` or `<|close|>argument<|sep|>` is text).
+    pub(crate) padded: bool,
+    /// A token written before every tag (MiniMax-M3's `]<]minimax[>[`).
+    pub(crate) namespace: Option<&'static str>,
+}
+
+/// How a field's value ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ValueEnd {
+    /// Its end tag, this long.
+    Closer(usize),
+    /// The tag at the end of the text, which is not its end tag: its end tag is missing.
+    Missing,
+    /// The input ended inside it.
+    Cut,
+}
+
+/// How far a value's text goes: `text` bytes of the input are surely its text, and
+/// `end` says how it ended, once that is known.
+pub(crate) struct ValueUpto {
+    pub(crate) text: usize,
+    pub(crate) end: Option<ValueEnd>,
+}
+
+/// What follows a tag that may end a value: `Some(true)` a tag or the end of the output
+/// (after blanks), `Some(false)` other text, `None` not known yet.
+fn tag_follows(after: &str, namespace: Option<&str>, eof: bool) -> Option<bool> {
+    let blanks =
+        after.bytes().take(MAX_BLANKS_AFTER_END).take_while(u8::is_ascii_whitespace).count();
+    if let Some(token) = namespace {
+        let rest = after.get(blanks..).unwrap_or_default();
+        if rest.starts_with(token) {
+            return Some(true);
+        }
+        if !eof && rest.len() < token.len() && token.starts_with(rest) {
+            return None;
+        }
+    }
+    match after.as_bytes().get(blanks) {
+        Some(b'<') => Some(true),
+        Some(_) => Some(blanks == MAX_BLANKS_AFTER_END),
+        None if eof || blanks == MAX_BLANKS_AFTER_END => Some(true),
+        None => None,
+    }
+}
+
+/// The most blanks between a value's end tag and the tag after it that are looked at.
+const MAX_BLANKS_AFTER_END: usize = 256;
+
+/// Looks for the end of a parameter's value in `rest`: its end tag `</close>`, or (when
+/// that is missing) an end tag around it or the next parameter, as `ends` allows.
+/// Holds back a possible partial tag, and a tag whose meaning the next bytes decide.
+/// `after_newline`: the value's text so far is empty or ends with a line break.
+pub(crate) fn scan_value(
+    rest: &str,
+    close: &str,
+    ends: ValueEnds<'_>,
+    after_newline: bool,
+    eof: bool,
+) -> ValueUpto {
+    let bytes = rest.as_bytes();
+    let mut from = 0;
+    while let Some(off) = memchr::memchr(b'<', bytes.get(from..).unwrap_or_default()) {
+        let at = from + off;
+        let tail = rest.get(at..).unwrap_or_default();
+        let line_start = if at == 0 { after_newline } else { bytes.get(at - 1) == Some(&b'\n') };
+        match read_tag(tail, eof) {
+            Ok(Some(tag)) if tag.closing && same_tag(tag.name, close) => {
+                if ends.padded && line_start {
+                    return ValueUpto { text: at, end: Some(ValueEnd::Closer(tag.len)) };
+                }
+                match tag_follows(tail.get(tag.len..).unwrap_or_default(), ends.namespace, eof) {
+                    Some(true) => {
+                        return ValueUpto { text: at, end: Some(ValueEnd::Closer(tag.len)) };
+                    }
+                    None => return ValueUpto { text: at, end: None },
+                    Some(false) => from = at + 1,
+                }
+            }
+            Ok(Some(tag))
+                if tag.closing
+                    && ends
+                        .enclosing
+                        .iter()
+                        .any(|outer| !outer.is_empty() && same_tag(tag.name, outer)) =>
+            {
+                match tag_follows(tail.get(tag.len..).unwrap_or_default(), ends.namespace, eof) {
+                    Some(true) => return ValueUpto { text: at, end: Some(ValueEnd::Missing) },
+                    None => return ValueUpto { text: at, end: None },
+                    Some(false) => from = at + 1,
+                }
+            }
+            Ok(Some(tag))
+                if ends.padded
+                    && line_start
+                    && !tag.closing
+                    && tag.eq.is_some()
+                    && same_tag(tag.name, close) =>
+            {
+                return ValueUpto { text: at, end: Some(ValueEnd::Missing) };
+            }
+            Err(Need)
+                if tail.len() < 2
+                    || tail.starts_with("</")
+                    || (ends.padded && line_start)
+                    || TOKEN_TAGS.close.get(..2).is_some_and(|lead| tail.starts_with(lead)) =>
+            {
+                return ValueUpto { text: at, end: None };
+            }
+            _ => from = at + 1,
+        }
+    }
+    ValueUpto { text: rest.len(), end: eof.then_some(ValueEnd::Cut) }
+}
+
 /// Looks for `</close>` in `rest`, holding back a possible partial closer.
 pub(crate) fn scan_until_close(rest: &str, close: &str, eof: bool) -> Upto {
     let bytes = rest.as_bytes();
@@ -392,4 +516,63 @@ pub(crate) fn scan_until_close(rest: &str, close: &str, eof: bool) -> Upto {
         }
     }
     Upto { text: rest.len(), closer: eof.then_some(0) }
+}
+
+/// A closer left over after a finished call at the start of `rest`: a `}` (the model
+/// closed its JSON twice) or the end tag of a call container (`</tool_call>` after a
+/// call that never opened it). Its length.
+pub(crate) fn stray_closer(rest: &str, eof: bool) -> Look<usize> {
+    match rest.as_bytes().first() {
+        Some(b'}') => Ok(Some(1)),
+        Some(b'<') => match read_tag(rest, eof)? {
+            Some(tag)
+                if tag.closing
+                    && !tag.unfinished
+                    && matches!(tag_row(tag.name), Some((_, Role::Container { .. }))) =>
+            {
+                Ok(Some(tag.len))
+            }
+            _ => Ok(None),
+        },
+        _ => Ok(None),
+    }
+}
+
+/// Whether `text` holds nothing but whitespace, tags and special tokens (`<|…|>`,
+/// `<｜…｜>`, `[UPPER_CASE]`): markup with no content.
+pub(crate) fn only_markers(text: &str) -> bool {
+    let mut rest = text.trim_start();
+    while !rest.is_empty() {
+        let len = special_token_len(rest).or_else(|| match read_tag(rest, true) {
+            Ok(Some(tag)) if !tag.unfinished => Some(tag.len),
+            _ => None,
+        });
+        match len {
+            Some(len) => rest = rest.get(len..).unwrap_or_default().trim_start(),
+            None => return false,
+        }
+    }
+    true
+}
+
+/// The length of a special token at the start of `rest`: `<|name|>`, `<｜name｜>` or
+/// `[NAME]` (upper case and `_`), each at most 64 bytes.
+fn special_token_len(rest: &str) -> Option<usize> {
+    const MAX: usize = 64;
+    for (open, close) in [("<|", "|>"), ("<｜", "｜>")] {
+        if let Some(after) = rest.strip_prefix(open) {
+            let inner = after.get(..after.len().min(MAX)).unwrap_or(after);
+            let end = inner.find(close)?;
+            let name = inner.get(..end).unwrap_or_default();
+            if name.contains(char::is_whitespace) {
+                return None;
+            }
+            return Some(open.len() + end + close.len());
+        }
+    }
+    let after = rest.strip_prefix('[')?;
+    let end = after.bytes().take(MAX).position(|b| b == b']')?;
+    let name = after.get(..end).unwrap_or_default();
+    (!name.is_empty() && name.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'))
+        .then_some(end + 2)
 }

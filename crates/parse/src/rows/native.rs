@@ -29,14 +29,24 @@ impl Marker {
     }
 }
 
+/// How the name a head reads is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NameForm {
+    /// The name as written.
+    Plain,
+    /// `functions.NAME:IDX` (Kimi K2): the name is `NAME` and the whole head is the id;
+    /// a name without the index or the `functions.` prefix is read as written.
+    Indexed,
+}
+
 /// How a call's name (and id) is read inside the pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Head {
     /// The body holds whole calls: JSON objects, markup or Python calls.
     Calls,
-    /// `[PREFIX] NAME [ID_MARKER ID] END` before each call's arguments. A name written
-    /// `functions.NAME:IDX` gives `NAME` and the id `functions.NAME:IDX`.
-    Name { prefix: &'static str, ends: &'static [Marker], id: Option<&'static str> },
+    /// `[PREFIX] NAME [ID_MARKER ID] END` before each call's arguments, the name written
+    /// in `form`.
+    Name { prefix: &'static str, ends: &'static [Marker], id: Option<&'static str>, form: NameForm },
     /// `NAME END` only addresses the message; the calls follow in the body.
     Recipient { ends: &'static [Marker] },
 }
@@ -63,6 +73,16 @@ pub(crate) struct Leading {
     pub(crate) end: &'static str,
 }
 
+/// Where a pair's start marker opens it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Opens {
+    /// Wherever it occurs.
+    Anywhere,
+    /// Only at the very start of the output: the prompt ended in the header this marker
+    /// continues (gpt-oss's ` to=functions.NAME` after the prompt's `<|start|>assistant`).
+    AtStart,
+}
+
 /// One marker pair of a model-native format.
 #[derive(Debug)]
 pub(crate) struct Pair {
@@ -78,6 +98,7 @@ pub(crate) struct Pair {
     /// Pairs that open inside this one (a DeepSeek call inside its calls section).
     pub(crate) inner: &'static [&'static Pair],
     pub(crate) leading: Option<Leading>,
+    pub(crate) opens: Opens,
 }
 
 /// A pair with a JSON (or markup, or Python) body and no head.
@@ -91,6 +112,7 @@ const fn pair(id: &'static str, start: &'static str, ends: &'static [&'static st
         skip: &[],
         inner: &[],
         leading: None,
+        opens: Opens::Anywhere,
     }
 }
 
@@ -102,7 +124,10 @@ const fn named(
     prefix: &'static str,
     name_ends: &'static [Marker],
 ) -> Pair {
-    Pair { head: Head::Name { prefix, ends: name_ends, id: None }, ..pair(id, start, ends) }
+    Pair {
+        head: Head::Name { prefix, ends: name_ends, id: None, form: NameForm::Plain },
+        ..pair(id, start, ends)
+    }
 }
 
 /// A section pair holding call pairs.
@@ -131,26 +156,32 @@ static STEP3_CALL: Pair = named(
     &[Marker::Consume("<｜tool_sep｜>"), Marker::Consume("\n")],
 );
 
-static KIMI_CALL: Pair = named(
-    "kimi_k2",
-    "<|tool_call_begin|>",
-    &["<|tool_call_end|>"],
-    "",
-    &[Marker::Consume("<|tool_call_argument_begin|>")],
-);
+static KIMI_CALL: Pair = Pair {
+    head: Head::Name {
+        prefix: "",
+        ends: &[Marker::Consume("<|tool_call_argument_begin|>")],
+        id: None,
+        form: NameForm::Indexed,
+    },
+    ..pair("kimi_k2", "<|tool_call_begin|>", &["<|tool_call_end|>"])
+};
 
 /// gpt-oss Harmony: `<|start|>assistant<|channel|>commentary to=functions.NAME
 /// <|constrain|>json<|message|>{…}<|call|>`; the recipient may also sit in the role
-/// header, and the call may be on the analysis channel.
+/// header, the call may be on the analysis channel, and the content type may be written
+/// `<|constrain|>json`, ` json` or not at all.
+const HARMONY_SKIP: &[&str] = &[
+    " ",
+    "<|channel|>commentary",
+    "<|channel|>analysis",
+    "<|constrain|>json",
+    "<|constrain|>",
+    "json<|message|>",
+    "<|message|>",
+];
+
 static HARMONY_CALL: Pair = Pair {
-    skip: &[
-        " ",
-        "<|channel|>commentary",
-        "<|channel|>analysis",
-        "<|constrain|>json",
-        "<|constrain|>",
-        "<|message|>",
-    ],
+    skip: HARMONY_SKIP,
     ..named(
         "gpt_oss",
         "to=functions.",
@@ -159,6 +190,15 @@ static HARMONY_CALL: Pair = Pair {
         &[Marker::Before(" "), Marker::Before("<|")],
     )
 };
+
+/// A Harmony call at the start of the output, whose `<|start|>assistant` the prompt
+/// wrote: its header goes on with the recipient or the channel.
+static HARMONY_HEAD_CALLS: [Pair; 4] = [
+    Pair { start: " to=functions.", opens: Opens::AtStart, ..HARMONY_CALL },
+    Pair { start: "to=functions.", opens: Opens::AtStart, ..HARMONY_CALL },
+    Pair { start: "<|channel|>commentary to=functions.", ..HARMONY_CALL },
+    Pair { start: "<|channel|>analysis to=functions.", ..HARMONY_CALL },
+];
 
 /// Muse Glimmer: `<|start|>assistant to=NAME<|message|><atem:function_calls>…<|eot|>`;
 /// the recipient only addresses the message, the markup holds the calls.
@@ -178,6 +218,7 @@ static MISTRAL: Pair = Pair {
         prefix: "",
         ends: &[Marker::Consume("[ARGS]"), Marker::Before("{")],
         id: Some("[CALL_ID]"),
+        form: NameForm::Plain,
     },
     ..pair("mistral", "[TOOL_CALLS]", &[])
 };
@@ -185,7 +226,7 @@ static MISTRAL: Pair = Pair {
 const MINIMAX_TOKEN: &str = "]<]minimax[>[";
 
 /// Every native pair, in the order the registry tries them.
-pub(crate) static PAIRS: [&Pair; 25] = [
+pub(crate) static PAIRS: [&Pair; 29] = [
     &pair("longcat", "<longcat_tool_call>", &["</longcat_tool_call>"]),
     &MISTRAL,
     &pair("llama3_json", "<|python_tag|>", &["<|eom_id|>", "<|eot_id|>"]),
@@ -197,6 +238,10 @@ pub(crate) static PAIRS: [&Pair; 25] = [
     &pair("internlm", "<|action_start|> <|plugin|>", &["<|action_end|>"]),
     &pair("cohere", "<|START_ACTION|>", &["<|END_ACTION|>"]),
     &HARMONY,
+    &HARMONY_HEAD_CALLS[0],
+    &HARMONY_HEAD_CALLS[1],
+    &HARMONY_HEAD_CALLS[2],
+    &HARMONY_HEAD_CALLS[3],
     &Pair {
         body: Body::NamedObjects,
         ..pair("apertus", "<|tools_prefix|>", &["<|tools_suffix|>"])

@@ -41,14 +41,17 @@ pub(crate) static REASONING: [&Reasoning; 13] = [
 ];
 
 /// Channel markers around visible text: like reasoning markers, they are removed from
-/// it. Kimi K3's response channel, Harmony's final channel, Muse's message headers,
-/// Functionary v3.2's `all` recipient.
-pub(crate) static CHANNELS: [&str; 12] = [
+/// it. Kimi K3's response channel, Harmony's final channel and its commentary channel
+/// without a recipient (a preamble the user sees), Muse's message headers, Functionary
+/// v3.2's `all` recipient, Cohere's response and text markers, Ling's end of turn.
+pub(crate) static CHANNELS: [&str; 19] = [
     "<|open|>response<|sep|>",
     "<|close|>response<|sep|>",
     "<|close|>message<|sep|>",
     "<|start|>assistant<|channel|>final<|message|>",
     "<|channel|>final<|message|>",
+    "<|start|>assistant<|channel|>commentary<|message|>",
+    "<|channel|>commentary<|message|>",
     "<|return|>",
     "<|end|>",
     "<|start|>assistant to=user<|message|>",
@@ -56,7 +59,28 @@ pub(crate) static CHANNELS: [&str; 12] = [
     "<|eot|>",
     "<|eom|>",
     ">>>all\n",
+    "<|START_RESPONSE|>",
+    "<|END_RESPONSE|>",
+    "<|START_TEXT|>",
+    "<|END_TEXT|>",
+    "<|role_end|>",
 ];
+
+/// Channel markers that open the visible answer: inside reasoning they end it too (a model
+/// whose prompt opened the think channel may go straight to its answer: Kimi K3's
+/// `<|open|>response<|sep|>`, Harmony's final channel without `<|end|>`).
+pub(crate) static ANSWER_OPENERS: [&str; 5] = [
+    "<|open|>response<|sep|>",
+    "<|START_RESPONSE|>",
+    "<|START_TEXT|>",
+    "<|start|>assistant<|channel|>final<|message|>",
+    "<|channel|>final<|message|>",
+];
+
+/// Harmony's final channel: the answer itself. Call syntax other than Harmony's own
+/// messages is text there (bare JSON in a final answer is what the user asked for).
+pub(crate) static FINAL_CHANNELS: [&str; 2] =
+    ["<|start|>assistant<|channel|>final<|message|>", "<|channel|>final<|message|>"];
 
 /// What a preamble at the very start of the output opens.
 #[derive(Debug)]
@@ -125,5 +149,29 @@ pub(crate) fn marker_row(first: u8) -> Option<usize> {
         b'[' => Some(1),
         b'>' => Some(2),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{CHANNELS, REASONING, marker_row};
+
+    /// The text scan looks for reasoning and channel markers only at the bytes
+    /// `marker_row` knows: a row that starts with any other byte would never match.
+    #[test]
+    fn every_marker_starts_with_a_byte_the_scan_looks_at() {
+        let markers = REASONING
+            .iter()
+            .flat_map(|reasoning| [reasoning.open, reasoning.close])
+            .chain(CHANNELS.iter().copied());
+        for marker in markers {
+            let first = marker.as_bytes().first().copied().unwrap_or_default();
+            assert!(
+                marker_row(first).is_some(),
+                "{marker:?} starts with {:?}, which the text scan does not look at; \
+                 add it to `marker_row` and the engine's trigger bytes",
+                char::from(first)
+            );
+        }
     }
 }

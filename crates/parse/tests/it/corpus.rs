@@ -14,13 +14,15 @@
 //!
 //! ```text
 //! expectation = "none" | "text" | item *( ";" item )
-//! item        = "calls=" names | "rejected=" names | "args=" digest   (each key at most once)
+//! item        = "calls=" names | "incomplete=" names | "rejected=" names | "args=" digest
+//!               (each key at most once)
 //! names       = name *( "," name )                      (no spaces inside a name)
 //! digest      = 16 lowercase hex digits
 //! ```
 //!
-//! `calls=` lists the accepted call names in order and `rejected=` the rejected names in
-//! order; a list that is not given must be empty. `args=` is required with `calls=` (a case
+//! `calls=` lists the accepted call names in order, `incomplete=` the names of the calls the
+//! output cut off (in `Parsed::incomplete`) and `rejected=` the rejected names, in order;
+//! a list that is not given must be empty. `args=` is required with `calls=` (a case
 //! without it fails, and the failure gives it): the FNV-1a 64 digest of the calls'
 //! arguments, in order, joined by `\n` ([`args_digest`]), so the arguments are checked by
 //! the header, not only by the snapshots. `none` means no
@@ -68,7 +70,7 @@ pub(crate) enum Expect {
     Text,
     /// Exactly these accepted call names and rejected names, in order, and the digest of
     /// the calls' arguments ([`args_digest`]).
-    Names { calls: Vec<String>, rejected: Vec<String>, args: Option<u64> },
+    Names { calls: Vec<String>, incomplete: Vec<String>, rejected: Vec<String>, args: Option<u64> },
 }
 
 /// The chunk sizes, in characters, every case is streamed at (besides one seeded chunking).
@@ -155,6 +157,13 @@ fn check(case: &Case) -> (Parsed, Vec<String>) {
     }
 
     let got_calls: Vec<&str> = complete.calls.iter().map(|call| call.name.as_str()).collect();
+    let got_incomplete: Vec<&str> =
+        complete.incomplete.iter().map(|call| call.name.as_str()).collect();
+    let incomplete_none = |problems: &mut Vec<String>| {
+        if !got_incomplete.is_empty() {
+            problems.push(format!("incomplete: expected none, got {got_incomplete:?}"));
+        }
+    };
     let got_rejected: Vec<&str> = complete.rejected.iter().map(|r| r.name.as_str()).collect();
     match &case.expect {
         Expect::None => {
@@ -164,6 +173,7 @@ fn check(case: &Case) -> (Parsed, Vec<String>) {
             if !got_rejected.is_empty() {
                 problems.push(format!("rejected: expected none, got {got_rejected:?}"));
             }
+            incomplete_none(&mut problems);
             if complete.content != case.input {
                 problems.push(format!(
                     "content: expected the whole input, got {}",
@@ -175,13 +185,18 @@ fn check(case: &Case) -> (Parsed, Vec<String>) {
             if !got_calls.is_empty() {
                 problems.push(format!("calls: expected none, got {got_calls:?}"));
             }
+            incomplete_none(&mut problems);
             if !got_rejected.is_empty() {
                 problems.push(format!("rejected: expected none, got {got_rejected:?}"));
             }
         }
-        Expect::Names { calls, rejected, args } => {
+        Expect::Names { calls, incomplete, rejected, args } => {
             if got_calls != *calls {
                 problems.push(format!("calls: expected {calls:?}, got {got_calls:?}"));
+            }
+            if got_incomplete != *incomplete {
+                problems
+                    .push(format!("incomplete: expected {incomplete:?}, got {got_incomplete:?}"));
             }
             if got_rejected != *rejected {
                 problems.push(format!("rejected: expected {rejected:?}, got {got_rejected:?}"));
@@ -323,6 +338,7 @@ fn parse_expect(text: &str) -> Result<Expect, String> {
         return Ok(Expect::Text);
     }
     let mut calls = None;
+    let mut incomplete = None;
     let mut rejected = None;
     let mut args = None;
     for item in text.split(';').map(str::trim) {
@@ -330,6 +346,7 @@ fn parse_expect(text: &str) -> Result<Expect, String> {
             item.split_once('=').ok_or_else(|| format!("expectation item `{item}` has no `=`"))?;
         let slot = match key {
             "calls" => &mut calls,
+            "incomplete" => &mut incomplete,
             "rejected" => &mut rejected,
             "args" => {
                 if args.is_some() {
@@ -345,7 +362,7 @@ fn parse_expect(text: &str) -> Result<Expect, String> {
             }
             _ => {
                 return Err(format!(
-                    "unknown expectation key `{key}`; use `calls`, `rejected` or `args`"
+                    "unknown expectation key `{key}`; use `calls`, `incomplete`, `rejected` or `args`"
                 ));
             }
         };
@@ -363,7 +380,12 @@ fn parse_expect(text: &str) -> Result<Expect, String> {
     if calls.is_empty() && args.is_some() {
         return Err("`args=` without `calls=`: there are no arguments to check".into());
     }
-    Ok(Expect::Names { calls, rejected: rejected.unwrap_or_default(), args })
+    Ok(Expect::Names {
+        calls,
+        incomplete: incomplete.unwrap_or_default(),
+        rejected: rejected.unwrap_or_default(),
+        args,
+    })
 }
 
 /// The digest a header's `args=` states: FNV-1a 64 of the calls' arguments, in order,
@@ -441,6 +463,16 @@ pub(crate) fn render(parsed: &Parsed) -> String {
             call.name, call.span.start, call.span.end
         );
         let _ = writeln!(out, "      arguments: {}", call.arguments);
+    }
+    if !parsed.incomplete.is_empty() {
+        let _ = writeln!(out, "incomplete: {}", parsed.incomplete.len());
+        for call in &parsed.incomplete {
+            let _ = writeln!(
+                out,
+                "  {} span={}..{}\n      arguments: {}",
+                call.name, call.span.start, call.span.end, call.arguments
+            );
+        }
     }
     let _ = writeln!(out, "rejected: {}", parsed.rejected.len());
     for rejected in &parsed.rejected {
@@ -568,15 +600,30 @@ fn expectation_grammar_is_strict() {
     assert_eq!(parse_expect("none"), Ok(Expect::None));
     assert_eq!(
         parse_expect("calls=a,b;rejected=c;args=00000000000000ff"),
-        Ok(Expect::Names { calls: names(&["a", "b"]), rejected: names(&["c"]), args: Some(255) })
+        Ok(Expect::Names {
+            calls: names(&["a", "b"]),
+            incomplete: Vec::new(),
+            rejected: names(&["c"]),
+            args: Some(255)
+        })
     );
     assert_eq!(
         parse_expect("rejected=x"),
-        Ok(Expect::Names { calls: Vec::new(), rejected: names(&["x"]), args: None })
+        Ok(Expect::Names {
+            calls: Vec::new(),
+            incomplete: Vec::new(),
+            rejected: names(&["x"]),
+            args: None
+        })
     );
     assert_eq!(
         parse_expect("calls=a"),
-        Ok(Expect::Names { calls: names(&["a"]), rejected: Vec::new(), args: None }),
+        Ok(Expect::Names {
+            calls: names(&["a"]),
+            incomplete: Vec::new(),
+            rejected: Vec::new(),
+            args: None
+        }),
         "calls without args parse; the check fails them with the digest"
     );
     assert!(parse_expect("rejected=x;args=00000000000000ff").is_err(), "args without calls");

@@ -114,9 +114,11 @@ fn issue_8_deep_nesting_in_arguments_stops_at_max_depth() {
     for tail in [String::new(), format!("{}}}}}</tool_call>", "]".repeat(n))] {
         let input = format!("{head}{}{tail}", "[".repeat(n));
         let parsed = parse_checked(&input, &config);
-        assert_eq!(parsed.calls.len(), 1);
+        // Cut off at the limit inside its arguments, the call is incomplete (issue 17).
+        assert!(parsed.calls.is_empty());
+        assert_eq!(parsed.incomplete.len(), 1);
         // The call object, the arguments object and 126 arrays: `max_depth` in all.
-        assert_eq!(depth(&parsed.calls[0].arguments) + 1, config.max_depth);
+        assert_eq!(depth(&parsed.incomplete[0].arguments) + 1, config.max_depth);
         assert_limit_warning(&parsed, "max_depth (128)");
         // The brackets past the limit, and what follows them, are text.
         assert!(parsed.content.starts_with("[[[["), "{:?}", &parsed.content[..20]);
@@ -131,7 +133,7 @@ fn issue_8_max_depth_is_configurable() {
     config.max_depth = 4;
     let input = r#"{"name":"f","arguments":{"a":[[[[1]]]]}} after"#;
     let parsed = parse_checked(input, &config);
-    assert_eq!(parsed.calls[0].arguments, r#"{"a":[[]]}"#);
+    assert_eq!(parsed.incomplete[0].arguments, r#"{"a":[[]]}"#);
     assert_eq!(codes(&parsed), [WarningCode::LimitReached, WarningCode::Truncated]);
     assert_limit_warning(&parsed, "max_depth (4)");
     assert_eq!(parsed.content, "[[1]]]]}} after");

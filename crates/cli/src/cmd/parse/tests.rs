@@ -22,6 +22,7 @@ fn parsed_renders_keys_in_contract_order() {
     let expected = concat!(
         r#"{"calls":[{"id":"call_1","name":"get_weather","arguments":{"city":"Paris","n":123456789012345678901234567890}},"#,
         r#"{"id":null,"name":"get_time","arguments":{}},{"id":null,"name":"get_time","arguments":{"a":1}}],"#,
+        r#""incomplete":[],"#,
         r#""content":"Let me \"check\".\n\u0001🦀","reasoning":"think","#,
         r#""rejected":[{"name":"rm","reason":"`rm` is not a declared tool; declared: get_weather, get_time"}],"#,
         r#""warnings":[{"code":"repaired_json","message":"a key was quoted with other quotes than \""}],"saw_tool_syntax":true}"#,
@@ -31,7 +32,7 @@ fn parsed_renders_keys_in_contract_order() {
 
 #[test]
 fn empty_parsed_renders_empty_fields() {
-    let expected = r#"{"calls":[],"content":"","reasoning":"","rejected":[],"warnings":[],"saw_tool_syntax":false}"#;
+    let expected = r#"{"calls":[],"incomplete":[],"content":"","reasoning":"","rejected":[],"warnings":[],"saw_tool_syntax":false}"#;
     assert_eq!(render_parsed(&Parsed::default(), None, Layout::Compact).unwrap(), expected);
 }
 
@@ -67,7 +68,7 @@ fn events_render_as_typed_objects_with_the_type_first() {
             r#"{"type":"text","text":"Hi "}"#,
             r#"{"type":"call_start","call_idx":0,"id":null,"name":"f"}"#,
             r#"{"type":"args_delta","call_idx":0,"json":"{\"big\":1e400}"}"#,
-            r#"{"type":"call_end","call_idx":0,"call":{"id":null,"name":"f","arguments":{"big":1e400}}}"#,
+            r#"{"type":"call_end","call_idx":0,"call":{"id":null,"name":"f","arguments":{"big":1e400}},"complete":true}"#,
         ]
     );
 }
