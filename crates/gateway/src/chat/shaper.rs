@@ -320,9 +320,9 @@ impl Shaper {
                         out.push(ChatEvent::CallArgs { index: *index, json: json.into() });
                     }
                 }
-                Event::CallEnd { call_idx, .. } => {
+                Event::CallEnd { call_idx, call, .. } => {
                     if let Some(Some(index)) = self.map.get(call_idx) {
-                        out.push(ChatEvent::CallEnd { index: *index });
+                        out.push(ChatEvent::CallEnd { index: *index, complete: call.complete });
                     }
                 }
                 Event::Rejected(rejected) => {

@@ -94,8 +94,10 @@ pub(crate) enum ChatEvent {
         index: usize,
         json: String,
     },
+    /// The call ended; `complete: false`, the reply cut it off inside its arguments.
     CallEnd {
         index: usize,
+        complete: bool,
     },
     Done(Outcome),
 }

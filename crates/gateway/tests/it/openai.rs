@@ -355,6 +355,26 @@ async fn call_cut_off_by_the_token_limit_is_retried() {
     assert!(last_user_text(&sent[1]).contains("cut off"), "{:#}", sent[1]);
 }
 
+/// A call cut off inside its arguments is incomplete whatever the upstream's finish reason
+/// says (a stop sequence, an upstream that reports `stop`): it is asked for again, and a
+/// reply that still carries one ends with `length`, never as a whole call.
+#[tokio::test]
+async fn issue_17_an_incomplete_call_is_asked_for_again_whatever_the_finish_reason() {
+    let gw = spawn_gateway(|_| {}).await;
+    let cut = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par";
+    gw.upstream.push(Reply::text(cut).finish("stop"));
+    gw.upstream.push(Reply::text(hermes("get_weather", json!({"city": "Paris"}))));
+    let completion = gw.complete(&request("Weather in Paris?")).await;
+    assert_eq!(args(&calls(&completion)[0]), json!({"city": "Paris"}), "{completion:#}");
+    assert_eq!(finish_reason(&completion), "tool_calls");
+    assert_eq!(gw.upstream.requests().len(), 2);
+    // Retries spent (max_retries 1): the cut call comes back with `length`.
+    gw.upstream.push(Reply::text(cut).finish("stop"));
+    gw.upstream.push(Reply::text(cut).finish("stop"));
+    let completion = gw.complete(&request("Weather in Paris?")).await;
+    assert_eq!(finish_reason(&completion), "length", "{completion:#}");
+}
+
 #[tokio::test]
 async fn text_cut_off_by_the_token_limit_finishes_with_length() {
     let gw = spawn_gateway(|_| {}).await;

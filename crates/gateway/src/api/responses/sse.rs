@@ -370,7 +370,9 @@ impl Builder {
                     self.emit(kind, data);
                 }
             }
-            ChatEvent::CallEnd { .. } => self.close(Status::Completed),
+            ChatEvent::CallEnd { complete: true, .. } => self.close(Status::Completed),
+            // Cut off inside its arguments: the item is incomplete, not a call to run.
+            ChatEvent::CallEnd { complete: false, .. } => self.close(Status::Incomplete),
             ChatEvent::Done(outcome) => {
                 let (status, kind) = match outcome.finish {
                     Finish::Length => (Status::Incomplete, "response.incomplete"),
@@ -566,10 +568,10 @@ mod tests {
                 ChatEvent::CallStart { index: 0, id: "call_a".into(), name: "apply_patch".into() },
                 ChatEvent::CallArgs { index: 0, json: "{\"input\":\"*** Begin Patch\\n".into() },
                 ChatEvent::CallArgs { index: 0, json: "*** End Patch\"}".into() },
-                ChatEvent::CallEnd { index: 0 },
+                ChatEvent::CallEnd { index: 0, complete: true },
                 ChatEvent::CallStart { index: 1, id: "call_b".into(), name: "ns__go".into() },
                 ChatEvent::CallArgs { index: 1, json: "{\"x\":1}".into() },
-                ChatEvent::CallEnd { index: 1 },
+                ChatEvent::CallEnd { index: 1, complete: true },
                 done(Finish::ToolCalls { forced: false }),
             ],
         );
@@ -621,7 +623,10 @@ mod tests {
         events.extend(
             chars.chunks(5).map(|c| ChatEvent::CallArgs { index: 0, json: c.iter().collect() }),
         );
-        events.extend([ChatEvent::CallEnd { index: 0 }, done(Finish::ToolCalls { forced: false })]);
+        events.extend([
+            ChatEvent::CallEnd { index: 0, complete: true },
+            done(Finish::ToolCalls { forced: false }),
+        ]);
         let mut builder =
             Builder::new(shape(&[("apply_patch", ToolKind::Custom, None, "apply_patch")]), true);
         let events = stream(&mut builder, &events);
@@ -646,7 +651,7 @@ mod tests {
             &[
                 ChatEvent::CallStart { index: 0, id: "call_a".into(), name: "apply_patch".into() },
                 ChatEvent::CallArgs { index: 0, json: "{\"patch\":\"x y\"}".into() },
-                ChatEvent::CallEnd { index: 0 },
+                ChatEvent::CallEnd { index: 0, complete: true },
             ],
         );
         let deltas: Vec<&Value> = events
@@ -664,7 +669,7 @@ mod tests {
             &mut builder,
             &[
                 ChatEvent::CallStart { index: 0, id: "call_a".into(), name: "now".into() },
-                ChatEvent::CallEnd { index: 0 },
+                ChatEvent::CallEnd { index: 0, complete: true },
             ],
         );
         let deltas: Vec<&Value> = events
@@ -691,6 +696,23 @@ mod tests {
         assert_eq!(response["status"], "incomplete");
         assert_eq!(response["incomplete_details"]["reason"], "max_output_tokens");
         assert_eq!(response["output"][0]["status"], "incomplete");
+    }
+
+    #[test]
+    fn issue_17_a_call_cut_off_in_its_arguments_is_an_incomplete_item() {
+        let mut builder = Builder::new(shape(&[("go", ToolKind::Function, None, "go")]), true);
+        let events = stream(
+            &mut builder,
+            &[
+                ChatEvent::CallStart { index: 0, id: "call_a".into(), name: "go".into() },
+                ChatEvent::CallArgs { index: 0, json: "{\"x\":\"ab\"}".into() },
+                ChatEvent::CallEnd { index: 0, complete: false },
+                done(Finish::Length),
+            ],
+        );
+        let item_done = events.iter().find(|e| e["type"] == "response.output_item.done").unwrap();
+        assert_eq!(item_done["item"]["status"], "incomplete");
+        assert_eq!(events.last().unwrap()["type"], "response.incomplete");
     }
 
     #[test]

@@ -73,7 +73,7 @@ fn issue_14_a_call_the_parser_accepts_but_the_request_did_not_declare_never_reac
         .collect();
     assert_eq!(starts, [(0, "get_weather")], "{out:?}");
     assert!(out.iter().all(|event| match event {
-        ChatEvent::CallArgs { index, .. } | ChatEvent::CallEnd { index } => *index == 0,
+        ChatEvent::CallArgs { index, .. } | ChatEvent::CallEnd { index, .. } => *index == 0,
         ChatEvent::Text(text) => !text.contains("delete_all"),
         _ => true,
     }));
