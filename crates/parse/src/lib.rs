@@ -69,6 +69,15 @@
 //!   text, with a [`WarningCode::Example`] warning.
 //! - **Reasoning** (`<think>…</think>`, or from the start with [`Config::reasoning_open`]) goes
 //!   to [`Parsed::reasoning`]; calls in it stay reasoning unless [`ReasoningCalls::Allow`].
+//! - **A call cut off inside its arguments is never a call.** When the output ends (or breaks
+//!   off) in a value, after a key, a `:` or a `,`, or in a call's header, the call goes to
+//!   [`Parsed::incomplete`] ([`ToolCall::complete`] is `false`) with a
+//!   [`WarningCode::Truncated`] warning. A call whose values are all whole and only its
+//!   closing brackets or tags are missing is a call, with a [`WarningCode::RepairedJson`]
+//!   warning. Arguments that are not JSON at all make no call.
+//! - **Markup never leaks.** An opener the output ends after, an empty `<tool_call></tool_call>`
+//!   or tool-calls section is removed with a [`WarningCode::EmptyCallMarkup`] warning that
+//!   carries it; a closer written twice after a call (`}`, `</tool_call>`) belongs to the call.
 //! - **Whitespace a template writes around calls and markers is theirs, not content:** a run
 //!   of whitespace that holds a line break before a call, whitespace that ends the output
 //!   after a call, and whitespace next to a reasoning or channel marker (up to 256 bytes
