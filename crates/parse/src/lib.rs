@@ -74,7 +74,9 @@
 //!   [`Parsed::incomplete`] ([`ToolCall::complete`] is `false`) with a
 //!   [`WarningCode::Truncated`] warning. A call whose values are all whole and only its
 //!   closing brackets or tags are missing is a call, with a [`WarningCode::RepairedJson`]
-//!   warning. Arguments that are not JSON at all make no call.
+//!   warning. Arguments that break off into something that is not JSON (`{invalid json}`)
+//!   make no call either: the call is incomplete too (a streaming client already saw its
+//!   name), and its warning says so.
 //! - **Markup never leaks.** An opener the output ends after, an empty `<tool_call></tool_call>`
 //!   or tool-calls section is removed with a [`WarningCode::EmptyCallMarkup`] warning that
 //!   carries it; a closer written twice after a call (`}`, `</tool_call>`) belongs to the call.

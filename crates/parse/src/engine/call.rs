@@ -278,8 +278,9 @@ impl CallState {
             ),
             Cut::Value => out.warn(
                 WarningCode::Truncated,
-                "the call was cut off inside its arguments; it is incomplete, not a call \
-                 (its open strings and brackets were closed so the arguments stay JSON)"
+                "the call broke off inside its arguments (the output ended there, or they are not \
+                 JSON); it is incomplete, not a call (what was open was closed so the arguments \
+                 stay JSON)"
                     .into(),
                 idx,
                 span.clone(),
