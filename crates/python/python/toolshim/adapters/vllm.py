@@ -80,7 +80,6 @@ class ToolshimToolParser(ToolParser):
         self._model: str | None = getattr(tokenizer, "name_or_path", None) or None
         self._stream: toolshim.StreamParser | None = None
         self._text = ReasoningAsText()
-        self._ids: dict[int, str] = {}
 
     # -- settings
 
@@ -152,38 +151,29 @@ class ToolshimToolParser(ToolParser):
         return message
 
     def _delta(self, events: list[Any]) -> DeltaMessage | None:
+        if not events:
+            return None
         content: list[str] = []
         calls: list[Any] = []
         for event in events:
+            if isinstance(event, toolshim.ArgsDelta):  # the most frequent event
+                idx = event.call_idx
+                if idx < len(self.streamed_args_for_tool):
+                    self.streamed_args_for_tool[idx] += event.json
+                    self.prev_tool_call_arr[idx]["arguments"] = self.streamed_args_for_tool[idx]
+                last = calls[-1] if calls else None
+                if last is not None and last.index == idx:
+                    last.function.arguments = (last.function.arguments or "") + event.json
+                else:
+                    calls.append(DeltaToolCall(index=idx, function=DeltaFunctionCall(arguments=event.json)))
+                continue
             content.append(self._text.text(event))
             if isinstance(event, toolshim.CallStart):
-                call_id = _call_id(event.id)
-                self._ids[event.call_idx] = call_id
                 self.current_tool_id = event.call_idx
                 self.prev_tool_call_arr.append({"name": event.name, "arguments": ""})
                 self.streamed_args_for_tool.append("")
-                calls.append(
-                    DeltaToolCall(
-                        index=event.call_idx,
-                        id=call_id,
-                        type="function",
-                        function=DeltaFunctionCall(name=event.name).model_dump(exclude_none=True),
-                    )
-                )
-            elif isinstance(event, toolshim.ArgsDelta):
-                self._append_args(event.call_idx, event.json)
-                last = calls[-1] if calls else None
-                if last is not None and last.index == event.call_idx:
-                    last.function.arguments = (last.function.arguments or "") + event.json
-                else:
-                    calls.append(
-                        DeltaToolCall(
-                            index=event.call_idx,
-                            function=DeltaFunctionCall(arguments=event.json).model_dump(
-                                exclude_none=True
-                            ),
-                        )
-                    )
+                function = DeltaFunctionCall(name=event.name)
+                calls.append(DeltaToolCall(index=event.call_idx, id=_call_id(event.id), type="function", function=function))
             elif isinstance(event, toolshim.CallEnd):
                 # vLLM compares these two at the end (get_remaining_unstreamed_args): the
                 # arguments as text, equal to what was streamed, leave nothing to add.
@@ -193,11 +183,6 @@ class ToolshimToolParser(ToolParser):
         if not text and not calls:
             return None
         return DeltaMessage(content=text or None, tool_calls=calls)
-
-    def _append_args(self, call_idx: int, fragment: str) -> None:
-        if call_idx < len(self.streamed_args_for_tool):
-            self.streamed_args_for_tool[call_idx] += fragment
-            self.prev_tool_call_arr[call_idx]["arguments"] = self.streamed_args_for_tool[call_idx]
 
 
 def parser_names() -> list[str]:
