@@ -91,6 +91,13 @@ impl PyToolCall {
 
     /// The arguments as the exact JSON text the parser produced: compact, keys in the
     /// order the model wrote them, numbers as written.
+    /// Whether the model finished the call: false when the output cut it off inside its
+    /// arguments (they were closed to stay JSON; the call is in `Parsed.incomplete`).
+    #[getter]
+    fn complete(&self) -> bool {
+        self.call.complete
+    }
+
     #[getter]
     fn arguments_json(&self) -> &str {
         &self.call.arguments
@@ -368,6 +375,7 @@ fn wrap_calls(py: Python<'_>, calls: &[ToolCall]) -> PyResult<Vec<Py<PyToolCall>
 pub(crate) struct PyParsed {
     parsed: Parsed,
     calls: Vec<Py<PyToolCall>>,
+    incomplete: Vec<Py<PyToolCall>>,
     rejected: Vec<Py<PyRejected>>,
     warnings: Vec<Py<PyWarning>>,
     outcome: Option<Py<PyOutcome>>,
@@ -380,6 +388,7 @@ impl PyParsed {
         outcome: Option<Outcome>,
     ) -> PyResult<PyParsed> {
         let calls = wrap_calls(py, &parsed.calls)?;
+        let incomplete = wrap_calls(py, &parsed.incomplete)?;
         let rejected = parsed
             .rejected
             .iter()
@@ -392,7 +401,7 @@ impl PyParsed {
             .collect::<PyResult<_>>()?;
         let outcome =
             outcome.map(|outcome| Py::new(py, PyOutcome::new(py, outcome)?)).transpose()?;
-        Ok(PyParsed { parsed, calls, rejected, warnings, outcome })
+        Ok(PyParsed { parsed, calls, incomplete, rejected, warnings, outcome })
     }
 
     pub(crate) fn inner(&self) -> &Parsed {
@@ -406,6 +415,13 @@ impl PyParsed {
     #[getter]
     fn calls<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         PyList::new(py, self.calls.iter().map(|call| call.clone_ref(py)))
+    }
+
+    /// Accepted calls the output cut off inside their arguments (`complete` is false, and
+    /// a `truncated` warning says so), in order. Never run these.
+    #[getter]
+    fn incomplete<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        PyList::new(py, self.incomplete.iter().map(|call| call.clone_ref(py)))
     }
 
     /// The visible text: everything that is not a call, reasoning or hidden rejected call.

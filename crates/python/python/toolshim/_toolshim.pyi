@@ -29,6 +29,10 @@ class ToolCall:
     @property
     def arguments_json(self) -> str:
         """The arguments as the exact JSON text: compact, keys in the model's order."""
+    @property
+    def complete(self) -> bool:
+        """Whether the model finished the call; False when the output cut it off inside its
+        arguments (it is then in ``Parsed.incomplete``, never in ``Parsed.calls``)."""
     def to_dict(self) -> dict[str, Any]:
         """``{"id": ..., "name": ..., "arguments": {...}}``, as ``toolshim parse`` prints it."""
     def __eq__(self, other: object) -> bool: ...
@@ -105,7 +109,11 @@ class Parsed:
 
     @property
     def calls(self) -> list[ToolCall]:
-        """The accepted tool calls, in order."""
+        """The accepted tool calls, in order: the calls to run."""
+    @property
+    def incomplete(self) -> list[ToolCall]:
+        """Accepted calls the output cut off inside their arguments (a ``truncated`` warning
+        says so), in order. Never run these."""
     @property
     def content(self) -> str:
         """The visible text: everything that is not a call, reasoning or hidden rejected call."""
@@ -125,8 +133,8 @@ class Parsed:
     def outcome(self) -> Outcome | None:
         """The agent outcome, when ``exit_tools`` was given."""
     def to_dict(self) -> dict[str, Any]:
-        """The object ``toolshim parse`` prints (keys calls, content, reasoning, rejected,
-        warnings, saw_tool_syntax, and outcome when there is one)."""
+        """The object ``toolshim parse`` prints (keys calls, incomplete, content, reasoning,
+        rejected, warnings, saw_tool_syntax, and outcome when there is one)."""
     @staticmethod
     def from_events(events: Iterable[Event]) -> Parsed:
         """Folds streamed events into the result ``parse`` gives for the same text."""

@@ -31,7 +31,7 @@ HERMES = (
     '<tool_call>\n{"name": "write_file", "arguments": {"path": "a.txt", "content": "x\\ny"}}\n</tool_call>'
 )
 #: The text around the calls: the sentence, and the newline between the two blocks.
-HERMES_CONTENT = "Let me check.\n\n"
+HERMES_CONTENT = "Let me check."  # the line breaks before and between calls are theirs
 QWEN3_CODER = (
     "<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n"
     "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>"

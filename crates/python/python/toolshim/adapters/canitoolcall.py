@@ -21,9 +21,9 @@ whole, and returns their indices. The ``special`` strategy splits at those marke
 about as many as tokens, and deterministic; they are not the model's tokens, so a stream here
 is a realistic chunking, not the engine's own.
 
-A generation prompt that ends inside reasoning (``…<think>``) sets ``reasoning_open``; Kimi
-K3's ``<|open|>think<|sep|>`` is fed to the parser ahead of the output instead, since it opens
-a channel the output closes with its own markers.
+A generation prompt that ends inside reasoning (``…<think>``, Kimi K3's
+``<|open|>think<|sep|>``) sets ``reasoning_open``: the output starts inside the reasoning,
+and any family's end marker (or a marker that opens the answer) closes it.
 """
 
 from __future__ import annotations
@@ -53,10 +53,9 @@ FAMILY_FORMATS: dict[str, str | None] = {
     "mistral": None,
 }
 
-#: Generation-prompt endings that open a channel the output closes with the format's own
-#: markers (Kimi K3's think channel): fed to the parser ahead of the output. (gpt-oss's
-#: ``<|start|>assistant`` is not: fed ahead, it made 19 more gpt-oss fixtures fail.)
-PROMPT_OPENERS: tuple[str, ...] = ("<|open|>think<|sep|>",)
+#: Generation-prompt endings that open reasoning (Qwen3's `<think>`, Kimi K3's think
+#: channel): the output starts inside it, which `reasoning_open` tells the parser.
+PROMPT_OPENERS: tuple[str, ...] = ("<think>", "<|open|>think<|sep|>")
 
 _PIECE = re.compile(
     r"'(?:[sdmt]|ll|ve|re)"  # English contractions
@@ -127,22 +126,20 @@ class ToolshimAdapter(Adapter):
             return Support(True)
         return Support(False, f"no toolshim format for family {family!r} and model {model!r}")
 
-    def _options(self, raw: ReplayInput) -> tuple[dict[str, Any], str]:
-        """The parser options for a fixture, and the text to feed ahead of its output."""
+    def _options(self, raw: ReplayInput) -> dict[str, Any]:
+        """The parser options for a fixture."""
         options: dict[str, Any] = {}
         if not self.auto_detect:
             fid = format_for(raw.family, raw.model)
             if fid is not None:
                 options["format"] = fid
         prompt = (raw.generation_prompt or "").rstrip()
-        prefix = next((m for m in PROMPT_OPENERS if prompt.endswith(m)), "")
-        if not prefix and prompt.endswith("<think>"):
+        if any(prompt.endswith(opener) for opener in PROMPT_OPENERS):
             options["reasoning_open"] = True
-        return options, prefix
+        return options
 
     def parser_config(self, raw: ReplayInput) -> dict[str, Any]:
-        options, prefix = self._options(raw)
-        return {"toolshim": toolshim.__version__, "options": options, "prefix": prefix}
+        return {"toolshim": toolshim.__version__, "options": self._options(raw)}
 
     def _pieces(self, raw: ReplayInput) -> tuple[tuple[str, ...], frozenset[int]]:
         return pieces(raw.text, _markers(raw.family))
@@ -154,9 +151,9 @@ class ToolshimAdapter(Adapter):
         return self._pieces(raw)[1]
 
     def parse(self, raw: ReplayInput, tools: Sequence[ToolSpec]) -> ParseResult:
-        options, prefix = self._options(raw)
+        options = self._options(raw)
         try:
-            parsed = toolshim.parse(prefix + raw.text, _tools(tools), **options)
+            parsed = toolshim.parse(raw.text, _tools(tools), **options)
         except ValueError as err:
             return ParseResult(exception=f"ValueError: {err}")
         return ParseResult(
@@ -173,14 +170,12 @@ class ToolshimAdapter(Adapter):
         return self._stream(raw, deltas, tools)
 
     def _stream(self, raw: ReplayInput, deltas: Sequence[str], tools: Sequence[ToolSpec]) -> ParseResult:
-        options, prefix = self._options(raw)
+        options = self._options(raw)
         try:
             parser = toolshim.StreamParser(_tools(tools), **options)
         except ValueError as err:
             return ParseResult(exception=f"ValueError: {err}")
         acc = StreamAccumulator()
-        if prefix:
-            _accumulate(acc, parser.feed(prefix))
         for delta in deltas:
             _accumulate(acc, parser.feed(delta))
         _accumulate(acc, parser.finish())
@@ -198,12 +193,14 @@ def _tools(tools: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]] | None
 
 
 def _accumulate(acc: StreamAccumulator, events: list[Any]) -> None:
+    """Text and reasoning go out as they come; a call goes out when its ``CallEnd`` says it is
+    complete (a server's choice: one that streams argument deltas as they come, as toolshim's
+    gateway does, shows a cut-off call's deltas and then ends with ``length``)."""
     for event in events:
         if isinstance(event, toolshim.Text):
             acc.add_content(event.text)
         elif isinstance(event, toolshim.Reasoning):
             acc.add_reasoning(event.text)
-        elif isinstance(event, toolshim.CallStart):
-            acc.add_tool_call(event.call_idx, name=event.name)
-        elif isinstance(event, toolshim.ArgsDelta):
-            acc.add_tool_call(event.call_idx, arguments=event.json)
+        elif isinstance(event, toolshim.CallEnd) and event.call.complete:
+            acc.add_tool_call(event.call_idx, name=event.call.name)
+            acc.add_tool_call(event.call_idx, arguments=event.call.arguments_json)
