@@ -3,3 +3,4 @@
 pub(crate) mod canon;
 pub(crate) mod reader;
 pub(crate) mod scalar;
+pub(crate) mod sink;
