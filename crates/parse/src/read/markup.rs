@@ -26,6 +26,9 @@ pub(crate) struct Markup {
     pub(super) key: Option<String>,
     /// The string flag an `<arg_type>` gave the next `<arg_value>`.
     pub(super) key_string: Option<bool>,
+    /// How many frames were open when a JSON value in them broke off into something that
+    /// is not JSON: the rest of the innermost one, up to its end tag, is not text.
+    pub(super) broke_off: Option<usize>,
 }
 
 impl Markup {
@@ -34,6 +37,7 @@ impl Markup {
         self.frames.clear();
         self.key = None;
         self.key_string = None;
+        self.broke_off = None;
     }
 }
 

@@ -318,6 +318,9 @@ impl Body {
             self.env.repairing = reader.open_cut().into();
             cut = reader.finish(abs + consumed, &mut self.env.sink(ctx)).into();
             self.env.repairing = Cut::No;
+            if cut == Cut::Value {
+                self.markup.broke_off = Some(self.markup.frames.len());
+            }
         }
         if let Reading::Json(reader) = std::mem::take(&mut self.reading) {
             self.spare = Some(reader);
@@ -479,12 +482,16 @@ impl Body {
     }
 
     /// Text inside a tool-calls section that is no call (`<|tool_calls_section_begin|>
-    /// noise <|tool_call_begin|>…`): it belongs to the section's markup, not to the answer,
-    /// and is dropped with a warning that carries it. Anywhere else it ends the region.
+    /// noise <|tool_call_begin|>…`), or the rest of a call element whose arguments broke
+    /// off into something that is not JSON (`<tool_call>{"name": …, "arguments": {invalid
+    /// json}</tool_call>`): it belongs to the markup, not to the answer, and is dropped with
+    /// a warning that carries it. Anywhere else it ends the region.
     fn section_noise(&mut self, rest: &str, at: usize, ctx: &mut Ctx<'_, '_>, eof: bool) -> Step {
         let in_section =
             matches!(self.markup.frames.last(), Some(Elem::Pair(pair)) if pair.is_section());
-        if !in_section {
+        let in_broken_call = self.markup.broke_off == Some(self.markup.frames.len())
+            && self.markup.frames.last().and_then(Elem::close_name).is_some();
+        if !in_section && !in_broken_call {
             return Ok(Took::End(0));
         }
         // Up to the next marker; a run longer than that is no noise between calls.

@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use toolshim_parse::{Support, formats};
+use toolshim_parse::{Format, Support, formats};
 
 use crate::corpus::corpus_dir;
 
@@ -58,4 +58,28 @@ fn every_format_read_has_three_corpus_cases() {
         }
     }
     assert!(missing.is_empty(), "formats with fewer than 3 corpus cases:\n{}", missing.join("\n"));
+}
+
+/// Model ids people pass to `--model` (Hugging Face names) find their format, the
+/// canitoolcall families' reference models among them.
+#[test]
+fn issue_17_model_ids_find_their_format() {
+    let cases = [
+        ("openai/gpt-oss-20b", "gpt_oss"),
+        ("openai/gpt-oss-120b", "gpt_oss"),
+        ("Qwen/Qwen3-Coder-30B-A3B-Instruct", "qwen3_coder"),
+        ("Qwen/Qwen3.8-27B", "qwen3_coder"),
+        ("Qwen/Qwen3-0.6B", "hermes"),
+        ("moonshotai/Kimi-K3", "kimi_k3"),
+        ("moonshotai/Kimi-K2.6", "kimi_k2"),
+        ("deepseek-ai/DeepSeek-V4.1-Flash", "deepseek_v41"),
+        ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "pythonic"),
+        ("google/gemma-4-31B-it", "gemma4"),
+        ("zai-org/GLM-5.3", "glm45"),
+        ("mistralai/Mistral-7B-Instruct-v0.3", "mistral"),
+    ];
+    for (model, id) in cases {
+        let found = Format::for_model(model).map(|format| format.id);
+        assert_eq!(found, Some(id), "{model}");
+    }
 }
