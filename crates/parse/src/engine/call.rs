@@ -57,6 +57,9 @@ pub(crate) struct CallState {
     pub(crate) status: Status,
     /// An arguments field has begun.
     pub(crate) args_seen: bool,
+    /// A wrapper: calls were read inside it (`{"tool_calls": […]}`), so it is not a
+    /// call itself.
+    pub(crate) holds_calls: bool,
     /// Absolute offset where the call's own syntax begins.
     pub(crate) start: usize,
     /// How its syntax ended (see [`CallState::cut_off`]).
@@ -80,6 +83,7 @@ impl CallState {
             args: ArgsWriter::new(max_depth),
             status: Status::Unnamed,
             args_seen: false,
+            holds_calls: false,
             start,
             cut: Cut::No,
             extra_notes: Vec::new(),

@@ -480,6 +480,23 @@ impl Sink for EnvSink<'_, '_, '_> {
                         "a second arguments field `{key}` was ignored; the first one is used"
                     ));
                 }
+                // Only a wrapper holds calls: a call object that already has a name or
+                // arguments does not nest other calls, and a wrapper that held calls does
+                // not become a call; such fields are ignored ones.
+                let (named, wrapper) =
+                    self.env.calls.last().map_or((false, false), |c| {
+                        (c.name.is_some() || c.args_seen, c.holds_calls)
+                    });
+                let call_field =
+                    matches!(role, Role::Name | Role::Function | Role::Args | Role::Id);
+                if (role == Role::Calls && named) || (call_field && wrapper) {
+                    role = Role::Other(key.to_owned());
+                }
+                if role == Role::Calls {
+                    if let Some(call) = self.env.innermost() {
+                        call.holds_calls = true;
+                    }
+                }
                 if let Role::Other(other) = &role {
                     // `{"get_weather": {…}}`: the key is the name, its value the arguments.
                     let unnamed = self.env.calls.last().is_some_and(|c| c.name.is_none());

@@ -306,3 +306,34 @@ fn issue_15_the_byte_after_the_most_blanks_decides_in_every_chunking() {
         assert_eq!(parse_all_ways(&input).calls[0].arguments, args, "{blanks} blank lines");
     }
 }
+
+/// Found by the `native` fuzz target (issue 17; the behaviour predates it): a
+/// `tool_calls` field inside a call that already had a name opened a second call nested
+/// in the first. With the inner call rejected (its text kept), streaming showed the
+/// outer call's bytes as text while the whole parse put them in its span. Only a
+/// nameless wrapper holds calls now, and a wrapper that held calls does not take a name.
+#[test]
+fn issue_17_a_call_does_not_nest_calls() {
+    let input = "Checking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": 1, \
+                 \"tool_calls\":{\"name\": \"g\": \"Europe/Os\n";
+    let parsed = parse_all_ways(input);
+    assert_eq!(parsed.calls.len(), 1);
+    assert_eq!(parsed.calls[0].name, "get_weather");
+    assert!(parsed.rejected.is_empty());
+    assert!(
+        parsed
+            .warnings
+            .iter()
+            .any(|w| w.code == WarningCode::IgnoredField && w.message.contains("tool_calls")),
+        "{:?}",
+        parsed.warnings
+    );
+    assert_eq!(parsed.content, "Checking.: \"Europe/Os\n");
+
+    let wrapper = "<tool_call>{\"tool_calls\":[{\"name\": \"get_weather\", \"arguments\": \
+                   {\"city\": \"x\"}}], \"name\": \"get_time\", \"arguments\": {}}</tool_call>";
+    let parsed = parse_all_ways(wrapper);
+    let names: Vec<&str> = parsed.calls.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["get_weather"]);
+    assert_eq!(parsed.content, "");
+}
