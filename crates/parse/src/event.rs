@@ -59,10 +59,12 @@ pub struct ToolCall {
     pub arguments: String,
     /// Byte range of the input that this call consumed, markers included.
     pub span: Range<usize>,
-    /// Whether the model finished the call. `false`: the output ended (or broke off)
-    /// inside its arguments, with a [`WarningCode::Truncated`] warning; its open strings
-    /// and brackets were closed so `arguments` stays valid JSON, but it was never a whole
-    /// call, so [`Parsed`] keeps it in [`Parsed::incomplete`], never in [`Parsed::calls`].
+    /// Whether the model finished the call. `false`: the output ended inside its
+    /// arguments, with a [`WarningCode::Truncated`] warning (its open strings and brackets
+    /// were closed so `arguments` stays valid JSON); or its arguments broke off into text
+    /// that is not JSON, with a [`WarningCode::MalformedCall`] warning, an empty `span`,
+    /// and its text given as content after it. Either way it was never a whole call, so
+    /// [`Parsed`] keeps it in [`Parsed::incomplete`], never in [`Parsed::calls`].
     pub complete: bool,
 }
 

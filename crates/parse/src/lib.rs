@@ -69,14 +69,20 @@
 //!   text, with a [`WarningCode::Example`] warning.
 //! - **Reasoning** (`<think>…</think>`, or from the start with [`Config::reasoning_open`]) goes
 //!   to [`Parsed::reasoning`]; calls in it stay reasoning unless [`ReasoningCalls::Allow`].
-//! - **A call cut off inside its arguments is never a call.** When the output ends (or breaks
-//!   off) in a value, after a key, a `:` or a `,`, or in a call's header, the call goes to
+//! - **A call cut off inside its arguments is never a call.** When the output ends in a
+//!   value, after a key, a `:` or a `,`, or in a call's header, the call goes to
 //!   [`Parsed::incomplete`] ([`ToolCall::complete`] is `false`) with a
 //!   [`WarningCode::Truncated`] warning. A call whose values are all whole and only its
 //!   closing brackets or tags are missing is a call, with a [`WarningCode::RepairedJson`]
-//!   warning. Arguments that break off into something that is not JSON (`{invalid json}`)
-//!   make no call either: the call is incomplete too (a streaming client already saw its
-//!   name), and its warning says so.
+//!   warning.
+//! - **Arguments that are not JSON make no call; their text stays content.** When the
+//!   arguments break off into something that is not JSON (`{invalid json}`, `{"city": Paris
+//!   France}`), the call's text, its markup included, is content, with a
+//!   [`WarningCode::MalformedCall`] warning. A streaming client already saw the call's
+//!   name, so the call still ends, as incomplete, with an empty span (it is listed in
+//!   [`Parsed::incomplete`] too). JSON that is whole and followed by stray text inside the
+//!   call's element (`{…}} junk</tool_call>`) is a call; the stray text is dropped with a
+//!   [`WarningCode::IgnoredText`] warning that carries it.
 //! - **Markup never leaks.** An opener the output ends after, an empty `<tool_call></tool_call>`
 //!   or tool-calls section is removed with a [`WarningCode::EmptyCallMarkup`] warning that
 //!   carries it; a closer written twice after a call (`}`, `</tool_call>`) belongs to the call.

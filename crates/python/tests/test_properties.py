@@ -61,9 +61,12 @@ def test_any_text_parses_and_every_chunking_folds_to_parse(text, options, with_t
         events.extend(parser.feed(chunk))
     events.extend(parser.finish())
     assert toolshim.Parsed.from_events(events) == parsed
-    for call_idx, call in enumerate(parsed.calls):
-        fragments = "".join(e.json for e in events if isinstance(e, toolshim.ArgsDelta) and e.call_idx == call_idx)
-        assert fragments == call.arguments_json
+    # Incomplete calls have indexes too: each call's fragments are found by its own index.
+    ends = [e for e in events if isinstance(e, toolshim.CallEnd)]
+    assert [e.call for e in ends if e.call.complete] == parsed.calls
+    for end in ends:
+        fragments = "".join(e.json for e in events if isinstance(e, toolshim.ArgsDelta) and e.call_idx == end.call_idx)
+        assert fragments == end.call.arguments_json
 
 
 @SETTINGS

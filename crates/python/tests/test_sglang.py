@@ -50,6 +50,18 @@ def test_non_stream_gives_text_and_calls_with_the_tools_index():
     ]
 
 
+def test_non_stream_leaves_out_incomplete_calls_unless_preserved():
+    parser = FunctionCallParser(TOOLS, "qwen25")
+    cut = 'Checking.<tool_call>{"name": "get_weather", "arguments": {"city": "Par'
+    text, calls = parser.parse_non_stream(cut)
+    assert (text, calls) == ("Checking.", [])
+    text, calls = parser.parse_non_stream(cut, preserve_incomplete=True)
+    assert [(c.name, json.loads(c.parameters)) for c in calls] == [("get_weather", {"city": "Par"})]
+    # Arguments that are not JSON: no call, and the call's text is the content.
+    broken = '<tool_call>{"name": "get_weather", "arguments": {city = Paris}}</tool_call>'
+    assert parser.parse_non_stream(broken) == (broken, [])
+
+
 @pytest.mark.parametrize("size", [1, 3, 8, 1000])
 def test_streamed_chunks_fold_to_the_non_stream_result(size):
     text, calls = stream(FunctionCallParser(TOOLS, "hermes"), TEXT, size)

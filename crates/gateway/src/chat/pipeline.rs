@@ -213,10 +213,11 @@ pub(crate) fn run<U: Upstream>(
             for event in produced {
                 yield Ok(event);
             }
-            // A call cut off inside its arguments that could not be asked for again (it
-            // had gone out, or the retries ran out) ends the reply with `length`, as
-            // OpenAI's does, so a client never takes it for a whole call.
-            let finish = if shaper.cut_off_call() || (truncated && shaper.n_calls() == 0) {
+            // An incomplete call (cut off inside its arguments, or withdrawn because they
+            // were not JSON) that could not be asked for again (it had gone out, or the
+            // retries ran out) ends the reply with `length`, as OpenAI's does for a cut-off
+            // call, so a client never takes it for a whole call.
+            let finish = if shaper.incomplete_call() || (truncated && shaper.n_calls() == 0) {
                 Finish::Length
             } else if shaper.n_calls() > 0 {
                 Finish::ToolCalls { forced: matches!(req.tool_choice, ToolChoice::Named(_)) }

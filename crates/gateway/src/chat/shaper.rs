@@ -162,6 +162,9 @@ pub(crate) struct Shaper {
     rejected: usize,
     malformed: bool,
     cut_off_call: bool,
+    /// A call ended incomplete: cut off (`cut_off_call`), or withdrawn because its
+    /// arguments were not JSON (its text follows it as content).
+    incomplete_call: bool,
     /// The format the answer must have; its text is held until the reply ends and checked.
     output: Option<OutputFormat>,
     /// The answer's text while it is held.
@@ -206,6 +209,7 @@ impl Shaper {
             rejected: 0,
             malformed: false,
             cut_off_call: false,
+            incomplete_call: false,
             output: req.output.clone(),
             answer: String::new(),
             output_problem: None,
@@ -321,6 +325,9 @@ impl Shaper {
                     }
                 }
                 Event::CallEnd { call_idx, call, .. } => {
+                    if !call.complete {
+                        self.incomplete_call = true;
+                    }
                     if let Some(Some(index)) = self.map.get(call_idx) {
                         out.push(ChatEvent::CallEnd { index: *index, complete: call.complete });
                     }
@@ -355,9 +362,10 @@ impl Shaper {
         self.text.trim().is_empty()
     }
 
-    /// Whether a call was cut off by the end of the reply.
-    pub(crate) fn cut_off_call(&self) -> bool {
-        self.cut_off_call
+    /// Whether a call ended incomplete: cut off by the end of the reply, or withdrawn
+    /// because its arguments were not JSON.
+    pub(crate) fn incomplete_call(&self) -> bool {
+        self.incomplete_call
     }
 
     /// Whether held output may go to a streaming client now: a call has begun, or plain text
@@ -387,10 +395,15 @@ impl Shaper {
         if !self.engaged || self.choice == ToolChoice::None {
             return None;
         }
-        // A call the reply cut off inside its arguments (the parser reports it incomplete)
-        // is asked for again, whatever finish reason the upstream gave.
-        if self.cut_off_call {
-            return Some(RetryReason::Truncated);
+        // A call the reply cut off inside its arguments, or whose arguments were not JSON
+        // (the parser reports either incomplete), is asked for again, whatever finish
+        // reason the upstream gave.
+        if self.incomplete_call {
+            return Some(if self.cut_off_call {
+                RetryReason::Truncated
+            } else {
+                RetryReason::Malformed
+            });
         }
         if self.n_calls > 0 {
             return None;

@@ -375,6 +375,29 @@ async fn issue_17_an_incomplete_call_is_asked_for_again_whatever_the_finish_reas
     assert_eq!(finish_reason(&completion), "length", "{completion:#}");
 }
 
+/// Issue 17: arguments that are not JSON make no call. The reply is asked for again as
+/// malformed; when the retries are spent, the call's text is the content (the call itself
+/// ends incomplete, so the reply finishes with `length`).
+#[tokio::test]
+async fn issue_17_arguments_that_are_not_json_are_asked_for_again_then_shown() {
+    let gw = spawn_gateway(|_| {}).await;
+    let broken =
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {city = Paris}}\n</tool_call>";
+    gw.upstream.push(Reply::text(broken));
+    gw.upstream.push(Reply::text(hermes("get_weather", json!({"city": "Paris"}))));
+    let completion = gw.complete(&request("Weather in Paris?")).await;
+    assert_eq!(args(&calls(&completion)[0]), json!({"city": "Paris"}), "{completion:#}");
+    assert_eq!(finish_reason(&completion), "tool_calls");
+    let requests = gw.upstream.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(requests[1].to_string().contains("could not be read"), "{:#}", requests[1]);
+    gw.upstream.push(Reply::text(broken));
+    gw.upstream.push(Reply::text(broken));
+    let completion = gw.complete(&request("Weather in Paris?")).await;
+    assert_eq!(message(&completion)["content"], broken, "{completion:#}");
+    assert_eq!(finish_reason(&completion), "length");
+}
+
 #[tokio::test]
 async fn text_cut_off_by_the_token_limit_finishes_with_length() {
     let gw = spawn_gateway(|_| {}).await;

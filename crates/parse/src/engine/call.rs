@@ -18,6 +18,10 @@ pub(crate) enum Cut {
     /// It broke off inside a value, or the output ended inside it: the model never
     /// finished it, so it is incomplete.
     Value,
+    /// Its arguments broke off into text that is not JSON (`{"name": "f", "arguments":
+    /// {invalid json}`): the call is withdrawn (it ends incomplete, with an empty span)
+    /// and its text is shown.
+    NotJson,
 }
 
 impl From<Closed> for Cut {
@@ -121,6 +125,11 @@ impl CallState {
         matches!(self.status, Status::Rejected { .. })
     }
 
+    /// Whether the call is withdrawn: its arguments are not JSON, so its text is shown.
+    pub(crate) fn is_withdrawn(&self) -> bool {
+        self.cut == Cut::NotJson
+    }
+
     /// Gives the arguments writer the named tool's schema before the call is
     /// announced, so values written now are coerced.
     pub(crate) fn bind_tool(&mut self, config: &Config) {
@@ -208,7 +217,9 @@ impl CallState {
                     if own.trim().len() == own.len() { own } else { own.trim().to_owned() }
                 });
                 self.warnings(out, call_idx, &span, &arguments);
-                let complete = self.cut != Cut::Value;
+                let complete = self.cut < Cut::Value;
+                // A withdrawn call's text is shown after it: its span is empty.
+                let span = if self.cut == Cut::NotJson { span.start..span.start } else { span };
                 let call = ToolCall { id: self.id.take(), name, arguments, span, complete };
                 out.call_end(call_idx, call);
             }
@@ -229,6 +240,21 @@ impl CallState {
         arguments: &str,
     ) {
         let idx = Some(call_idx);
+        if self.cut == Cut::NotJson {
+            // Only the reason: what was repaired or missing in a call that is no call
+            // would mislead.
+            out.warn(
+                WarningCode::MalformedCall,
+                format!(
+                    "the arguments of `{}` broke off into text that is not JSON; the call was \
+                     withdrawn (incomplete, never run) and its text kept as content",
+                    self.name.as_deref().unwrap_or_default().trim()
+                ),
+                idx,
+                span.clone(),
+            );
+            return;
+        }
         let mut repairs: Vec<&'static str> = Vec::new();
         for note in &self.args.notes {
             match note {
@@ -282,13 +308,13 @@ impl CallState {
             ),
             Cut::Value => out.warn(
                 WarningCode::Truncated,
-                "the call broke off inside its arguments (the output ended there, or they are not \
-                 JSON); it is incomplete, not a call (what was open was closed so the arguments \
-                 stay JSON)"
+                "the call broke off inside its arguments; it is incomplete, not a call (what was \
+                 open was closed so the arguments stay JSON)"
                     .into(),
                 idx,
                 span.clone(),
             ),
+            Cut::NotJson => {}
         }
         if let Some(tool) = self.args.tool().filter(|tool| tool.has_schema()) {
             let keys = crate::json::canon::top_level_keys(arguments);

@@ -78,10 +78,9 @@ impl Segments {
     pub(in crate::engine) fn last_call_hides_its_text(&self, config: &Config) -> bool {
         let hide = config.rejected_text == RejectedText::Hide;
         self.decision == Decision::Calls
-            && self
-                .pending
-                .as_ref()
-                .is_some_and(|call| call.is_accepted() || (call.is_rejected() && hide))
+            && self.pending.as_ref().is_some_and(|call| {
+                (call.is_accepted() && !call.is_withdrawn()) || (call.is_rejected() && hide)
+            })
     }
 
     pub(in crate::engine) fn has_calls(&self) -> bool {
@@ -291,7 +290,13 @@ impl<'c, 'o> Ctx<'c, 'o> {
                 span = call.start.min(given)..given;
             }
             let start = call.start.min(at);
-            if !call.end(self.out, span.clone()) {
+            let withdrawn = call.is_withdrawn() && call.is_accepted();
+            if withdrawn {
+                // Arguments that are not JSON: the call ends incomplete and its text
+                // is content.
+                call.end(self.out, span.clone());
+                self.show(span);
+            } else if !call.end(self.out, span.clone()) {
                 // A call that never got a name: its text is shown, with a warning about
                 // its syntax (which does not depend on the chunking).
                 self.show(span);

@@ -209,6 +209,11 @@ impl Envelope {
         }
     }
 
+    /// Whether the reader is inside the arguments value of a call.
+    pub(crate) fn in_args(&self) -> bool {
+        self.levels.last() == Some(&Level::Args)
+    }
+
     /// Whether the reader's tokens go to the arguments of an accepted call.
     pub(crate) fn in_accepted_args(&self, ctx: &Ctx<'_, '_>) -> bool {
         self.levels.last() == Some(&Level::Args)

@@ -315,11 +315,22 @@ impl Body {
         if broke {
             // What breaks the value ends it: closing brackets that were missing are
             // added, a value it cut is not.
-            self.env.repairing = reader.open_cut().into();
-            cut = reader.finish(abs + consumed, &mut self.env.sink(ctx)).into();
+            // Past `max_depth` the value is cut off. Anywhere else, arguments that break
+            // off inside a value, or between values on anything but the start of markup
+            // (an end tag or marker after a missing `}`), are not JSON: the call is
+            // withdrawn.
+            let markup_next = matches!(rest.as_bytes().get(consumed), Some(b'<' | b'[' | b'`'));
+            let in_args = self.env.in_args();
+            let not_json = |cut: Cut| match cut {
+                Cut::Value if !too_deep => Cut::NotJson,
+                Cut::Closers if in_args && !markup_next && !too_deep => Cut::NotJson,
+                cut => cut,
+            };
+            self.env.repairing = not_json(reader.open_cut().into());
+            cut = not_json(reader.finish(abs + consumed, &mut self.env.sink(ctx)).into());
             self.env.repairing = Cut::No;
-            if cut == Cut::Value {
-                self.markup.broke_off = Some(self.markup.frames.len());
+            if !too_deep {
+                self.markup.broke_off = Some((self.markup.frames.len(), cut == Cut::NotJson));
             }
         }
         if let Reading::Json(reader) = std::mem::take(&mut self.reading) {
@@ -482,15 +493,19 @@ impl Body {
     }
 
     /// Text inside a tool-calls section that is no call (`<|tool_calls_section_begin|>
-    /// noise <|tool_call_begin|>…`), or the rest of a call element whose arguments broke
-    /// off into something that is not JSON (`<tool_call>{"name": …, "arguments": {invalid
-    /// json}</tool_call>`): it belongs to the markup, not to the answer, and is dropped with
-    /// a warning that carries it. Anywhere else it ends the region.
+    /// noise <|tool_call_begin|>…`): it belongs to the markup, not to the answer, and is
+    /// dropped with a warning that carries it. The rest of a call element whose arguments
+    /// broke off into something that is not JSON (`<tool_call>{"name": …, "arguments":
+    /// {invalid json}</tool_call>`) is read up to the end tag: the withdrawn call's text,
+    /// shown with it. Anywhere else it ends the region.
     fn section_noise(&mut self, rest: &str, at: usize, ctx: &mut Ctx<'_, '_>, eof: bool) -> Step {
         let in_section =
             matches!(self.markup.frames.last(), Some(Elem::Pair(pair)) if pair.is_section());
-        let in_broken_call = self.markup.broke_off == Some(self.markup.frames.len())
-            && self.markup.frames.last().and_then(Elem::close_name).is_some();
+        let broken =
+            self.markup.broke_off.filter(|&(frames, _)| frames == self.markup.frames.len());
+        let in_broken_call =
+            broken.is_some() && self.markup.frames.last().and_then(Elem::close_name).is_some();
+        let withdrawn = broken.is_some_and(|(_, withdrawn)| withdrawn);
         if !in_section && !in_broken_call {
             return Ok(Took::End(0));
         }
@@ -502,12 +517,21 @@ impl Body {
             None if rest.len() < MAX_SECTION_NOISE => return Err(Need),
             None => return Ok(Took::End(0)),
         };
+        // The rest of a withdrawn call is shown with it.
         let text = rest.get(..n).unwrap_or_default();
-        ctx.warn(
-            WarningCode::IgnoredText,
-            format!("text inside a tool-calls section that is no call was dropped: {text:?}"),
-            at..at + n,
-        );
+        if !in_broken_call {
+            ctx.warn(
+                WarningCode::IgnoredText,
+                format!("text inside a tool-calls section that is no call was dropped: {text:?}"),
+                at..at + n,
+            );
+        } else if !withdrawn {
+            ctx.warn(
+                WarningCode::IgnoredText,
+                format!("text after the call's JSON inside its element was dropped: {text:?}"),
+                at..at + n,
+            );
+        }
         Ok(Took::Go(n))
     }
 

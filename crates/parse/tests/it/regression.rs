@@ -328,7 +328,17 @@ fn issue_17_a_call_does_not_nest_calls() {
         "{:?}",
         parsed.warnings
     );
-    assert_eq!(parsed.content, "Checking.: \"Europe/Os\n");
+    // What follows the broken JSON inside the element is dropped, with a warning that
+    // carries it (the arguments were whole, so the call stands).
+    assert_eq!(parsed.content, "Checking.");
+    assert!(
+        parsed
+            .warnings
+            .iter()
+            .any(|w| w.code == WarningCode::IgnoredText && w.message.contains("Europe/Os")),
+        "{:?}",
+        parsed.warnings
+    );
 
     let wrapper = "<tool_call>{\"tool_calls\":[{\"name\": \"get_weather\", \"arguments\": \
                    {\"city\": \"x\"}}], \"name\": \"get_time\", \"arguments\": {}}</tool_call>";
@@ -336,4 +346,37 @@ fn issue_17_a_call_does_not_nest_calls() {
     let names: Vec<&str> = parsed.calls.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["get_weather"]);
     assert_eq!(parsed.content, "");
+}
+
+/// Issue 17's policy: arguments that are not JSON make no call; the call's text stays
+/// content with a `malformed_call` warning (streaming ends the call, already announced,
+/// with `complete: false`). A missing `}` before an end tag or marker is still a call.
+#[test]
+fn issue_17_arguments_that_are_not_json_stay_text() {
+    for input in [
+        "<tool_call>\n{\"name\": \"get_weather\", \"parameters\": {invalid json}\n</tool_call>",
+        "Sure: {\"name\": \"get_weather\", \"arguments\": {city = Paris}} ok",
+        "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\" days 3}}]",
+        "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": Paris France}}</tool_call>",
+    ] {
+        let parsed = parse_all_ways(input);
+        assert!(parsed.calls.is_empty(), "{input}: {parsed:?}");
+        assert_eq!(parsed.content, input, "{input}");
+        assert_eq!(parsed.incomplete.len(), 1, "{input}");
+        assert!(parsed.incomplete[0].span.is_empty());
+        assert!(
+            parsed.warnings.iter().any(|w| w.code == WarningCode::MalformedCall),
+            "{input}: {:?}",
+            parsed.warnings
+        );
+    }
+    for input in [
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}\n</tool_call>",
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"\n</tool_call>",
+    ] {
+        let parsed = parse_all_ways(input);
+        assert_eq!(parsed.calls.len(), 1, "{input}: {parsed:?}");
+        assert_eq!(parsed.calls[0].arguments, r#"{"city":"Paris"}"#);
+        assert_eq!(parsed.content, "");
+    }
 }

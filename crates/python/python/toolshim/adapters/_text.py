@@ -43,26 +43,30 @@ class ReasoningAsText:
         return ""
 
 
-def fold(events: Iterable[Any]) -> tuple[str, list[toolshim.ToolCall]]:
-    """The whole text (reasoning wrapped) and the finished calls of a complete output."""
+def fold(events: Iterable[Any], keep_incomplete: bool = False) -> tuple[str, list[toolshim.ToolCall]]:
+    """The whole text (reasoning wrapped) and the finished calls of a complete output.
+    Incomplete calls (cut off, or withdrawn because their arguments were not JSON, their
+    text then being in the content) are left out unless ``keep_incomplete``."""
     folder = ReasoningAsText()
     parts: list[str] = []
     calls: list[toolshim.ToolCall] = []
     for event in events:
         parts.append(folder.text(event))
-        if isinstance(event, toolshim.CallEnd):
+        if isinstance(event, toolshim.CallEnd) and (event.call.complete or keep_incomplete):
             calls.append(event.call)
     parts.append(folder.close())
     return "".join(parts), calls
 
 
-def complete(text: str, tools: Any, options: dict[str, Any]) -> tuple[str, list[toolshim.ToolCall]]:
+def complete(
+    text: str, tools: Any, options: dict[str, Any], keep_incomplete: bool = False
+) -> tuple[str, list[toolshim.ToolCall]]:
     """Parses a whole output (one chunk through the streaming parser, so reasoning keeps its
     place in the text)."""
     parser = toolshim.StreamParser(tools, **options)
     events = parser.feed(text)
     events.extend(parser.finish())
-    return fold(events)
+    return fold(events, keep_incomplete)
 
 
 def tools_list(tools: Any) -> Any:

@@ -119,9 +119,10 @@ class FunctionCallParser:
         return toolshim.parse(text, self._tools, **self._options).saw_tool_syntax
 
     def parse_non_stream(self, full_text: str, *, preserve_incomplete: bool = False) -> tuple[str, list[Any]]:
-        """Parses a whole output: ``(normal_text, calls)``. A call cut off is always kept
-        (closed), so ``preserve_incomplete`` changes nothing."""
-        text, calls = complete(full_text, self._tools, self._options)
+        """Parses a whole output: ``(normal_text, calls)``. Calls the output cut off (or whose
+        arguments were not JSON) are left out unless ``preserve_incomplete``; their arguments
+        are then closed JSON."""
+        text, calls = complete(full_text, self._tools, self._options, keep_incomplete=preserve_incomplete)
         items = [
             self._item(tool_index=self._tool_index.get(call.name, -1), name=call.name, parameters=call.arguments_json)
             for call in calls
