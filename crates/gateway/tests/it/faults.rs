@@ -258,13 +258,7 @@ async fn sse_lines_without_text_are_skipped_and_the_text_survives() {
         for stream in [true, false] {
             gw.upstream.push(Reply::bytes("text/event-stream", parts.clone()));
             let body = api.request("Count.", false, stream);
-            let (text, finish) = if stream {
-                let folded = api.streams(&gw, &body).await;
-                assert!(folded.finished && folded.error.is_none(), "{api:?}: {folded:?}");
-                (folded.text, folded.finish.unwrap())
-            } else {
-                api.completes(&gw, &body).await
-            };
+            let (text, finish) = api.answers(&gw, &body, stream).await;
             assert_eq!(text, expected, "{api:?} stream: {stream}");
             assert_eq!(finish, api.pick("stop", "end_turn"));
         }

@@ -267,13 +267,7 @@ async fn anthropic_upstream_events_are_read_strictly() {
         for stream in [true, false] {
             gw.upstream.push(Reply::bytes("text/event-stream", events(harmless.clone())));
             let body = api.request("Hi", false, stream);
-            let (text, finish) = if stream {
-                let folded = api.streams(&gw, &body).await;
-                assert!(folded.finished && folded.error.is_none(), "{api:?}: {folded:?}");
-                (folded.text, folded.finish.unwrap())
-            } else {
-                api.completes(&gw, &body).await
-            };
+            let (text, finish) = api.answers(&gw, &body, stream).await;
             assert_eq!(text, "Hello world", "{api:?} {stream}");
             assert_eq!(finish, api.pick("stop", "end_turn"));
         }

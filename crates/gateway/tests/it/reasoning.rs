@@ -192,16 +192,7 @@ async fn responses_without_tools_get_a_reasoning_item() {
     let gw = spawn_gateway(|_| {}).await;
     gw.upstream.push(Reply::text(REPLY).chunks(3));
     let body = json!({"model": "m", "input": "Weather in Paris?"});
-    let value: Value = gw
-        .http()
-        .post(gw.url("/v1/responses"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let value: Value = gw.post_to("/v1/responses", &body).await.json().await.unwrap();
     let output = value["output"].as_array().unwrap();
     let kinds: Vec<&str> = output.iter().map(|i| i["type"].as_str().unwrap()).collect();
     assert_eq!(kinds, ["reasoning", "message"], "{value}");
@@ -210,16 +201,7 @@ async fn responses_without_tools_get_a_reasoning_item() {
 
     gw.upstream.push(Reply::text(REPLY).chunks(3));
     let body = json!({"model": "m", "input": "Weather in Paris?", "stream": true});
-    let text = gw
-        .http()
-        .post(gw.url("/v1/responses"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = gw.post_to("/v1/responses", &body).await.text().await.unwrap();
     let events: Vec<Value> = text
         .split("\n\n")
         .filter_map(|frame| frame.split_once("\ndata: ").map(|(_, data)| data))

@@ -115,16 +115,7 @@ async fn messages_and_responses_formats_are_checked_too() {
     gw.upstream.push(Reply::text("{\"city\": \"Paris\", \"temp_c\": \"18\"}"));
     gw.upstream.push(Reply::text("{\"city\": \"Paris\", \"temp_c\": 18}"));
     let body = json!({"model": "m", "input": "Weather in Paris?", "text": {"format": {"type": "json_schema", "name": "weather", "schema": schema(), "strict": true}}});
-    let value: Value = gw
-        .http()
-        .post(gw.url("/v1/responses"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let value: Value = gw.post_to("/v1/responses", &body).await.json().await.unwrap();
     let text = value["output"][0]["content"][0]["text"].as_str().unwrap();
     assert_eq!(serde_json::from_str::<Value>(text).unwrap()["temp_c"], 18);
     assert_eq!(gw.upstream.requests().len(), 3);

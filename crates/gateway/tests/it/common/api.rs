@@ -144,6 +144,23 @@ impl Api {
         self.fold(&text)
     }
 
+    /// Sends a request that must succeed, streamed (which must end cleanly) or not: its
+    /// text and finish reason.
+    pub(crate) async fn answers(
+        self,
+        gw: &TestGateway,
+        body: &Value,
+        stream: bool,
+    ) -> (String, String) {
+        if stream {
+            let folded = self.streams(gw, body).await;
+            assert!(folded.finished && folded.error.is_none(), "{self:?}: {folded:?}");
+            (folded.text, folded.finish.unwrap())
+        } else {
+            self.completes(gw, body).await
+        }
+    }
+
     /// Sends a non-streaming request that must succeed: its text and finish reason.
     pub(crate) async fn completes(self, gw: &TestGateway, body: &Value) -> (String, String) {
         let response = within(self.send(gw, body)).await;

@@ -648,6 +648,11 @@ impl TestGateway {
         &self.http
     }
 
+    /// Sends a JSON request to `path` and returns the raw response.
+    pub(crate) async fn post_to(&self, path: &str, body: &Value) -> reqwest::Response {
+        self.http.post(self.url(path)).json(body).send().await.unwrap()
+    }
+
     /// Sends a Chat Completions request and returns the raw response.
     pub(crate) async fn post(&self, body: &Value) -> reqwest::Response {
         self.http.post(self.url("/v1/chat/completions")).json(body).send().await.unwrap()
