@@ -245,7 +245,9 @@ Output (one line, keys always in this order):
    \"reasoning\":\"…\",\"rejected\":[{\"name\":\"…\",\"reason\":\"…\"}],
    \"warnings\":[{\"code\":\"…\",\"message\":\"…\"}],\"saw_tool_syntax\":true|false}
   \"incomplete\" holds calls the output cut off inside their arguments (a \"truncated\" warning
-  says so): never run them. Whitespace a template writes around calls is not content.
+  says so), or whose arguments were not JSON (their text stays in \"content\"; a
+  \"malformed_call\" warning says so): never run them. Whitespace a template writes around
+  calls is not content.
   With --exit-tools, one more key, \"outcome\", last; its calls are objects like those in \"calls\":
   {\"kind\":\"calls\",\"calls\":[…calls that need a tool result…],\"exits\":[…exit calls…]}
   {\"kind\":\"text\"}                             no tool-call syntax: a plain answer

@@ -173,8 +173,9 @@ impl WarningCode {
 pub struct Parsed {
     /// Accepted calls, in order: the calls to run.
     pub calls: Vec<ToolCall>,
-    /// Accepted calls that the output cut off inside their arguments
-    /// ([`ToolCall::complete`] is `false`), in order. Never run these.
+    /// Accepted calls that the output cut off inside their arguments, or whose arguments
+    /// were not JSON (their text is in `content`) ([`ToolCall::complete`] is `false`), in
+    /// order. Never run these.
     pub incomplete: Vec<ToolCall>,
     /// Visible text: everything that is not a call, reasoning or hidden rejected call.
     pub content: String,

@@ -32,7 +32,8 @@ class ToolCall:
     @property
     def complete(self) -> bool:
         """Whether the model finished the call; False when the output cut it off inside its
-        arguments (it is then in ``Parsed.incomplete``, never in ``Parsed.calls``)."""
+        arguments, or its arguments were not JSON (its text is then content, and its span
+        empty); it is then in ``Parsed.incomplete``, never in ``Parsed.calls``."""
     def to_dict(self) -> dict[str, Any]:
         """``{"id": ..., "name": ..., "arguments": {...}}``, as ``toolshim parse`` prints it."""
     def __eq__(self, other: object) -> bool: ...
@@ -113,7 +114,8 @@ class Parsed:
     @property
     def incomplete(self) -> list[ToolCall]:
         """Accepted calls the output cut off inside their arguments (a ``truncated`` warning
-        says so), in order. Never run these."""
+        says so), or whose arguments were not JSON (a ``malformed_call`` warning; their text
+        is in ``content``), in order. Never run these."""
     @property
     def content(self) -> str:
         """The visible text: everything that is not a call, reasoning or hidden rejected call."""
