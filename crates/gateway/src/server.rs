@@ -288,19 +288,28 @@ struct Serve {
     registry: Arc<Registry>,
 }
 
+/// A connection that has its place: registered, so that it can be evicted, from the
+/// moment it holds a permit.
+struct Placed {
+    id: usize,
+    activity: Arc<Activity>,
+    evict: CancellationToken,
+    permit: tokio::sync::OwnedSemaphorePermit,
+}
+
 impl Serve {
-    async fn run(
-        self,
-        tcp: TcpStream,
-        peer: SocketAddr,
-        permit: tokio::sync::OwnedSemaphorePermit,
-    ) {
-        if let Err(err) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %err, "cannot set TCP_NODELAY on a client connection");
-        }
+    fn place(&self, permit: tokio::sync::OwnedSemaphorePermit) -> Placed {
         let activity = Arc::new(Activity::new());
         let evict = CancellationToken::new();
         let id = self.registry.add(Arc::clone(&activity), evict.clone());
+        Placed { id, activity, evict, permit }
+    }
+
+    async fn run(self, tcp: TcpStream, peer: SocketAddr, placed: Placed) {
+        if let Err(err) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %err, "cannot set TCP_NODELAY on a client connection");
+        }
+        let Placed { id, activity, evict, permit } = placed;
         self.connection(tcp, peer, activity, evict).await;
         self.registry.remove(id);
         drop(permit);
@@ -360,7 +369,10 @@ pub(crate) async fn serve(
             registry: Arc::clone(&registry),
         };
         if let Ok(permit) = Arc::clone(&permits).try_acquire_owned() {
-            tracker.spawn(serve.run(tcp, peer, permit));
+            // Registered here, not in its task: a burst accepts many connections before
+            // their tasks run, and the ones after the cap must find them to evict.
+            let placed = serve.place(permit);
+            tracker.spawn(serve.run(tcp, peer, placed));
             continue;
         }
         // At the cap. The connection that has waited longest without a request in flight
@@ -372,13 +384,30 @@ pub(crate) async fn serve(
             drop(tcp);
             continue;
         };
-        registry.evict_oldest_waiting();
         let permits = Arc::clone(&permits);
         tracker.spawn(async move {
-            let place = tokio::time::timeout(EVICTION_WAIT, permits.acquire_owned()).await;
+            let acquire = permits.acquire_owned();
+            tokio::pin!(acquire);
+            // In the queue first, then make room: the place an eviction frees goes to a
+            // connection that waits for one, never to the next one accepted.
+            let queued = tokio::select! {
+                biased;
+                place = &mut acquire => Some(place),
+                () = std::future::ready(()) => None,
+            };
+            let place = match queued {
+                Some(place) => Ok(place),
+                None => {
+                    serve.registry.evict_oldest_waiting();
+                    tokio::time::timeout(EVICTION_WAIT, acquire).await
+                }
+            };
             drop(slot);
             match place {
-                Ok(Ok(permit)) => serve.run(tcp, peer, permit).await,
+                Ok(Ok(permit)) => {
+                    let placed = serve.place(permit);
+                    serve.run(tcp, peer, placed).await;
+                }
                 _ => {
                     tracing::warn!(peer = %peer, max_connections = limits.max_connections, "connection refused: too many open connections");
                     refuse(tcp).await;

@@ -184,6 +184,29 @@ async fn connections_past_the_cap_take_a_waiting_place_or_get_a_503() {
     }
 }
 
+/// A burst of slow heads past the cap, sent without a pause: every connection that comes
+/// after the cap gets the place its eviction frees, so the request that follows the burst is
+/// served, not refused. (A place freed before its waiter was queued used to go to the next
+/// connection accepted, and the last waiter, here `/healthz`, was answered 503.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_past_the_cap_leaves_room_for_the_next_request() {
+    let gw = spawn_gateway(|config| {
+        config.max_connections = 8;
+        config.header_read_timeout_secs = 30.0;
+    })
+    .await;
+    for round in 0..5 {
+        let mut burst = Vec::new();
+        for _ in 0..40 {
+            let mut stream = TcpStream::connect(gw.addr).await.unwrap();
+            stream.write_all(HALF_HEAD).await.unwrap();
+            burst.push(stream);
+        }
+        let (status, took) = health(gw.addr).await;
+        assert_eq!(status, 200, "round {round}: /healthz after the burst ({took:?})");
+    }
+}
+
 /// Without a valid key, a request is refused from its head: a 16 MiB body announced and
 /// never sent gets its 401 at once, on both surfaces (the body was not waited for).
 #[tokio::test]
