@@ -101,15 +101,33 @@ impl CallState {
         max_depth: usize,
     ) -> Box<CallState> {
         let Some(mut call) = spare else { return Box::new(CallState::new(start, max_depth)) };
-        call.name = None;
-        call.id = None;
-        call.args.recycle(max_depth);
-        call.status = Status::Unnamed;
-        call.args_seen = false;
-        call.start = start;
-        call.cut = Cut::No;
-        call.extra_notes.clear();
+        // Every field named, so that a new one cannot be left out of the reset.
+        let CallState {
+            name,
+            id,
+            args,
+            status,
+            args_seen,
+            holds_calls,
+            start: at,
+            cut,
+            extra_notes,
+        } = &mut *call;
+        *name = None;
+        *id = None;
+        args.recycle(max_depth);
+        *status = Status::Unnamed;
+        *args_seen = false;
+        *holds_calls = false;
+        *at = start;
+        *cut = Cut::No;
+        extra_notes.clear();
         call
+    }
+
+    /// Whether the call got a name (accepted or rejected).
+    pub(crate) fn is_named(&self) -> bool {
+        !matches!(self.status, Status::Unnamed)
     }
 
     /// Notes how the call's syntax was cut off; the worst cut stays.

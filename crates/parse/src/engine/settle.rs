@@ -165,6 +165,12 @@ impl<'c, 'o> Ctx<'c, 'o> {
         self.seg.pending.is_some()
     }
 
+    /// Whether the finished call that waits for the end of its span got a name (it is a
+    /// call, accepted or rejected, not syntax whose text will be shown).
+    pub(crate) fn pending_is_named(&self) -> bool {
+        self.seg.pending.as_ref().is_some_and(|call| call.is_named())
+    }
+
     /// The call's name is known: it is accepted (`CallStart` goes out with the
     /// arguments written so far) or rejected.
     pub(crate) fn resolve(&mut self, call: &mut CallState) {

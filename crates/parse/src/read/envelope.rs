@@ -329,6 +329,7 @@ impl EnvSink<'_, '_, '_> {
                 self.ctx.resolve(&mut call);
                 self.ctx.set_decision(Decision::Calls);
             } else if call.name.is_none() && self.ctx.n_calls() > 0 {
+                self.wrapper_closed(&mut call, end);
                 return;
             } else {
                 self.ctx.set_decision(Decision::Data);
@@ -336,13 +337,20 @@ impl EnvSink<'_, '_, '_> {
             }
         }
         if call.name.is_none() && (self.ctx.n_calls() > 0 || self.ctx.has_pending()) {
-            // A wrapper around calls; its bytes belong to the calls' spans.
+            self.wrapper_closed(&mut call, end);
             return;
         }
-        let _ = end;
         call.cut_off(self.env.repairing);
         self.ctx.resolve(&mut call);
         self.ctx.finish_call(call);
+    }
+
+    /// A wrapper around calls ended: its bytes belong to the calls' spans, and what it
+    /// held besides calls (ignored fields) is reported with the text it carried.
+    fn wrapper_closed(&mut self, call: &mut CallState, end: usize) {
+        for (code, message) in std::mem::take(&mut call.extra_notes) {
+            self.ctx.warn(code, message, call.start..end);
+        }
     }
 
     fn call_opened(&mut self, at: usize) {
@@ -503,9 +511,10 @@ impl Sink for EnvSink<'_, '_, '_> {
                     }
                 }
                 if let Role::Other(other) = &role {
-                    // `{"get_weather": {…}}`: the key is the name, its value the arguments.
+                    // `{"get_weather": {…}}`: the key is the name, its value the arguments
+                    // (not in a wrapper that held calls: it does not become a call).
                     let unnamed = self.env.calls.last().is_some_and(|c| c.name.is_none());
-                    if self.env.single_key && unnamed {
+                    if self.env.single_key && unnamed && !wrapper {
                         if let Some(call) = self.env.innermost() {
                             call.name = Some(other.clone());
                         }

@@ -52,6 +52,8 @@ pub(super) enum Elem {
         close: &'static str,
         at: usize,
         call: Option<Box<CallState>>,
+        /// A JSON value was read in it: a bare name is no longer its call's name.
+        held: bool,
     },
     /// A call whose name the markup gave. Without an end tag (`<func_name>` calls, name
     /// heads, labels) it ends at the first thing that is not its parameter or arguments.
@@ -230,7 +232,7 @@ impl Body {
 
     fn open_container(&mut self, close: &'static str, at: usize, ctx: &mut Ctx<'_, '_>) {
         self.close_open_calls(at, ctx);
-        self.markup.frames.push(Elem::Container { close, at, call: None });
+        self.markup.frames.push(Elem::Container { close, at, call: None, held: false });
     }
 
     /// The namespace token of the innermost pair with namespaced markup: tags inside its
@@ -403,6 +405,10 @@ impl Body {
                 }
                 _ => {}
             }
+        }
+        // The element whose JSON broke off is closed: a later one at its depth is another.
+        if self.markup.broke_off.is_some_and(|(depth, _)| depth > self.markup.frames.len()) {
+            self.markup.broke_off = None;
         }
     }
 

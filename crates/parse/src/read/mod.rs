@@ -437,8 +437,10 @@ impl Body {
             }
         }
         // A bare name right after a container's start tag, then key/value tags.
-        let bare_container =
-            matches!(self.markup.frames.last(), Some(Elem::Container { call: None, .. }));
+        let bare_container = matches!(
+            self.markup.frames.last(),
+            Some(Elem::Container { call: None, held: false, .. })
+        );
         if bare_container && (b.is_ascii_alphabetic() || b == b'_') {
             if let Some(len) = bare_name(rest, eof)? {
                 let name = rest.get(..len).unwrap_or_default().to_owned();
@@ -503,8 +505,14 @@ impl Body {
             matches!(self.markup.frames.last(), Some(Elem::Pair(pair)) if pair.is_section());
         let broken =
             self.markup.broke_off.filter(|&(frames, _)| frames == self.markup.frames.len());
+        // After a call's JSON in its element, whole or broken off, up to the end tag (a
+        // stray closer after a whole call is the region's: it belongs to the call).
+        let after_json = broken.is_some()
+            || (ctx.pending_is_named()
+                && !matches!(rest.as_bytes().first(), Some(b'}' | b']'))
+                && matches!(self.markup.frames.last(), Some(Elem::Container { held: true, .. })));
         let in_broken_call =
-            broken.is_some() && self.markup.frames.last().and_then(Elem::close_name).is_some();
+            after_json && self.markup.frames.last().and_then(Elem::close_name).is_some();
         let withdrawn = broken.is_some_and(|(_, withdrawn)| withdrawn);
         if !in_section && !in_broken_call {
             return Ok(Took::End(0));
@@ -579,6 +587,9 @@ impl Body {
 
     /// A JSON value begins: the arguments of the innermost call, or calls of its own.
     fn begin_json(&mut self, at: usize, ctx: &mut Ctx<'_, '_>) {
+        if let Some(Elem::Container { held, .. }) = self.markup.frames.last_mut() {
+            *held = true;
+        }
         match self.lend_call() {
             Some(call) if !call.args.started() => self.env.begin_args(call, ctx),
             lent => {

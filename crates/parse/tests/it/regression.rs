@@ -346,6 +346,102 @@ fn issue_17_a_call_does_not_nest_calls() {
     let names: Vec<&str> = parsed.calls.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["get_weather"]);
     assert_eq!(parsed.content, "");
+    // The wrapper's own name and arguments are no call, and not lost either.
+    let ignored: Vec<&str> = parsed
+        .warnings
+        .iter()
+        .filter(|w| w.code == WarningCode::IgnoredField)
+        .map(|w| w.message.as_str())
+        .collect();
+    assert!(ignored.iter().any(|m| m.contains("get_time")), "{ignored:?}");
+    assert!(ignored.iter().any(|m| m.contains("arguments")), "{ignored:?}");
+}
+
+/// Found in review: a wrapper that held calls could still take a name in Apertus's
+/// single-key form and become a call, and the call box it left for reuse kept its
+/// `holds_calls` mark, so the next call's `name` and `arguments` were ignored and the call
+/// was shown as text. The wrapper's single key is now an ignored field, as `name` is in a
+/// wrapper, and a reused call starts afresh.
+#[test]
+fn issue_17_a_reused_call_does_not_keep_its_wrapper_mark() {
+    let format = toolshim_parse::Format::find("apertus").unwrap();
+    let mut config = Config::default();
+    config.dialects = format.dialects().unwrap();
+    let input = "<|tools_prefix|>[{\"tool_calls\": [{\"get_time\": {\"timezone\": \"UTC\"}}], \
+                 \"get_weather\": {\"city\": \"Oslo\"}}, {\"name\": \"get_weather\", \
+                 \"arguments\": {\"city\": \"Paris\"}}]<|tools_suffix|>";
+    let complete = parse_complete(input, &config);
+    for size in [1, 3, 4] {
+        let events = stream_events(chunk_by_chars(input, size), &config);
+        assert_eq!(Parsed::from_events(events), complete, "chunk size {size}");
+    }
+    let calls: Vec<(&str, &str)> =
+        complete.calls.iter().map(|c| (c.name.as_str(), c.arguments.as_str())).collect();
+    assert_eq!(
+        calls,
+        [("get_time", r#"{"timezone":"UTC"}"#), ("get_weather", r#"{"city":"Paris"}"#)],
+        "{complete:?}"
+    );
+    assert_eq!(complete.content, "");
+    assert!(
+        complete
+            .warnings
+            .iter()
+            .any(|w| w.code == WarningCode::IgnoredField && w.message.contains("get_weather")),
+        "{:?}",
+        complete.warnings
+    );
+}
+
+/// Found in review: a word after a call's whole JSON inside its element
+/// (`<tool_call>{…} stray</tool_call>`) was read as a bare call name for the element, so a
+/// second call named `stray` covered the whole element, and its text was shown while the
+/// first call stood too: the same bytes were both a call and content. A bare name counts
+/// only before anything else in the element; after a call's JSON the stray text is
+/// dropped with a warning that carries it, as it is after JSON that broke off.
+#[test]
+fn issue_17_a_word_after_a_calls_json_is_no_second_call() {
+    let parsed = parse_all_ways(
+        "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}} \
+         stray</tool_call>\n<tool_call>{\"name\": \"get_time\", \"arguments\": {}}</tool_call>",
+    );
+    let names: Vec<&str> = parsed.calls.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["get_weather", "get_time"], "{parsed:?}");
+    assert!(parsed.rejected.is_empty(), "{parsed:?}");
+    assert_eq!(parsed.content, "");
+    assert!(
+        parsed
+            .warnings
+            .iter()
+            .any(|w| w.code == WarningCode::IgnoredText && w.message.contains("stray")),
+        "{:?}",
+        parsed.warnings
+    );
+
+    // JSON that is no call: everything stays text, and nothing claims to be dropped.
+    let data = "Data: <tool_call>{\"a\": 1} stray</tool_call> end";
+    let parsed = parse_all_ways(data);
+    assert!(parsed.calls.is_empty());
+    assert_eq!(parsed.content, data);
+    assert!(parsed.warnings.iter().all(|w| w.code != WarningCode::IgnoredText));
+
+    // After a withdrawn call, the next element is read on its own.
+    let withdrawn = "<tool_call>{\"name\": \"get_weather\", \"arguments\": {bad json}</tool_call>";
+    let parsed = parse_all_ways(&format!(
+        "{withdrawn}\n<tool_call>{{\"name\": \"get_time\", \"arguments\": {{}}}} noise</tool_call>"
+    ));
+    let names: Vec<&str> = parsed.calls.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["get_time"], "{parsed:?}");
+    assert_eq!(parsed.incomplete.len(), 1);
+    assert_eq!(parsed.content, withdrawn);
+    assert!(
+        parsed
+            .warnings
+            .iter()
+            .any(|w| w.code == WarningCode::IgnoredText && w.message.contains("noise")),
+        "{:?}",
+        parsed.warnings
+    );
 }
 
 /// Issue 17's policy: arguments that are not JSON make no call; the call's text stays
