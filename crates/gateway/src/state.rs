@@ -66,12 +66,33 @@ impl Refusals {
             .is_some_and(|at| now.saturating_duration_since(*at) < within)
     }
 
-    /// Remembers that `upstream` refused `what` for `model` at `now`.
-    pub(crate) fn remember(&self, what: Refused, upstream: &str, model: &str, now: Instant) {
+    /// Remembers that `upstream` refused `what` for `model` at `now`, for `within`. The
+    /// model name can be the client's own (a `*` route), so what is kept is bounded:
+    /// refusals past their time are dropped, and past [`MAX_REFUSALS_KEPT`] the oldest.
+    pub(crate) fn remember(
+        &self,
+        what: Refused,
+        upstream: &str,
+        model: &str,
+        now: Instant,
+        within: Duration,
+    ) {
         let mut at = self.at.lock().unwrap_or_else(PoisonError::into_inner);
+        if at.len() >= MAX_REFUSALS_KEPT {
+            at.retain(|_, when| now.saturating_duration_since(*when) < within);
+        }
+        if at.len() >= MAX_REFUSALS_KEPT {
+            let oldest = at.iter().min_by_key(|(_, when)| **when).map(|(key, _)| key.clone());
+            if let Some(key) = oldest {
+                at.remove(&key);
+            }
+        }
         at.insert((what, upstream.to_owned(), model.to_owned()), now);
     }
 }
+
+/// The most refusals remembered at once (upstream, model and kind).
+const MAX_REFUSALS_KEPT: usize = 1024;
 
 /// One probe of every upstream, and when it ended.
 #[derive(Debug, Clone)]
@@ -134,7 +155,7 @@ impl Chain {
         let rejected = self.rejected_by.lock().unwrap_or_else(PoisonError::into_inner).take();
         if let Some((name, _, model)) = rejected.and_then(|i| self.links.get(i)) {
             tracing::info!(upstream = %name, model = %model, refused = ?what, "remembering the refusal");
-            self.refusals.remember(what, name, model, Instant::now());
+            self.refusals.remember(what, name, model, Instant::now(), self.remember_for);
         }
     }
 
@@ -361,7 +382,7 @@ mod tests {
         let refusals = Refusals::default();
         let at = Instant::now();
         let within = Duration::from_secs(600);
-        refusals.remember(Refused::Tools, "local", "qwen", at);
+        refusals.remember(Refused::Tools, "local", "qwen", at, within);
         let refused = |what, model, later: Duration, within| {
             refusals.refused(what, "local", model, within, at + later)
         };
@@ -370,5 +391,29 @@ mod tests {
         assert!(!refused(Refused::Tools, "other", Duration::ZERO, within), "per model");
         assert!(!refused(Refused::ResponseFormat, "qwen", Duration::ZERO, within), "per kind");
         assert!(!refused(Refused::Tools, "qwen", Duration::ZERO, Duration::ZERO));
+    }
+
+    /// Model names a client makes up cannot grow what is remembered without bound: past the
+    /// cap, refusals past their time go first, then the oldest.
+    #[test]
+    fn remembered_refusals_are_bounded() {
+        let refusals = Refusals::default();
+        let start = Instant::now();
+        let within = Duration::from_secs(600);
+        for i in 0..3 * MAX_REFUSALS_KEPT {
+            let at = start + Duration::from_millis(i as u64);
+            refusals.remember(Refused::Tools, "any", &format!("model-{i}"), at, within);
+        }
+        let kept = refusals.at.lock().unwrap().len();
+        assert_eq!(kept, MAX_REFUSALS_KEPT);
+        let now = start + Duration::from_secs(1);
+        let last = format!("model-{}", 3 * MAX_REFUSALS_KEPT - 1);
+        assert!(refusals.refused(Refused::Tools, "any", &last, within, now));
+        assert!(!refusals.refused(Refused::Tools, "any", "model-0", within, now));
+
+        // Expired ones make room first.
+        let later = start + within + Duration::from_secs(10);
+        refusals.remember(Refused::Tools, "any", "fresh", later, within);
+        assert_eq!(refusals.at.lock().unwrap().len(), 1);
     }
 }

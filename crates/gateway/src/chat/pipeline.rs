@@ -35,7 +35,8 @@ pub(crate) fn run<U: Upstream>(
             }
         };
         let max_retries = settings.max_retries;
-        // Reasoning reaches only the clients that asked for it.
+        // Reasoning reaches only the clients that asked for it (the shaper keeps the
+        // parser's to itself otherwise; the upstream's own is dropped below).
         let show_reasoning = req.show_reasoning;
         // The attempt whose reasoning went out last (see `separate`).
         let mut reasoning_shown: Option<u32> = None;
@@ -88,9 +89,6 @@ pub(crate) fn run<U: Upstream>(
                             raw.push_str(&text);
                         }
                         shaper.feed(&text, &mut produced);
-                        if !show_reasoning {
-                            produced.retain(|event| !matches!(event, ChatEvent::Reasoning(_)));
-                        }
                     }
                     Ok(UpstreamEvent::Reasoning(text)) => {
                         if show_reasoning {
@@ -138,9 +136,6 @@ pub(crate) fn run<U: Upstream>(
                     // the error, which the encoder reports in-band.
                     let mut produced = Vec::new();
                     shaper.finish(&mut produced);
-                    if !show_reasoning {
-                        produced.retain(|event| !matches!(event, ChatEvent::Reasoning(_)));
-                    }
                     separate(&mut produced, attempt, &mut reasoning_shown);
                     for event in produced {
                         yield Ok(event);
@@ -151,9 +146,6 @@ pub(crate) fn run<U: Upstream>(
             }
             let mut produced = Vec::new();
             shaper.finish(&mut produced);
-            if !show_reasoning {
-                produced.retain(|event| !matches!(event, ChatEvent::Reasoning(_)));
-            }
             let truncated = finish_reason == Some(FinishReason::Length);
             let problem = shaper.problem();
             spent.prompt_tokens += usage.prompt_tokens;

@@ -156,6 +156,9 @@ pub(crate) struct Shaper {
     text: String,
     /// The model wrote reasoning (so an answer without text was not an empty reply).
     reasoned: bool,
+    /// The client asked for reasoning: it goes out as `ChatEvent::Reasoning`; otherwise it
+    /// is only told apart from the answer.
+    show_reasoning: bool,
     /// Whitespace-only text not yet sent: dropped if a call follows (it is layout around
     /// the call, not content), sent with the next visible text otherwise.
     blank: String,
@@ -205,6 +208,7 @@ impl Shaper {
             n_calls: 0,
             text: String::new(),
             reasoned: false,
+            show_reasoning: req.show_reasoning,
             blank: String::new(),
             rejected: 0,
             malformed: false,
@@ -280,7 +284,7 @@ impl Shaper {
                     if !text.trim().is_empty() {
                         self.reasoned = true;
                     }
-                    if !text.is_empty() {
+                    if !text.is_empty() && self.show_reasoning {
                         out.push(ChatEvent::Reasoning(text.into()));
                     }
                 }
@@ -508,7 +512,7 @@ mod tests {
             tool_choice: ToolChoice::Auto,
             parallel_tool_calls: true,
             sampling: serde_json::Map::new(),
-            show_reasoning: false,
+            show_reasoning: true,
             output: None,
         };
         let mut shaper =

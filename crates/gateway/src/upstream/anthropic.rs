@@ -98,9 +98,14 @@ pub(crate) fn stream_event(
                 completion_tokens: output,
             }));
         }
-        // No content: the end of a block or of the message, a keep-alive, and event types
-        // added after this gateway was written.
-        _ => {}
+        // No content: the end of a block or of the message, a keep-alive.
+        "content_block_stop" | "message_stop" | "ping" => {}
+        // Event types added after this gateway was written (Anthropic's versioning policy
+        // allows them): ignored, and the log says which.
+        other => tracing::debug!(
+            event = other,
+            "an upstream event type this gateway does not know was ignored"
+        ),
     }
     Ok(events)
 }
@@ -216,15 +221,6 @@ pub(crate) fn message_events(value: &Value) -> Result<Vec<UpstreamEvent>, Unread
         }));
     }
     Ok(events)
-}
-
-/// The bytes of model output in one Anthropic stream event (text, thinking and tool input).
-pub(crate) fn output_bytes(value: &Value) -> usize {
-    ["/delta/text", "/delta/thinking", "/delta/partial_json"]
-        .iter()
-        .filter_map(|at| value.pointer(at).and_then(Value::as_str))
-        .map(str::len)
-        .sum()
 }
 
 #[cfg(test)]

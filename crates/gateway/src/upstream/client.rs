@@ -353,21 +353,17 @@ impl UpstreamClient {
         Ok(self.payloads(response, started))
     }
 
-    /// Sends a chat request body as it is (passthrough) and reads the reply with every
-    /// check, the model output of a streamed reply (text, reasoning, call arguments)
-    /// counted against `upstream.max_reply_bytes` as in emulation.
+    /// Sends a chat request body as it is (passthrough, to an OpenAI-kind upstream: the
+    /// chain skips Anthropic ones) and reads the reply with every check, the model output
+    /// of a streamed reply (text, reasoning, call arguments) counted against
+    /// `upstream.max_reply_bytes` as in emulation.
     pub(crate) async fn relay(&self, body: &Value) -> Result<PayloadStream, ApiError> {
         let mut payloads = self.send_chat(body).await?;
         let mut cap = OutputCap::new(self.limits.max_reply, &self.shown);
-        let wire = self.wire;
         Ok(Box::pin(async_stream::stream! {
             while let Some(item) = payloads.next().await {
                 if let Ok(Payload::Event(value)) = &item {
-                    let n = match wire {
-                        Wire::OpenAi => openai::output_bytes(value),
-                        Wire::Anthropic => anthropic::output_bytes(value),
-                    };
-                    if let Err(err) = cap.add(n) {
+                    if let Err(err) = cap.add(openai::output_bytes(value)) {
                         yield Err(err);
                         return;
                     }
@@ -420,13 +416,21 @@ impl UpstreamClient {
     pub(crate) async fn model_ids(&self) -> Result<Vec<String>, ApiError> {
         let started = Instant::now();
         let request = self.http.get(self.models.clone());
-        let response = match self.send_to(request, started, self.probe_within).await {
-            Ok(response) => response,
-            Err(ApiError::UpstreamRejected { status: 404 | 405, .. }) => return Ok(Vec::new()),
-            Err(err) => return Err(err),
+        let deadline = started + self.probe_within;
+        // Within its time, reading an error body included.
+        let sent =
+            tokio::time::timeout_at(deadline, self.send_to(request, started, self.probe_within));
+        let response = match sent.await {
+            Ok(Ok(response)) => response,
+            Ok(Err(ApiError::UpstreamRejected { status: 404 | 405, .. })) => return Ok(Vec::new()),
+            Ok(Err(err)) => return Err(err),
+            Err(_) => {
+                return Err(ApiError::UpstreamTimeout {
+                    detail: format!("{}: the model list did not arrive in time", self.shown),
+                });
+            }
         };
         let mut bytes = response.bytes_stream();
-        let deadline = started + self.probe_within;
         let mut body = Vec::new();
         loop {
             match tokio::time::timeout_at(deadline, bytes.next()).await {
@@ -473,9 +477,18 @@ impl UpstreamClient {
     pub(crate) async fn probe(&self) -> Result<(), ApiError> {
         let started = Instant::now();
         let request = self.http.get(self.models.clone());
-        match self.send_to(request, started, self.probe_within).await {
-            Ok(_) | Err(ApiError::UpstreamRejected { .. }) => Ok(()),
-            Err(err) => Err(err),
+        // The whole probe, reading an error body included, within its time.
+        let sent = tokio::time::timeout(
+            self.probe_within,
+            self.send_to(request, started, self.probe_within),
+        )
+        .await;
+        match sent {
+            Ok(Ok(_) | Err(ApiError::UpstreamRejected { .. })) => Ok(()),
+            Ok(Err(err)) => Err(err),
+            Err(_) => Err(ApiError::UpstreamTimeout {
+                detail: format!("{}: no answer to the probe in time", self.shown),
+            }),
         }
     }
 }

@@ -534,9 +534,10 @@ async fn an_error_body_that_never_ends_does_not_hold_the_client() {
     }
 }
 
-/// `GET /v1/models` with a stalled upstream times out (504) within `probe_timeout_secs` (the
-/// first-byte timeout, 5 s here, does not apply: a client waits for the list) and with an
-/// unreachable one is a 502, on both shapes; never an empty list.
+/// `GET /v1/models` with a stalled upstream, or one whose error body never ends, times out
+/// (504) within `probe_timeout_secs` (the first-byte and error-body timeouts, 5 s here, do
+/// not apply: a client waits for the list) and with an unreachable one is a 502, on both
+/// shapes; never an empty list. `/readyz` is bounded the same way.
 #[tokio::test]
 async fn models_report_upstream_failures() {
     let stalled = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -547,13 +548,31 @@ async fn models_report_upstream_failures() {
             held.push(stream);
         }
     });
+    // Answers 500 at once, then never finishes the error body.
+    let slow_error = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let slow_error_addr = slow_error.local_addr().unwrap();
+    let _keep_slow = crate::common::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((mut stream, _)) = slow_error.accept().await {
+            let mut head = [0; 4096];
+            let _ = tokio::io::AsyncReadExt::read(&mut stream, &mut head).await;
+            let answer = "HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/json\r\n\
+                          content-length: 1000\r\n\r\n{\"error\": {\"message\": \"bo";
+            let _ = tokio::io::AsyncWriteExt::write_all(&mut stream, answer.as_bytes()).await;
+            held.push(stream);
+        }
+    });
     let closed = closed_port().await;
-    for (addr, status) in
-        [(stalled_addr, StatusCode::GATEWAY_TIMEOUT), (closed, StatusCode::BAD_GATEWAY)]
-    {
+    for (addr, status) in [
+        (stalled_addr, StatusCode::GATEWAY_TIMEOUT),
+        (closed, StatusCode::BAD_GATEWAY),
+        (slow_error_addr, StatusCode::GATEWAY_TIMEOUT),
+    ] {
         let gw = spawn_gateway(|config| {
             config.upstream.url = format!("http://{addr}");
             config.upstream.probe_timeout_secs = 0.3;
+            // The probe's time bounds the whole list, an error body being read included.
+            config.upstream.error_body_timeout_secs = 5.0;
         })
         .await;
         for anthropic in [false, true] {
@@ -566,6 +585,11 @@ async fn models_report_upstream_failures() {
             assert_eq!(response.status(), status, "{addr} anthropic: {anthropic}");
             assert!(started.elapsed() < Duration::from_secs(2));
         }
+        // The readiness probe is bounded the same way.
+        let started = Instant::now();
+        let response = within(gw.http().get(gw.url("/readyz")).send()).await.unwrap();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE, "{addr}");
+        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
     }
 }
 

@@ -66,10 +66,9 @@ async fn handle(state: AppState, headers: &HeaderMap, body: Body) -> Result<Resp
     // A passthrough upstream sees only the tools `allowed_tools` allows, and the reply's
     // calls to any other are dropped.
     let (value, allowed) = match &parsed.allowed {
-        Some(names) => (
-            wire::narrowed(&value, names, &parsed.chat.tool_choice),
-            Some(AllowedCalls::new(names)),
-        ),
+        Some(names) => {
+            (wire::narrowed(value, names, &parsed.chat.tool_choice), Some(AllowedCalls::new(names)))
+        }
         None => (value, None),
     };
     let routed = state.route(&parsed.chat.model)?;
@@ -210,6 +209,15 @@ async fn relay(
     crate::api::stream_response(state, Instant::now(), Box::pin(events), RelayEncoder).await
 }
 
+/// A relayed call to a tool `allowed_tools` does not allow is dropped, and the log says so.
+fn dropped_call(call: &Value) {
+    let name = call.pointer("/function/name").and_then(Value::as_str).unwrap_or("");
+    tracing::warn!(
+        tool = name,
+        "a relayed call to a tool allowed_tools does not allow was dropped"
+    );
+}
+
 /// The calls of a relayed reply kept to the tools `allowed_tools` allows (the upstream saw
 /// only those, but a model may still name another): the others are dropped, the rest
 /// renumbered, and a reply left without calls finishes with `stop`.
@@ -246,6 +254,9 @@ impl AllowedCalls {
                             Some(slot) => *slot,
                             None => {
                                 let slot = self.allows(call).then_some(self.kept);
+                                if slot.is_none() {
+                                    dropped_call(call);
+                                }
                                 self.kept += u64::from(slot.is_some());
                                 self.slots.insert(index, slot);
                                 slot
@@ -273,7 +284,13 @@ impl AllowedCalls {
         for choice in value.get_mut("choices").and_then(Value::as_array_mut).into_iter().flatten() {
             if let Some(message) = choice.get_mut("message").and_then(Value::as_object_mut) {
                 if let Some(Value::Array(calls)) = message.get_mut("tool_calls") {
-                    calls.retain(|call| self.allows(call));
+                    calls.retain(|call| {
+                        let allowed = self.allows(call);
+                        if !allowed {
+                            dropped_call(call);
+                        }
+                        allowed
+                    });
                     self.kept += calls.len() as u64;
                     if calls.is_empty() {
                         message.remove("tool_calls");

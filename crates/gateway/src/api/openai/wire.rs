@@ -195,8 +195,7 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
 /// A request body for a passthrough upstream with `allowed_tools` applied: only the allowed
 /// tools, and `tool_choice` as the mode it gave (`auto` or `required`), which every
 /// upstream that takes tools understands.
-pub(crate) fn narrowed(body: &Value, allowed: &[String], choice: &ToolChoice) -> Value {
-    let mut body = body.clone();
+pub(crate) fn narrowed(mut body: Value, allowed: &[String], choice: &ToolChoice) -> Value {
     if let Some(tools) = body.get_mut("tools").and_then(Value::as_array_mut) {
         tools.retain(|tool| {
             tool.pointer("/function/name")

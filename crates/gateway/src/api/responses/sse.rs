@@ -292,14 +292,16 @@ impl Builder {
                     self.open = Open::Reasoning { id, text: String::new() };
                 }
                 let index = self.index();
+                let streaming = self.streaming;
                 let data = match &mut self.open {
                     Open::Reasoning { id, text: all } => {
                         all.push_str(text);
-                        json!({"item_id": id, "output_index": index, "content_index": 0, "delta": text})
+                        // The event is built only for a stream (see `emit`).
+                        streaming.then(|| json!({"item_id": id, "output_index": index, "content_index": 0, "delta": text}))
                     }
                     _ => return,
                 };
-                self.emit("response.reasoning_text.delta", data);
+                self.emit("response.reasoning_text.delta", data.unwrap_or_default());
             }
             ChatEvent::Text(text) => {
                 if !matches!(self.open, Open::Message { .. }) {
@@ -317,14 +319,15 @@ impl Builder {
                     self.open = Open::Message { id, text: String::new() };
                 }
                 let index = self.index();
+                let streaming = self.streaming;
                 let data = match &mut self.open {
                     Open::Message { id, text: all } => {
                         all.push_str(text);
-                        json!({"item_id": id, "output_index": index, "content_index": 0, "delta": text, "logprobs": []})
+                        streaming.then(|| json!({"item_id": id, "output_index": index, "content_index": 0, "delta": text, "logprobs": []}))
                     }
                     _ => return,
                 };
-                self.emit("response.output_text.delta", data);
+                self.emit("response.output_text.delta", data.unwrap_or_default());
             }
             ChatEvent::CallStart { id: call_id, name, .. } => {
                 self.close(Status::Completed);
@@ -357,6 +360,7 @@ impl Builder {
                 // A function call's arguments stream as the model writes them; a custom
                 // call's raw input as it is decoded from them.
                 let (kind, delta) = match kind {
+                    ToolKind::Function if !self.streaming => ("", String::new()),
                     ToolKind::Function => {
                         ("response.function_call_arguments.delta", fragment.clone())
                     }
@@ -365,8 +369,8 @@ impl Builder {
                     }
                     ToolKind::ToolSearch => return,
                 };
-                let data = json!({"item_id": id, "output_index": index, "delta": delta});
                 if !delta.is_empty() {
+                    let data = json!({"item_id": id, "output_index": index, "delta": delta});
                     self.emit(kind, data);
                 }
             }
