@@ -54,7 +54,8 @@ pub(crate) struct PyArgsDelta {
     json: String,
 }
 
-/// A tool call is complete.
+/// A tool call ended: `call.complete` says whether it stands (false: cut off, or its
+/// arguments were not JSON; never run it).
 #[pyclass(frozen, module = "toolshim", name = "CallEnd")]
 pub(crate) struct PyCallEnd {
     /// The call that ended.
@@ -203,7 +204,8 @@ impl PyCallEnd {
         ("call_idx", "call")
     }
 
-    /// `{"type": "call_end", "call_idx": …, "call": {"id": …, "name": …, "arguments": {…}}}`.
+    /// `{"type": "call_end", "call_idx": …, "call": {"id": …, "name": …, "arguments": {…}},
+    /// "complete": …}`.
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         to_python(py, &self.event())
     }

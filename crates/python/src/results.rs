@@ -62,9 +62,24 @@ impl PyToolCall {
         &self.call
     }
 
-    pub(crate) fn key(&self) -> (&Option<String>, &str, &str) {
-        (&self.call.id, &self.call.name, &self.call.arguments)
+    pub(crate) fn key(&self) -> CallKey<'_> {
+        call_key(&self.call)
     }
+}
+
+/// What Python sees of a call, for equality.
+pub(crate) type CallKey<'a> = (&'a Option<String>, &'a str, &'a str, bool);
+
+fn call_key(call: &ToolCall) -> CallKey<'_> {
+    (&call.id, &call.name, &call.arguments, call.complete)
+}
+
+fn rejected_key(rejected: &Rejected) -> (&str, &str) {
+    (&rejected.name, &rejected.reason)
+}
+
+fn warning_key(warning: &Warning) -> (&str, &str, Option<usize>) {
+    (warning.code.as_str(), &warning.message, warning.call_idx)
 }
 
 #[pymethods]
@@ -89,15 +104,16 @@ impl PyToolCall {
             .map(|value| value.clone_ref(py))
     }
 
-    /// The arguments as the exact JSON text the parser produced: compact, keys in the
-    /// order the model wrote them, numbers as written.
-    /// Whether the model finished the call: false when the output cut it off inside its
-    /// arguments (they were closed to stay JSON; the call is in `Parsed.incomplete`).
+    /// Whether the call stands: false when the output cut it off inside its arguments
+    /// (they were closed to stay JSON), or when its arguments were not JSON (its text is
+    /// in `Parsed.content`); such a call is in `Parsed.incomplete`, never to be run.
     #[getter]
     fn complete(&self) -> bool {
         self.call.complete
     }
 
+    /// The arguments as the exact JSON text the parser produced: compact, keys in the
+    /// order the model wrote them, numbers as written.
     #[getter]
     fn arguments_json(&self) -> &str {
         &self.call.arguments
@@ -169,8 +185,7 @@ impl PyRejected {
     }
 
     fn __eq__(&self, other: &Self) -> bool {
-        (&self.rejected.name, &self.rejected.reason)
-            == (&other.rejected.name, &other.rejected.reason)
+        rejected_key(&self.rejected) == rejected_key(&other.rejected)
     }
 
     fn __repr__(&self, py: Python<'_>) -> String {
@@ -198,7 +213,7 @@ impl PyWarning {
     }
 
     fn key(&self) -> (&str, &str, Option<usize>) {
-        (self.warning.code.as_str(), &self.warning.message, self.warning.call_idx)
+        warning_key(&self.warning)
     }
 }
 
@@ -417,8 +432,9 @@ impl PyParsed {
         PyList::new(py, self.calls.iter().map(|call| call.clone_ref(py)))
     }
 
-    /// Accepted calls the output cut off inside their arguments (`complete` is false, and
-    /// a `truncated` warning says so), in order. Never run these.
+    /// Accepted calls that do not stand (`complete` is false), in order: cut off inside
+    /// their arguments (a `truncated` warning says so), or with arguments that are not JSON
+    /// (a `malformed_call` warning; their text is in `content`). Never run these.
     #[getter]
     fn incomplete<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         PyList::new(py, self.incomplete.iter().map(|call| call.clone_ref(py)))
@@ -460,8 +476,8 @@ impl PyParsed {
         self.outcome.as_ref().map(|outcome| outcome.clone_ref(py))
     }
 
-    /// The object `toolshim parse` prints: calls, content, reasoning, rejected, warnings,
-    /// saw_tool_syntax, and outcome when there is one.
+    /// The object `toolshim parse` prints: calls, incomplete, content, reasoning, rejected,
+    /// warnings, saw_tool_syntax, and outcome when there is one.
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let dict = to_python(py, &self.parsed)?;
         if let Some(outcome) = &self.outcome {
@@ -483,22 +499,14 @@ impl PyParsed {
 
     fn __eq__(&self, py: Python<'_>, other: &Self) -> bool {
         let (a, b) = (&self.parsed, &other.parsed);
-        let calls = |p: &Parsed| -> Vec<(Option<String>, String, String)> {
-            p.calls.iter().map(|c| (c.id.clone(), c.name.clone(), c.arguments.clone())).collect()
-        };
-        let rejected = |p: &Parsed| -> Vec<(String, String)> {
-            p.rejected.iter().map(|r| (r.name.clone(), r.reason.clone())).collect()
-        };
-        let warnings = |p: &Parsed| -> Vec<(&'static str, String, Option<usize>)> {
-            p.warnings.iter().map(|w| (w.code.as_str(), w.message.clone(), w.call_idx)).collect()
-        };
         let outcome =
             |p: &PyParsed| p.outcome.as_ref().map(|o| outcome_key(&o.bind(py).get().outcome));
-        calls(a) == calls(b)
+        a.calls.iter().map(call_key).eq(b.calls.iter().map(call_key))
+            && a.incomplete.iter().map(call_key).eq(b.incomplete.iter().map(call_key))
             && a.content == b.content
             && a.reasoning == b.reasoning
-            && rejected(a) == rejected(b)
-            && warnings(a) == warnings(b)
+            && a.rejected.iter().map(rejected_key).eq(b.rejected.iter().map(rejected_key))
+            && a.warnings.iter().map(warning_key).eq(b.warnings.iter().map(warning_key))
             && a.saw_tool_syntax == b.saw_tool_syntax
             && outcome(self) == outcome(other)
     }
@@ -508,9 +516,10 @@ impl PyParsed {
             items.map_or_else(|_| "[?]".to_owned(), |list| repr(list.as_any()))
         };
         let mut text = format!(
-            "Parsed(calls={}, content={}, reasoning={}, rejected={}, warnings={}, \
-             saw_tool_syntax={}",
+            "Parsed(calls={}, incomplete={}, content={}, reasoning={}, rejected={}, \
+             warnings={}, saw_tool_syntax={}",
             list(self.calls(py)),
+            list(self.incomplete(py)),
             str_repr(py, &self.parsed.content),
             str_repr(py, &self.parsed.reasoning),
             list(self.rejected(py)),

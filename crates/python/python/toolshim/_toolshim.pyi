@@ -67,7 +67,7 @@ class Warning:  # noqa: A001 - the parser's name for it
         """``repaired_json``, ``truncated``, ``missing_end_marker``, ``coerced``,
         ``missing_required``, ``unknown_parameter``, ``invalid_arguments``, ``ignored_field``,
         ``malformed_call``, ``limit_reached``, ``example``, ``call_in_reasoning``,
-        ``stray_reasoning_end`` or ``free_text``."""
+        ``stray_reasoning_end``, ``empty_call_markup``, ``ignored_text`` or ``free_text``."""
     @property
     def message(self) -> str:
         """A human-readable explanation."""
@@ -194,7 +194,8 @@ class ArgsDelta:
 
 @final
 class CallEnd:
-    """A tool call is complete."""
+    """A tool call ended: ``call.complete`` says whether it stands (false: cut off, or its
+    arguments were not JSON; never run it)."""
 
     type: ClassVar[Literal["call_end"]]
     __match_args__: ClassVar[tuple[str, str]]

@@ -158,9 +158,6 @@ class ToolshimToolParser(ToolParser):
         for event in events:
             if isinstance(event, toolshim.ArgsDelta):  # the most frequent event
                 idx = event.call_idx
-                if idx < len(self.streamed_args_for_tool):
-                    self.streamed_args_for_tool[idx] += event.json
-                    self.prev_tool_call_arr[idx]["arguments"] = self.streamed_args_for_tool[idx]
                 last = calls[-1] if calls else None
                 if last is not None and last.index == idx:
                     last.function.arguments = (last.function.arguments or "") + event.json
@@ -175,10 +172,14 @@ class ToolshimToolParser(ToolParser):
                 function = DeltaFunctionCall(name=event.name)
                 calls.append(DeltaToolCall(index=event.call_idx, id=_call_id(event.id), type="function", function=function))
             elif isinstance(event, toolshim.CallEnd):
-                # vLLM compares these two at the end (get_remaining_unstreamed_args): the
-                # arguments as text, equal to what was streamed, leave nothing to add.
-                if event.call_idx < len(self.prev_tool_call_arr):
-                    self.prev_tool_call_arr[event.call_idx]["arguments"] = event.call.arguments_json
+                # vLLM compares these two at the end (get_remaining_unstreamed_args): equal,
+                # they leave nothing to add. The fragments streamed join to exactly
+                # `arguments_json`, so they are set once here, not grown per delta (a
+                # string grown in a list is copied whole each time).
+                if event.call_idx < len(self.streamed_args_for_tool):
+                    arguments = event.call.arguments_json
+                    self.streamed_args_for_tool[event.call_idx] = arguments
+                    self.prev_tool_call_arr[event.call_idx]["arguments"] = arguments
         text = "".join(content)
         if not text and not calls:
             return None
