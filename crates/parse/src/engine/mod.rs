@@ -279,9 +279,7 @@ pub(super) fn upto_char(buf: &str, mut end: usize) -> &str {
 pub(super) const MAX_ADJACENT_WS: usize = 256;
 
 /// Whether `b` is whitespace that may sit between a call or marker and the text.
-pub(super) fn is_ws(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
-}
+pub(super) use crate::json::reader::is_ws;
 
 /// Where the whitespace run that ends at `at` begins, no further back than `floor` and
 /// than [`MAX_ADJACENT_WS`] bytes.

@@ -13,8 +13,8 @@ use crate::read::python::Mode as PyMode;
 use crate::read::{self, Opener};
 use crate::rows::native::Leading;
 use crate::rows::reasoning::{
-    ANSWER_OPENERS, CHANNELS, FINAL_CHANNELS, MARKER_HEADS, MARKER_PAIRS, PREAMBLES, Preamble,
-    REASONING, Reasoning, THINK, head3, marker_row,
+    CHANNELS, MARKER_HEADS, MARKER_PAIRS, PREAMBLES, Preamble, REASONING, Reasoning, THINK,
+    answer_openers, channel_markers, head3, marker_row,
 };
 use crate::{Config, ReasoningCalls, WarningCode};
 
@@ -116,7 +116,7 @@ fn think_mark(rest: &str, think: Option<Think>, eof: bool) -> Look<ThinkMark> {
     let mut hold = false;
     let second = rest.as_bytes().get(1);
     if think.is_some() {
-        match marker_at(rest, eof, ANSWER_OPENERS.iter().copied()) {
+        match marker_at(rest, eof, answer_openers()) {
             Ok(Some((_, len))) => return Ok(Some(ThinkMark::Close(len))),
             Err(Need) => hold = true,
             Ok(None) => {}
@@ -383,10 +383,9 @@ impl<'a> TextStep<'a> {
                     Ok(None) => {}
                 }
                 if think.is_none() {
-                    match marker_at(rest, eof, CHANNELS.iter().copied()) {
+                    match marker_at(rest, eof, channel_markers()) {
                         Ok(Some((idx, len))) => {
-                            let marker = CHANNELS.get(idx).copied().unwrap_or_default();
-                            let answer = FINAL_CHANNELS.contains(&marker);
+                            let answer = CHANNELS.get(idx).is_some_and(|c| c.is_final);
                             return Found::Channel { at: i, len, answer };
                         }
                         Err(Need) => return Found::Hold(i),

@@ -111,7 +111,8 @@ const RIGHT_DOUBLE: char = '\u{201D}';
 const LEFT_SINGLE: char = '\u{2018}';
 const RIGHT_SINGLE: char = '\u{2019}';
 
-fn is_ws(b: u8) -> bool {
+/// JSON whitespace (also what may sit between a call or marker and the text).
+pub(crate) fn is_ws(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r')
 }
 
@@ -189,13 +190,13 @@ impl Reader {
         self.top_scalar = true;
     }
 
-    /// Whether the reader is inside a value string in double quotes: text without a `"`
-    /// leaves it there, whatever its escapes.
     /// Whether the reader has begun its value.
     pub(crate) fn has_begun(&self) -> bool {
         self.started
     }
 
+    /// Whether the reader is inside a value string in double quotes: text without a `"`
+    /// leaves it there, whatever its escapes.
     pub(crate) fn in_value_string(&self) -> bool {
         matches!(self.lex, Lex::Str { quote: Quote::Double, key: false, .. })
     }

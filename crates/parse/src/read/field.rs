@@ -91,8 +91,8 @@ impl Body {
         ctx: &mut Ctx<'_, '_>,
         eof: bool,
     ) -> Step {
+        // Only a parameter comes here (see `step_field`).
         let Field::Param { close, padding, text, .. } = &field else { return Err(Need) };
-        let close: Cow<'static, str> = close.clone();
         let padded = *padding == Padding::Newlines;
         let after_newline = text.is_empty() || text.ends_with('\n');
         let mut enclosing: [&'static str; MAX_ENCLOSING] = [""; MAX_ENCLOSING];
@@ -101,7 +101,11 @@ impl Body {
             *slot = name;
         }
         let ends = ValueEnds { enclosing: &enclosing, padded, namespace: self.namespace_token() };
-        let upto = scan_value(rest, &close, ends, after_newline, eof);
+        let upto = scan_value(rest, close, ends, after_newline, eof);
+        // Written now, while `close` is at hand (the field is changed below).
+        let missing = matches!(upto.end, Some(ValueEnd::Missing)).then(|| {
+            format!("a `</{close}>` end tag was missing; the value ended at the next tag")
+        });
         field.text().push_str(rest.get(..upto.text).unwrap_or_default());
         match upto.end {
             None => {
@@ -114,13 +118,8 @@ impl Body {
             }
             Some(ValueEnd::Missing) => {
                 self.field_done(field, false, ctx);
-                if let Some(call) = self.current_call() {
-                    call.extra_notes.push((
-                        WarningCode::MissingEndMarker,
-                        format!(
-                            "a `</{close}>` end tag was missing; the value ended at the next tag"
-                        ),
-                    ));
+                if let (Some(call), Some(message)) = (self.current_call(), missing) {
+                    call.extra_notes.push((WarningCode::MissingEndMarker, message));
                 }
                 Ok(Took::Go(upto.text))
             }

@@ -561,9 +561,10 @@ fn special_token_len(rest: &str) -> Option<usize> {
     const MAX: usize = 64;
     for (open, close) in [("<|", "|>"), ("<｜", "｜>")] {
         if let Some(after) = rest.strip_prefix(open) {
-            let inner = after.get(..after.len().min(MAX)).unwrap_or(after);
-            let end = inner.find(close)?;
-            let name = inner.get(..end).unwrap_or_default();
+            // Bytes, so that the bound holds even where byte 64 splits a character.
+            let inner = after.as_bytes().get(..after.len().min(MAX)).unwrap_or_default();
+            let end = memchr::memmem::find(inner, close.as_bytes())?;
+            let name = after.get(..end).unwrap_or_default();
             if name.contains(char::is_whitespace) {
                 return None;
             }

@@ -90,8 +90,7 @@ fn write_value(call: &mut CallState, key: &str, raw: &str, declared: ParamType) 
                 Canonical::Not => {}
             }
         }
-        let literal = matches!(trimmed, "true" | "false" | "null")
-            || crate::json::scalar::is_json_number(trimmed);
+        let literal = is_json_literal(trimmed);
         if literal {
             args.scalar(trimmed);
             return;
@@ -199,13 +198,17 @@ fn write_array(out: &mut String, values: &[Node<'_>]) {
     out.push(']');
 }
 
+/// `true`, `false`, `null` or a JSON number: written as it is, not as a string.
+fn is_json_literal(text: &str) -> bool {
+    matches!(text, "true" | "false" | "null") || crate::json::scalar::is_json_number(text)
+}
+
 fn write_node(out: &mut String, node: &Node<'_>) {
     match node {
         Node::Object(entries) => write_object(out, entries),
         Node::Text(text) => {
             let trimmed = text.trim();
-            let literal = matches!(trimmed, "true" | "false" | "null")
-                || crate::json::scalar::is_json_number(trimmed);
+            let literal = is_json_literal(trimmed);
             if literal {
                 out.push_str(trimmed);
             } else {

@@ -44,43 +44,64 @@ pub(crate) static REASONING: [&Reasoning; 13] = [
 /// it. Kimi K3's response channel, Harmony's final channel and its commentary channel
 /// without a recipient (a preamble the user sees), Muse's message headers, Functionary
 /// v3.2's `all` recipient, Cohere's response and text markers, Ling's end of turn.
-pub(crate) static CHANNELS: [&str; 19] = [
-    "<|open|>response<|sep|>",
-    "<|close|>response<|sep|>",
-    "<|close|>message<|sep|>",
-    "<|start|>assistant<|channel|>final<|message|>",
-    "<|channel|>final<|message|>",
-    "<|start|>assistant<|channel|>commentary<|message|>",
-    "<|channel|>commentary<|message|>",
-    "<|return|>",
-    "<|end|>",
-    "<|start|>assistant to=user<|message|>",
-    "<|start|>assistant<|message|>",
-    "<|eot|>",
-    "<|eom|>",
-    ">>>all\n",
-    "<|START_RESPONSE|>",
-    "<|END_RESPONSE|>",
-    "<|START_TEXT|>",
-    "<|END_TEXT|>",
-    "<|role_end|>",
+pub(crate) static CHANNELS: [Channel; 19] = [
+    Channel::opens("<|open|>response<|sep|>"),
+    Channel::plain("<|close|>response<|sep|>"),
+    Channel::plain("<|close|>message<|sep|>"),
+    Channel::final_answer("<|start|>assistant<|channel|>final<|message|>"),
+    Channel::final_answer("<|channel|>final<|message|>"),
+    Channel::plain("<|start|>assistant<|channel|>commentary<|message|>"),
+    Channel::plain("<|channel|>commentary<|message|>"),
+    Channel::plain("<|return|>"),
+    Channel::plain("<|end|>"),
+    Channel::plain("<|start|>assistant to=user<|message|>"),
+    Channel::plain("<|start|>assistant<|message|>"),
+    Channel::plain("<|eot|>"),
+    Channel::plain("<|eom|>"),
+    Channel::plain(">>>all\n"),
+    Channel::opens("<|START_RESPONSE|>"),
+    Channel::plain("<|END_RESPONSE|>"),
+    Channel::opens("<|START_TEXT|>"),
+    Channel::plain("<|END_TEXT|>"),
+    Channel::plain("<|role_end|>"),
 ];
 
-/// Channel markers that open the visible answer: inside reasoning they end it too (a model
-/// whose prompt opened the think channel may go straight to its answer: Kimi K3's
-/// `<|open|>response<|sep|>`, Harmony's final channel without `<|end|>`).
-pub(crate) static ANSWER_OPENERS: [&str; 5] = [
-    "<|open|>response<|sep|>",
-    "<|START_RESPONSE|>",
-    "<|START_TEXT|>",
-    "<|start|>assistant<|channel|>final<|message|>",
-    "<|channel|>final<|message|>",
-];
+/// A channel marker and what it does besides being removed.
+#[derive(Debug)]
+pub(crate) struct Channel {
+    pub(crate) marker: &'static str,
+    /// It opens the visible answer: inside reasoning it ends the reasoning too (a model
+    /// whose prompt opened the think channel may go straight to its answer: Kimi K3's
+    /// `<|open|>response<|sep|>`, Harmony's final channel without `<|end|>`).
+    pub(crate) opens_answer: bool,
+    /// Harmony's final channel: the answer itself. Call syntax other than Harmony's own
+    /// messages is text there (bare JSON in a final answer is what the user asked for).
+    pub(crate) is_final: bool,
+}
 
-/// Harmony's final channel: the answer itself. Call syntax other than Harmony's own
-/// messages is text there (bare JSON in a final answer is what the user asked for).
-pub(crate) static FINAL_CHANNELS: [&str; 2] =
-    ["<|start|>assistant<|channel|>final<|message|>", "<|channel|>final<|message|>"];
+impl Channel {
+    const fn plain(marker: &'static str) -> Channel {
+        Channel { marker, opens_answer: false, is_final: false }
+    }
+
+    const fn opens(marker: &'static str) -> Channel {
+        Channel { marker, opens_answer: true, is_final: false }
+    }
+
+    const fn final_answer(marker: &'static str) -> Channel {
+        Channel { marker, opens_answer: true, is_final: true }
+    }
+}
+
+/// Every channel marker.
+pub(crate) fn channel_markers() -> impl Iterator<Item = &'static str> {
+    CHANNELS.iter().map(|channel| channel.marker)
+}
+
+/// The channel markers that open the visible answer.
+pub(crate) fn answer_openers() -> impl Iterator<Item = &'static str> {
+    CHANNELS.iter().filter(|channel| channel.opens_answer).map(|channel| channel.marker)
+}
 
 /// What a preamble at the very start of the output opens.
 #[derive(Debug)]
@@ -107,7 +128,7 @@ pub(crate) static MARKER_PAIRS: LazyLock<[[bool; 256]; 3]> = LazyLock::new(|| {
     let markers = REASONING
         .iter()
         .flat_map(|reasoning| [reasoning.open, reasoning.close])
-        .chain(CHANNELS.iter().copied());
+        .chain(channel_markers());
     for marker in markers {
         let bytes = marker.as_bytes();
         let (Some(&first), Some(&second)) = (bytes.first(), bytes.get(1)) else { continue };
@@ -126,7 +147,7 @@ pub(crate) static MARKER_HEADS: LazyLock<Vec<u32>> = LazyLock::new(|| {
     let mut heads: Vec<u32> = REASONING
         .iter()
         .flat_map(|reasoning| [reasoning.open, reasoning.close])
-        .chain(CHANNELS.iter().copied())
+        .chain(channel_markers())
         .filter_map(|marker| head3(marker.as_bytes()))
         .collect();
     heads.sort_unstable();
@@ -154,7 +175,7 @@ pub(crate) fn marker_row(first: u8) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::{CHANNELS, REASONING, marker_row};
+    use super::{REASONING, channel_markers, marker_row};
 
     /// The text scan looks for reasoning and channel markers only at the bytes
     /// `marker_row` knows: a row that starts with any other byte would never match.
@@ -163,7 +184,7 @@ mod tests {
         let markers = REASONING
             .iter()
             .flat_map(|reasoning| [reasoning.open, reasoning.close])
-            .chain(CHANNELS.iter().copied());
+            .chain(channel_markers());
         for marker in markers {
             let first = marker.as_bytes().first().copied().unwrap_or_default();
             assert!(
