@@ -3,4 +3,5 @@
 pub(crate) mod canon;
 pub(crate) mod reader;
 pub(crate) mod scalar;
+pub(crate) mod scan;
 pub(crate) mod sink;

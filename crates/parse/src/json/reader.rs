@@ -7,6 +7,7 @@
 //! literals, raw control characters in strings) and reports each repair.
 
 use crate::json::scalar::{Scalar, canonical_scalar};
+use crate::json::scan::plain_run;
 pub(crate) use crate::json::sink::{Closed, Frame, Sink};
 
 /// How far `feed` got.
@@ -258,11 +259,8 @@ impl Reader {
                 Lex::Str { quote, key, escape: Escape::None } => {
                     let start = i;
                     let table = stop_table_for(quote);
-                    let rest = bytes.get(i..).unwrap_or_default();
-                    i += rest
-                        .iter()
-                        .position(|&b| table.get(usize::from(b)).copied().unwrap_or(true))
-                        .unwrap_or(rest.len());
+                    let words = matches!(quote, Quote::Double | Quote::Token);
+                    i += plain_run(bytes.get(i..).unwrap_or_default(), table, words);
                     // In a value string, the escapes canonical JSON also uses pass through
                     // as they are, so text full of `\n` and `\"` is copied, not decoded.
                     let mut escaped = false;
@@ -275,11 +273,7 @@ impl Reader {
                         {
                             escaped = true;
                             i += 2;
-                            let rest = bytes.get(i..).unwrap_or_default();
-                            i += rest
-                                .iter()
-                                .position(|&b| table.get(usize::from(b)).copied().unwrap_or(true))
-                                .unwrap_or(rest.len());
+                            i += plain_run(bytes.get(i..).unwrap_or_default(), table, words);
                         }
                     }
                     if i > start {
