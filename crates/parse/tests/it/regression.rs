@@ -13,6 +13,16 @@ fn parse_all_ways(input: &str) -> Parsed {
     complete
 }
 
+/// Asserts that `parsed` has a warning of `code` whose message mentions `needle`.
+#[track_caller]
+fn assert_warns(parsed: &Parsed, code: WarningCode, needle: &str) {
+    assert!(
+        parsed.warnings.iter().any(|w| w.code == code && w.message.contains(needle)),
+        "no {code:?} warning mentioning {needle:?}: {:?}",
+        parsed.warnings
+    );
+}
+
 fn assert_all_text(input: &str) {
     let parsed = parse_all_ways(input);
     assert!(parsed.calls.is_empty());
@@ -320,25 +330,11 @@ fn issue_17_a_call_does_not_nest_calls() {
     assert_eq!(parsed.calls.len(), 1);
     assert_eq!(parsed.calls[0].name, "get_weather");
     assert!(parsed.rejected.is_empty());
-    assert!(
-        parsed
-            .warnings
-            .iter()
-            .any(|w| w.code == WarningCode::IgnoredField && w.message.contains("tool_calls")),
-        "{:?}",
-        parsed.warnings
-    );
+    assert_warns(&parsed, WarningCode::IgnoredField, "tool_calls");
     // What follows the broken JSON inside the element is dropped, with a warning that
     // carries it (the arguments were whole, so the call stands).
     assert_eq!(parsed.content, "Checking.");
-    assert!(
-        parsed
-            .warnings
-            .iter()
-            .any(|w| w.code == WarningCode::IgnoredText && w.message.contains("Europe/Os")),
-        "{:?}",
-        parsed.warnings
-    );
+    assert_warns(&parsed, WarningCode::IgnoredText, "Europe/Os");
 
     let wrapper = "<tool_call>{\"tool_calls\":[{\"name\": \"get_weather\", \"arguments\": \
                    {\"city\": \"x\"}}], \"name\": \"get_time\", \"arguments\": {}}</tool_call>";
@@ -383,14 +379,7 @@ fn issue_17_a_reused_call_does_not_keep_its_wrapper_mark() {
         "{complete:?}"
     );
     assert_eq!(complete.content, "");
-    assert!(
-        complete
-            .warnings
-            .iter()
-            .any(|w| w.code == WarningCode::IgnoredField && w.message.contains("get_weather")),
-        "{:?}",
-        complete.warnings
-    );
+    assert_warns(&complete, WarningCode::IgnoredField, "get_weather");
 }
 
 /// Found in review: a word after a call's whole JSON inside its element
@@ -409,14 +398,7 @@ fn issue_17_a_word_after_a_calls_json_is_no_second_call() {
     assert_eq!(names, ["get_weather", "get_time"], "{parsed:?}");
     assert!(parsed.rejected.is_empty(), "{parsed:?}");
     assert_eq!(parsed.content, "");
-    assert!(
-        parsed
-            .warnings
-            .iter()
-            .any(|w| w.code == WarningCode::IgnoredText && w.message.contains("stray")),
-        "{:?}",
-        parsed.warnings
-    );
+    assert_warns(&parsed, WarningCode::IgnoredText, "stray");
 
     // JSON that is no call: everything stays text, and nothing claims to be dropped.
     let data = "Data: <tool_call>{\"a\": 1} stray</tool_call> end";
@@ -434,14 +416,7 @@ fn issue_17_a_word_after_a_calls_json_is_no_second_call() {
     assert_eq!(names, ["get_time"], "{parsed:?}");
     assert_eq!(parsed.incomplete.len(), 1);
     assert_eq!(parsed.content, withdrawn);
-    assert!(
-        parsed
-            .warnings
-            .iter()
-            .any(|w| w.code == WarningCode::IgnoredText && w.message.contains("noise")),
-        "{:?}",
-        parsed.warnings
-    );
+    assert_warns(&parsed, WarningCode::IgnoredText, "noise");
 }
 
 /// Issue 17's policy: arguments that are not JSON make no call; the call's text stays
