@@ -1,0 +1,97 @@
+"""The arms a run compares: the engine's own tool calling, and `toolshim serve` in front of
+the same engine in each configuration measured. An arm is a row here: a name, what it is,
+and the gateway's flags (None: the engine itself, no gateway).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LISTEN_LINE = re.compile(r"^toolshim: listening on http://127\.0\.0\.1:(\d+)$")
+STARTUP_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class Arm:
+    name: str
+    what: str
+    # `toolshim serve` flags after --upstream; None: requests go to the engine itself.
+    flags: tuple[str, ...] | None
+
+
+ARMS = {
+    arm.name: arm
+    for arm in (
+        Arm("engine", "the engine's own tool calling (llama.cpp `--jinja`), no gateway", None),
+        Arm("auto", "toolshim serve, default configuration (`--mode auto`)", ()),
+        Arm("emulate", "toolshim serve --mode emulate", ("--mode", "emulate")),
+        Arm("native", "toolshim serve --mode native (passthrough)", ("--mode", "native")),
+        Arm("emulate-no-retry", "emulate with retries off (`--max-retries 0`)",
+            ("--mode", "emulate", "--max-retries", "0")),
+    )
+}
+
+
+def toolshim_bin() -> Path:
+    if os.environ.get("TOOLSHIM_BIN"):
+        return Path(os.environ["TOOLSHIM_BIN"])
+    for profile in ("release", "debug"):
+        path = ROOT / "target" / profile / "toolshim"
+        if path.is_file():
+            return path
+    raise SystemExit("no toolshim binary: run `cargo build --release -p toolshim` or set TOOLSHIM_BIN")
+
+
+class Gateway:
+    """A `toolshim serve` on a free loopback port, stopped by `stop()`."""
+
+    def __init__(self, engine_url: str, flags: tuple[str, ...]):
+        args = [str(toolshim_bin()), "serve", "--upstream", engine_url, "--listen", "127.0.0.1:0", *flags]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLSHIM_")}
+        env.setdefault("RUST_LOG", "warn")
+        self.args = args
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, env=env)
+        self.log: list[str] = []
+        first: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._drain, args=(first,), daemon=True).start()
+        try:
+            line = first.get(timeout=STARTUP_TIMEOUT_S)
+        except queue.Empty:
+            line = None
+        match = LISTEN_LINE.match((line or "").rstrip())
+        if not match:
+            self.stop()
+            raise SystemExit(f"`{' '.join(args)}` did not start: {''.join(self.log)[-2000:]}")
+        self.root = f"http://127.0.0.1:{match.group(1)}"
+
+    def _drain(self, first: "queue.Queue[str | None]") -> None:
+        sent = False
+        assert self.proc.stderr is not None
+        for raw in iter(self.proc.stderr.readline, b""):
+            line = raw.decode("utf-8", "replace")
+            self.log.append(line)
+            if len(self.log) > 2000:
+                del self.log[:1000]
+            if not sent:
+                first.put(line)
+                sent = True
+        if not sent:
+            first.put(None)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=15)

@@ -1,0 +1,104 @@
+"""The runner's own checks, without a model: BFCL's answers, given back as a client would
+receive them, score right; wrong ones score wrong; the tool conversion follows BFCL's."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from cases import AST_CATEGORIES, load, sample, to_tools  # noqa: E402
+from score import Call, as_execution, check_multi_turn, check_single  # noqa: E402
+
+
+def answer_calls(ground_truth: list[dict]) -> list[Call]:
+    """The first allowed value of each argument, as the calls a client would get."""
+    calls = []
+    for entry in ground_truth:
+        ((name, params),) = entry.items()
+        args = {key: options[0] for key, options in params.items() if options and options[0] != ""}
+        calls.append(Call(name=name.replace(".", "_"), arguments=json.dumps(args)))
+    return calls
+
+
+@pytest.mark.parametrize("category", AST_CATEGORIES)
+def test_the_answers_score_right(category: str) -> None:
+    cases = sample(load(category), 25, seed=7)
+    wrong = [(c.id, check_single(c, answer_calls(c.answer))) for c in cases]
+    wrong = [w for w in wrong if not w[1][0]]
+    assert not wrong, wrong
+
+
+@pytest.mark.parametrize("category", AST_CATEGORIES)
+def test_no_call_and_a_schema_copied_into_arguments_score_wrong(category: str) -> None:
+    case = load(category)[0]
+    assert check_single(case, []) == (False, "no call")
+    calls = answer_calls(case.answer)
+    first = calls[0]
+    args = json.loads(first.arguments)
+    key = next(iter(args))
+    args[key] = {"type": "string"}
+    assert not check_single(case, [Call(first.name, json.dumps(args)), *calls[1:]])[0]
+
+
+def test_irrelevance_is_right_only_without_a_call() -> None:
+    case = load("irrelevance")[0]
+    name = case.tools[0]["function"]["name"]
+    assert check_single(case, []) == (True, "")
+    assert check_single(case, [Call(name, "{}")])[0] is False
+    # Arguments that are not JSON are no call for BFCL's decoder either.
+    assert check_single(case, [Call(name, "{not json")])[0] is True
+
+
+def test_multi_turn_answers_score_right_and_an_empty_run_wrong() -> None:
+    for case in sample(load("multi_turn_base"), 3, seed=7):
+        assert check_multi_turn(case, "selftest", [[turn] for turn in case.answer]) == (True, ""), case.id
+        assert not check_multi_turn(case, "selftest-empty", [[] for _ in case.answer])[0]
+
+
+def test_only_declared_identifiers_are_executed() -> None:
+    declared = {"cd", "ls"}
+    calls = [
+        Call("cd", '{"folder": "x"}'),
+        Call("__import__('os').system", "{}"),
+        Call("rm", "{}"),
+        Call("ls", '{"a": true}'),
+        Call("ls", '{"bad key": 1}'),
+    ]
+    assert as_execution(calls, declared) == ["cd(folder='x')", "ls(a=True)"]
+
+
+def test_tools_are_converted_as_bfcl_converts_them() -> None:
+    functions = [{
+        "name": "math.hypot",
+        "description": "d",
+        "parameters": {"type": "dict", "properties": {
+            "x": {"type": "float", "description": "x."},
+            "pair": {"type": "tuple", "items": {"type": "integer"}},
+            "opts": {"type": "dict", "properties": {"deep": {"type": "any"}}},
+            "bare": {"description": "no type"},
+        }, "required": ["x"]},
+    }]
+    (tool,) = to_tools(functions)
+    fn = tool["function"]
+    assert tool["type"] == "function" and fn["name"] == "math_hypot"
+    props = fn["parameters"]["properties"]
+    assert fn["parameters"]["type"] == "object" and fn["parameters"]["required"] == ["x"]
+    assert props["x"] == {"type": "number", "format": "float", "description": "x. This is a float type value."}
+    assert props["pair"] == {"type": "array", "items": {"type": "integer"}}
+    assert props["opts"]["type"] == "object" and props["opts"]["properties"]["deep"]["type"] == "string"
+    assert props["bare"]["type"] == "string"
+    # The input is left as it was.
+    assert functions[0]["parameters"]["type"] == "dict"
+
+
+def test_samples_are_seeded_and_stable() -> None:
+    cases = load("simple_python")
+    a = [c.id for c in sample(cases, 10, seed=3)]
+    assert a == [c.id for c in sample(cases, 10, seed=3)]
+    assert a != [c.id for c in sample(cases, 10, seed=4)]
+    assert len(sample(cases, 0, seed=3)) == len(cases)
