@@ -291,6 +291,7 @@ impl AppState {
                 call_format: route.call_format,
                 max_retries: self.config.max_retries,
                 reasoning_calls: route.reasoning_calls,
+                check_arguments: self.config.check_arguments,
             },
         })
     }

@@ -7,6 +7,7 @@
 //! policy; `pipeline::run` drives an `Upstream` (retries, commit, outcome). No OpenAI or
 //! Anthropic JSON is known here.
 
+pub(crate) mod arguments;
 pub(crate) mod pipeline;
 pub(crate) mod prompt;
 pub(crate) mod schema;

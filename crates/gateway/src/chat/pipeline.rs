@@ -75,6 +75,9 @@ pub(crate) fn run<U: Upstream>(
                 }
             };
             let mut shaper = Shaper::new(current, &tools, engaged, settings.reasoning_calls);
+            if settings.check_arguments {
+                shaper.check_arguments(attempt < max_retries);
+            }
             let mut held: Vec<ChatEvent> = Vec::new();
             let mut committed = false;
             let mut finish_reason: Option<FinishReason> = None;
@@ -112,6 +115,7 @@ pub(crate) fn run<U: Upstream>(
                 held.extend(produced);
                 if stream && shaper.may_commit() {
                     committed = true;
+                    shaper.committed();
                     separate(&mut held, attempt, &mut reasoning_shown);
                     for event in held.drain(..) {
                         yield Ok(event);
@@ -160,7 +164,7 @@ pub(crate) fn run<U: Upstream>(
                     if attempt < max_retries {
                         tracing::info!(reason = reason.as_str(), attempt, "emulated reply rejected; asking the upstream again");
                         attempt += 1;
-                        let detail = shaper.output_problem().map(|(problem, _)| problem.to_owned());
+                        let detail = shaper.problem_detail();
                         feedback = Some(Retry { reply: raw, reason, detail });
                         continue;
                     }
@@ -285,6 +289,7 @@ mod tests {
                 name: "get_weather".into(),
                 description: None,
                 parameters: None,
+                strict: false,
             }],
             tool_choice: choice,
             parallel_tool_calls: true,
@@ -300,6 +305,7 @@ mod tests {
             call_format: CallFormat::ToolCall,
             max_retries: 1,
             reasoning_calls: ReasoningCalls::Ignore,
+            check_arguments: true,
         }
     }
 
@@ -366,6 +372,78 @@ mod tests {
         assert_eq!(events.len(), 1, "{events:?}");
         assert!(matches!(&events[0], Err(ApiError::ToolCallMissing { .. })), "{events:?}");
         assert_eq!(upstream.sent.lock().unwrap().len(), 2, "one try and one retry");
+    }
+
+    fn with_schema(choice: ToolChoice, strict: bool) -> ChatRequest {
+        let mut req = request(choice);
+        req.tools[0].parameters = Some(serde_json::json!({"type": "object",
+            "properties": {"city": {"type": "string"}}, "required": ["city"]}));
+        req.tools[0].strict = strict;
+        req
+    }
+
+    fn calls(events: &[Result<ChatEvent, ApiError>]) -> Vec<String> {
+        let mut args: Vec<String> = Vec::new();
+        for event in events {
+            match event {
+                Ok(ChatEvent::CallStart { .. }) => args.push(String::new()),
+                Ok(ChatEvent::CallArgs { json, .. }) => args.last_mut().unwrap().push_str(json),
+                _ => {}
+            }
+        }
+        args
+    }
+
+    const SCHEMA_COPIED: &str = "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": {\"type\": \"string\"}}}</tool_call>";
+
+    #[tokio::test]
+    async fn issue_24_arguments_that_break_the_schema_are_asked_again_with_the_fault() {
+        let upstream = Scripted::new(&[SCHEMA_COPIED, CALL]);
+        let events = collect(&upstream, with_schema(ToolChoice::Auto, false)).await;
+        assert_eq!(calls(&events), vec![r#"{"city":"Paris"}"#.to_owned()], "{events:?}");
+        let sent = upstream.sent.lock().unwrap();
+        assert_eq!(sent.len(), 2);
+        let correction = &sent[1].turns.last().unwrap().text;
+        assert!(
+            correction.contains("`get_weather`: city holds a piece of the schema"),
+            "{correction}"
+        );
+    }
+
+    #[tokio::test]
+    async fn issue_24_after_the_retries_a_bad_call_goes_out_unless_its_tool_is_strict() {
+        let upstream = Scripted::new(&[SCHEMA_COPIED, SCHEMA_COPIED]);
+        let events = collect(&upstream, with_schema(ToolChoice::Auto, false)).await;
+        assert_eq!(calls(&events), vec![r#"{"city":{"type":"string"}}"#.to_owned()], "{events:?}");
+
+        let upstream = Scripted::new(&[SCHEMA_COPIED, SCHEMA_COPIED]);
+        let events = collect(&upstream, with_schema(ToolChoice::Auto, true)).await;
+        assert!(calls(&events).is_empty(), "{events:?}");
+        assert!(
+            matches!(
+                events.last(),
+                Some(Ok(ChatEvent::Done(Outcome { finish: Finish::Stop, .. })))
+            ),
+            "{events:?}"
+        );
+        // A required call that only ever broke its strict schema is the missing-call error.
+        let upstream = Scripted::new(&[SCHEMA_COPIED, SCHEMA_COPIED]);
+        let events = collect(&upstream, with_schema(ToolChoice::Required, true)).await;
+        assert!(matches!(&events[..], [Err(ApiError::ToolCallMissing { .. })]), "{events:?}");
+    }
+
+    #[tokio::test]
+    async fn issue_24_with_the_check_off_a_bad_call_goes_out_at_once() {
+        let upstream = Scripted::new(&[SCHEMA_COPIED]);
+        let metrics = Arc::new(Metrics::new());
+        let mut off = settings();
+        off.check_arguments = false;
+        let events: Vec<_> =
+            run(upstream.clone(), off, metrics, with_schema(ToolChoice::Auto, false), true)
+                .collect()
+                .await;
+        assert_eq!(calls(&events), vec![r#"{"city":{"type":"string"}}"#.to_owned()], "{events:?}");
+        assert_eq!(upstream.sent.lock().unwrap().len(), 1);
     }
 
     #[tokio::test]

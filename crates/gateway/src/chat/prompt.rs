@@ -536,6 +536,10 @@ fn correction(req: &ChatRequest, retry: &Retry, format: CallFormat) -> String {
             "Your reply was cut off in the middle of a tool call. Write the call again, shorter."
                 .to_owned()
         }
+        RetryReason::InvalidArguments => format!(
+            "The arguments of your tool call do not fit the tool's parameters: {}. Call the tool again with arguments that fit: real values for the request, the parameters' exact names, nothing the schema does not declare.",
+            retry.detail.as_deref().unwrap_or("they break its schema")
+        ),
         RetryReason::Empty => format!(
             "Your reply was empty. Tool results are never yours to write: call a tool by writing {}, or answer in plain text.",
             syntax.block
@@ -563,6 +567,7 @@ mod tests {
             call_format: CallFormat::ToolCall,
             max_retries: 1,
             reasoning_calls: crate::config::ReasoningCalls::Ignore,
+            check_arguments: true,
         }
     }
 
@@ -580,6 +585,7 @@ mod tests {
                 name: "get_weather".into(),
                 description: Some("Weather".into()),
                 parameters: None,
+                strict: false,
             }],
             tool_choice: ToolChoice::Auto,
             parallel_tool_calls: true,
@@ -716,7 +722,12 @@ mod tests {
         for (path, body, names) in &cases {
             let specs: Vec<ToolSpec> = names
                 .iter()
-                .map(|n| ToolSpec { name: n.clone(), description: None, parameters: None })
+                .map(|n| ToolSpec {
+                    name: n.clone(),
+                    description: None,
+                    parameters: None,
+                    strict: false,
+                })
                 .collect();
             let neutral = neutralize(body, &specs);
             let tools = names.iter().map(|n| toolshim_parse::Tool::new(n.clone(), None)).collect();

@@ -43,6 +43,14 @@ impl OutputFormat {
     }
 }
 
+/// What in `value` breaks `schema`: one line each (`$.city: expected string, got object`).
+/// Unknown keys are not reported here (see `chat::arguments`).
+pub(crate) fn violations(schema: &Value, value: &Value) -> Vec<String> {
+    let mut errors = Vec::new();
+    Validator { root: schema, strict: false, errors: &mut errors }.check(schema, value, "$", 0);
+    errors
+}
+
 /// The text inside a Markdown code fence, if the whole text is one; else the text trimmed.
 fn unfence(text: &str) -> &str {
     let trimmed = text.trim();

@@ -8,6 +8,7 @@ use toolshim_parse::{
     Config as ParseConfig, Dialects, Event, RejectedText, StreamParser, Tool, ToolSet, WarningCode,
 };
 
+use crate::chat::arguments;
 use crate::chat::types::{ChatEvent, ChatRequest, OutputFormat, RetryReason, ToolChoice, ToolSpec};
 use crate::config::ReasoningCalls;
 use crate::error::ApiError;
@@ -110,7 +111,8 @@ fn is_hedge(sentence: &str) -> bool {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct DeclaredTools {
     set: Option<Arc<ToolSet>>,
-    names: std::collections::HashSet<String>,
+    /// Each declared tool by name: its schema checks the arguments.
+    specs: Arc<std::collections::HashMap<String, ToolSpec>>,
 }
 
 impl DeclaredTools {
@@ -127,14 +129,33 @@ impl DeclaredTools {
         })?;
         Ok(DeclaredTools {
             set: Some(Arc::new(set)),
-            names: specs.iter().map(|spec| spec.name.clone()).collect(),
+            specs: Arc::new(specs.iter().map(|spec| (spec.name.clone(), spec.clone())).collect()),
         })
     }
 
     /// Whether a call to `name` may reach the client.
     fn declares(&self, name: &str) -> bool {
-        self.names.contains(name)
+        self.specs.contains_key(name)
     }
+}
+
+/// A call the parser has begun: held until it ends, so that its arguments can be checked
+/// before any of it reaches the client.
+#[derive(Debug)]
+struct Pending {
+    name: String,
+    arguments: String,
+}
+
+/// Whether and how calls' arguments are checked against their tools' schemas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ArgumentCheck {
+    Off,
+    /// A call that does not fit is held back and asked for again (the reply can still be).
+    Retry,
+    /// The reply cannot be asked for again: a call that does not fit goes out as it is,
+    /// unless its tool is strict (then it is dropped).
+    Final,
 }
 
 /// Turns the parser's events into chat events under the request's tool policy.
@@ -149,9 +170,12 @@ pub(crate) struct Shaper {
     declared: DeclaredTools,
     choice: ToolChoice,
     parallel: bool,
-    /// Parser call index → forwarded call index (`None`: dropped by policy).
-    map: Vec<Option<usize>>,
+    /// Parser call index → the call while it is being written (`None`: dropped, or ended).
+    pending: Vec<Option<Pending>>,
     n_calls: usize,
+    check: ArgumentCheck,
+    /// What was wrong with the arguments of calls held back for a retry.
+    argument_faults: Vec<String>,
     /// Visible text so far (bounded), for refusal detection.
     text: String,
     /// The model wrote reasoning (so an answer without text was not an empty reply).
@@ -204,8 +228,10 @@ impl Shaper {
             declared: declared.clone(),
             choice: req.tool_choice.clone(),
             parallel: req.parallel_tool_calls,
-            map: Vec::new(),
+            pending: Vec::new(),
             n_calls: 0,
+            check: ArgumentCheck::Off,
+            argument_faults: Vec::new(),
             text: String::new(),
             reasoned: false,
             show_reasoning: req.show_reasoning,
@@ -217,6 +243,20 @@ impl Shaper {
             output: req.output.clone(),
             answer: String::new(),
             output_problem: None,
+        }
+    }
+
+    /// Checks every call's arguments against its tool's schema before it goes out. While
+    /// `may_retry`, a call that does not fit is held back and `problem` asks for the reply
+    /// again; otherwise it goes out as written, except to a strict tool.
+    pub(crate) fn check_arguments(&mut self, may_retry: bool) {
+        self.check = if may_retry { ArgumentCheck::Retry } else { ArgumentCheck::Final };
+    }
+
+    /// Output has gone to the client: this reply will not be asked for again.
+    pub(crate) fn committed(&mut self) {
+        if self.check == ArgumentCheck::Retry {
+            self.check = ArgumentCheck::Final;
         }
     }
 
@@ -289,51 +329,31 @@ impl Shaper {
                     }
                 }
                 Event::CallStart { call_idx, name, .. } => {
+                    if self.pending.len() <= call_idx {
+                        self.pending.resize_with(call_idx + 1, || None);
+                    }
                     if !self.declared.declares(&name) {
                         // Cannot happen while the parser holds the declared tool set; if it
                         // ever does, the call is an unknown tool, not a call.
                         tracing::warn!(name = %name, "dropped a call to a tool the request did not declare");
                         self.rejected += 1;
-                        if self.map.len() <= call_idx {
-                            self.map.resize(call_idx + 1, None);
-                        }
                         continue;
                     }
-                    let allowed = match &self.choice {
-                        ToolChoice::None => false,
-                        ToolChoice::Named(wanted) => *wanted == name && self.n_calls == 0,
-                        ToolChoice::Auto | ToolChoice::Required => {
-                            self.parallel || self.n_calls == 0
-                        }
-                    };
-                    let slot = allowed.then_some(self.n_calls);
-                    if self.map.len() <= call_idx {
-                        self.map.resize(call_idx + 1, None);
-                    }
-                    if let Some(entry) = self.map.get_mut(call_idx) {
-                        *entry = slot;
-                    }
-                    if let Some(index) = slot {
-                        self.blank.clear();
-                        // Text held for a format check was prose before a call after all.
-                        if !self.answer.is_empty() {
-                            out.push(ChatEvent::Text(std::mem::take(&mut self.answer)));
-                        }
-                        self.n_calls += 1;
-                        out.push(ChatEvent::CallStart { index, id: new_call_id(), name });
+                    if let Some(slot) = self.pending.get_mut(call_idx) {
+                        *slot = Some(Pending { name, arguments: String::new() });
                     }
                 }
                 Event::ArgsDelta { call_idx, json } => {
-                    if let Some(Some(index)) = self.map.get(call_idx) {
-                        out.push(ChatEvent::CallArgs { index: *index, json: json.into() });
+                    if let Some(Some(call)) = self.pending.get_mut(call_idx) {
+                        call.arguments.push_str(&json);
                     }
                 }
                 Event::CallEnd { call_idx, call, .. } => {
                     if !call.complete {
                         self.incomplete_call = true;
                     }
-                    if let Some(Some(index)) = self.map.get(call_idx) {
-                        out.push(ChatEvent::CallEnd { index: *index, complete: call.complete });
+                    if let Some(pending) = self.pending.get_mut(call_idx).and_then(Option::take) {
+                        self.end_call(pending, call.complete, out);
                     }
                 }
                 Event::Rejected(rejected) => {
@@ -354,6 +374,57 @@ impl Shaper {
                 _ => {}
             }
         }
+    }
+
+    /// A call the parser ended: checked, then sent, held back for a retry, or dropped.
+    fn end_call(&mut self, call: Pending, complete: bool, out: &mut Vec<ChatEvent>) {
+        let faults = match (self.check, complete, self.declared.specs.get(&call.name)) {
+            (ArgumentCheck::Off, ..) | (_, false, _) | (_, _, None) => Vec::new(),
+            (_, true, Some(spec)) => arguments::faults(spec, &call.arguments),
+        };
+        if !faults.is_empty() {
+            let strict = self.declared.specs.get(&call.name).is_some_and(|spec| spec.strict);
+            tracing::info!(tool = %call.name, faults = %faults.join("; "), retry = self.check == ArgumentCheck::Retry,
+                "a call's arguments do not fit its tool's schema");
+            if self.check == ArgumentCheck::Retry {
+                self.argument_faults.extend(faults.iter().map(|f| format!("`{}`: {f}", call.name)));
+                return;
+            }
+            if strict {
+                tracing::warn!(tool = %call.name, "dropped a call that breaks its strict tool's schema");
+                self.rejected += 1;
+                return;
+            }
+        }
+        let allowed = match &self.choice {
+            ToolChoice::None => false,
+            ToolChoice::Named(wanted) => *wanted == call.name && self.n_calls == 0,
+            ToolChoice::Auto | ToolChoice::Required => self.parallel || self.n_calls == 0,
+        };
+        if !allowed {
+            return;
+        }
+        let index = self.n_calls;
+        self.blank.clear();
+        // Text held for a format check was prose before a call after all.
+        if !self.answer.is_empty() {
+            out.push(ChatEvent::Text(std::mem::take(&mut self.answer)));
+        }
+        self.n_calls += 1;
+        out.push(ChatEvent::CallStart { index, id: new_call_id(), name: call.name });
+        if !call.arguments.is_empty() {
+            out.push(ChatEvent::CallArgs { index, json: call.arguments });
+        }
+        out.push(ChatEvent::CallEnd { index, complete });
+    }
+
+    /// What exactly was wrong, for the correction a retry sends: the answer's format, or the
+    /// calls' arguments.
+    pub(crate) fn problem_detail(&self) -> Option<String> {
+        if let Some((problem, _)) = self.output_problem() {
+            return Some(problem.to_owned());
+        }
+        (!self.argument_faults.is_empty()).then(|| self.argument_faults.join("; "))
     }
 
     /// Calls that went to the client.
@@ -408,6 +479,9 @@ impl Shaper {
             } else {
                 RetryReason::Malformed
             });
+        }
+        if !self.argument_faults.is_empty() {
+            return Some(RetryReason::InvalidArguments);
         }
         if self.n_calls > 0 {
             return None;

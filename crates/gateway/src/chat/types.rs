@@ -38,6 +38,8 @@ pub(crate) struct Settings {
     pub(crate) max_retries: u32,
     /// Whether calls inside reasoning count.
     pub(crate) reasoning_calls: ReasoningCalls,
+    /// Whether calls' arguments are checked against their tools' schemas.
+    pub(crate) check_arguments: bool,
 }
 
 /// One message of the conversation.
@@ -64,6 +66,9 @@ pub(crate) struct ToolSpec {
     pub(crate) name: String,
     pub(crate) description: Option<String>,
     pub(crate) parameters: Option<Value>,
+    /// The client asked for its schema to be kept exactly (`strict: true`): a call whose
+    /// arguments break it never reaches the client.
+    pub(crate) strict: bool,
 }
 
 /// Which calls the reply must (or must not) contain.
@@ -138,6 +143,8 @@ pub(crate) enum RetryReason {
     Empty,
     /// The answer does not have the format the client asked for.
     InvalidOutput,
+    /// A call's arguments do not fit its tool's schema.
+    InvalidArguments,
 }
 
 /// A reply that is asked for again: what the model wrote, why, and what exactly was wrong.
@@ -158,6 +165,7 @@ impl RetryReason {
             RetryReason::Truncated => "truncated",
             RetryReason::Empty => "empty",
             RetryReason::InvalidOutput => "invalid_output",
+            RetryReason::InvalidArguments => "invalid_arguments",
         }
     }
 }
@@ -197,6 +205,7 @@ pub(crate) fn tools_from_history(messages: &[Message]) -> Vec<ToolSpec> {
                         name: call.name.clone(),
                         description: None,
                         parameters: None,
+                        strict: false,
                     });
                 }
             }

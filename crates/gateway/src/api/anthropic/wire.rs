@@ -460,6 +460,7 @@ fn read_tool(i: usize, value: &Value) -> Result<ToolSpec, ApiError> {
         name: name.to_owned(),
         description: value.get("description").and_then(Value::as_str).map(str::to_owned),
         parameters: Some(schema.clone()),
+        strict: value.get("strict").and_then(Value::as_bool).unwrap_or(false),
     })
 }
 

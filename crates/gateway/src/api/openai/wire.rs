@@ -635,6 +635,7 @@ pub(crate) fn function(path: &str, value: &Value) -> Result<ToolSpec, ApiError> 
         name: name.to_owned(),
         description: value.get("description").and_then(Value::as_str).map(str::to_owned),
         parameters: value.get("parameters").filter(|p| p.is_object()).cloned(),
+        strict: value.get("strict").and_then(Value::as_bool).unwrap_or(false),
     })
 }
 

@@ -464,6 +464,7 @@ fn read_tool(
                 name: flat(name),
                 description: describe(Some(custom_description(description.as_deref()))),
                 parameters: Some(custom_parameters(value.get("format"))),
+                strict: false,
             };
             origins.insert(
                 spec.name.clone(),
@@ -489,6 +490,7 @@ fn read_tool(
                     json!({"type": "object", "properties": {"query": {"type": "string"},
                         "limit": {"type": "number"}}, "required": ["query"]})
                 })),
+                strict: false,
             };
             origins.insert(
                 spec.name.clone(),

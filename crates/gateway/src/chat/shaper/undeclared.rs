@@ -7,7 +7,7 @@ use super::*;
 use crate::chat::types::{Message, RetryReason};
 
 fn spec(name: &str) -> ToolSpec {
-    ToolSpec { name: name.into(), description: None, parameters: None }
+    ToolSpec { name: name.into(), description: None, parameters: None, strict: false }
 }
 
 fn request() -> ChatRequest {
@@ -27,7 +27,7 @@ fn request() -> ChatRequest {
 fn parser_wider_than_the_request() -> DeclaredTools {
     let declared = DeclaredTools::new(&[spec("get_weather")]).unwrap();
     let wider = DeclaredTools::new(&[spec("get_weather"), spec("delete_all")]).unwrap();
-    DeclaredTools { set: wider.set, names: declared.names }
+    DeclaredTools { set: wider.set, specs: declared.specs }
 }
 
 fn call(name: &str) -> String {

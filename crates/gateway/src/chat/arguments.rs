@@ -1,0 +1,237 @@
+//! A call's arguments checked against its tool's JSON Schema, before the call may reach the
+//! client: required keys, types (after the parser's coercion), `enum`, `const`, nested
+//! objects and arrays (`schema::violations`), keys the schema does not declare, and values
+//! that are a piece of the schema rather than a value (a small model that copies
+//! `{"type": "string"}` or a parameter's description into the arguments).
+
+use serde_json::{Map, Value};
+
+use crate::chat::schema;
+use crate::chat::types::ToolSpec;
+
+/// At most this many faults are reported for one call.
+const MAX_FAULTS: usize = 8;
+
+/// JSON Schema's type names.
+const TYPE_NAMES: &[&str] = &["string", "integer", "number", "boolean", "object", "array", "null"];
+
+/// Keys of a schema object: an object made of these and a `type` is a schema, not a value.
+const SCHEMA_KEYS: &[&str] = &[
+    "type",
+    "description",
+    "enum",
+    "items",
+    "properties",
+    "required",
+    "default",
+    "format",
+    "title",
+    "minimum",
+    "maximum",
+    "examples",
+    "additionalProperties",
+];
+
+/// What is wrong with `arguments` (a JSON object's text) for `tool`; empty when nothing is.
+/// Keys the schema does not declare are faults for every tool that lists its properties
+/// (for a strict one they are never let through; for another, only asked about again).
+pub(crate) fn faults(tool: &ToolSpec, arguments: &str) -> Vec<String> {
+    let Some(schema) = tool.parameters.as_ref() else {
+        return Vec::new();
+    };
+    let value: Value = match serde_json::from_str(arguments) {
+        Ok(value) => value,
+        Err(err) => return vec![format!("the arguments are not JSON ({err})")],
+    };
+    let mut out: Vec<String> = schema::violations(schema, &value)
+        .into_iter()
+        .map(|line| line.strip_prefix("$.").or(line.strip_prefix("$")).unwrap_or(&line).to_owned())
+        .map(|line| {
+            line.strip_prefix(": ").map(|rest| format!("the arguments: {rest}")).unwrap_or(line)
+        })
+        .collect();
+    walk(schema, &value, "", &mut out, 0);
+    out.dedup();
+    out.truncate(MAX_FAULTS);
+    out
+}
+
+/// Whether a value is a JSON Schema object (`{"type": "string", "description": …}`).
+fn looks_like_schema(value: &Map<String, Value>) -> bool {
+    let typed = value.get("type").and_then(Value::as_str).is_some_and(|t| TYPE_NAMES.contains(&t));
+    typed && value.keys().all(|key| SCHEMA_KEYS.contains(&key.as_str()))
+}
+
+fn at(path: &str, key: &str) -> String {
+    if path.is_empty() { key.to_owned() } else { format!("{path}.{key}") }
+}
+
+/// Unknown keys and schema pieces, under the schema's `properties`.
+fn walk(schema: &Value, value: &Value, path: &str, out: &mut Vec<String>, depth: usize) {
+    if depth > 32 || out.len() >= MAX_FAULTS {
+        return;
+    }
+    let (Some(properties), Value::Object(object)) =
+        (schema.get("properties").and_then(Value::as_object), value)
+    else {
+        if let (Some(items), Value::Array(values)) = (schema.get("items"), value) {
+            for (i, item) in values.iter().enumerate() {
+                walk(items, item, &format!("{path}[{i}]"), out, depth + 1);
+            }
+        }
+        return;
+    };
+    let open =
+        matches!(schema.get("additionalProperties"), Some(Value::Object(_) | Value::Bool(true)));
+    for (key, item) in object {
+        let Some(property) = properties.get(key) else {
+            if !open {
+                let mut known: Vec<&str> = properties.keys().map(String::as_str).collect();
+                known.sort_unstable();
+                out.push(format!(
+                    "\"{}\" is not a parameter of this tool (its parameters are: {})",
+                    at(path, key),
+                    known.join(", ")
+                ));
+            }
+            continue;
+        };
+        let expects_schema = property
+            .get("properties")
+            .and_then(Value::as_object)
+            .is_some_and(|p| p.contains_key("type"));
+        if expects_schema {
+            // A parameter whose values are schemas: what looks like one is its value.
+            continue;
+        }
+        match item {
+            Value::Object(inner) if looks_like_schema(inner) => {
+                out.push(format!(
+                    "{} holds a piece of the schema ({item}), not a value: write the value itself",
+                    at(path, key)
+                ));
+                continue;
+            }
+            Value::String(text) => {
+                let declared_type = property.get("type").and_then(Value::as_str);
+                let description =
+                    property.get("description").and_then(Value::as_str).map(str::trim);
+                let copied = declared_type.is_some_and(|t| t == text && t != "null")
+                    || description.is_some_and(|d| !d.is_empty() && d == text.trim());
+                let allowed = property
+                    .get("enum")
+                    .and_then(Value::as_array)
+                    .is_some_and(|e| e.contains(item));
+                if copied && !allowed {
+                    out.push(format!(
+                        "{} is \"{text}\", which the schema describes the parameter with, not a value: write the value itself",
+                        at(path, key)
+                    ));
+                    continue;
+                }
+            }
+            _ => {}
+        }
+        walk(property, item, &at(path, key), out, depth + 1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn tool(parameters: Value, strict: bool) -> ToolSpec {
+        ToolSpec {
+            name: "get_weather".into(),
+            description: None,
+            parameters: Some(parameters),
+            strict,
+        }
+    }
+
+    fn weather() -> ToolSpec {
+        tool(
+            json!({"type": "object", "properties": {
+                "city": {"type": "string", "description": "The city name"},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+                "days": {"type": "integer"},
+                "where": {"type": "object", "properties": {"lat": {"type": "number"}}, "required": ["lat"]},
+                "tags": {"type": "array", "items": {"type": "string"}}
+            }, "required": ["city"]}),
+            false,
+        )
+    }
+
+    #[test]
+    fn right_arguments_have_no_faults() {
+        let args = r#"{"city":"Paris","unit":"celsius","days":2,"where":{"lat":1.5},"tags":["a"]}"#;
+        assert_eq!(faults(&weather(), args), Vec::<String>::new());
+        assert_eq!(
+            faults(&tool(json!({"type": "object"}), true), r#"{"x":1}"#),
+            Vec::<String>::new()
+        );
+        let no_schema =
+            ToolSpec { name: "f".into(), description: None, parameters: None, strict: false };
+        assert_eq!(faults(&no_schema, r#"{"x":1}"#), Vec::<String>::new());
+    }
+
+    #[test]
+    fn each_kind_of_fault_is_named_with_its_place() {
+        let cases = [
+            (r#"{}"#, "the arguments: the required key \"city\" is missing"),
+            (r#"{"city":7}"#, "city: expected string, got integer"),
+            (
+                r#"{"city":"Paris","unit":"kelvin"}"#,
+                "unit: \"kelvin\" is not one of [\"celsius\",\"fahrenheit\"]",
+            ),
+            (r#"{"city":"Paris","where":{}}"#, "where: the required key \"lat\" is missing"),
+            (r#"{"city":"Paris","tags":[1]}"#, "tags[0]: expected string, got integer"),
+            (
+                r#"{"city":"Paris","city2":"Oslo"}"#,
+                "\"city2\" is not a parameter of this tool (its parameters are: city, days, tags, unit, where)",
+            ),
+        ];
+        for (args, fault) in cases {
+            assert_eq!(faults(&weather(), args), vec![fault.to_owned()], "{args}");
+        }
+    }
+
+    #[test]
+    fn a_piece_of_the_schema_is_no_value() {
+        let found = faults(&weather(), r#"{"city":{"type":"string"}}"#);
+        assert!(
+            found.iter().any(|f| f.starts_with("city holds a piece of the schema")),
+            "{found:?}"
+        );
+        let found = faults(&weather(), r#"{"city":"string"}"#);
+        assert!(
+            found.iter().any(|f| f.contains("which the schema describes the parameter with")),
+            "{found:?}"
+        );
+        let found = faults(&weather(), r#"{"city":"The city name"}"#);
+        assert_eq!(found.len(), 1, "{found:?}");
+        // An enum that allows the word is a value.
+        let open = tool(
+            json!({"type": "object", "properties": {"kind": {"type": "string", "enum": ["string", "number"]}}}),
+            false,
+        );
+        assert_eq!(faults(&open, r#"{"kind":"string"}"#), Vec::<String>::new());
+        // A parameter whose values are schemas takes one.
+        let meta = tool(
+            json!({"type": "object", "properties": {"schema": {"type": "object", "properties": {"type": {"type": "string"}}}}}),
+            false,
+        );
+        assert_eq!(faults(&meta, r#"{"schema":{"type":"string"}}"#), Vec::<String>::new());
+    }
+
+    #[test]
+    fn open_objects_take_any_key() {
+        let open = tool(
+            json!({"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": true}),
+            true,
+        );
+        assert_eq!(faults(&open, r#"{"a":"x","b":1}"#), Vec::<String>::new());
+    }
+}
