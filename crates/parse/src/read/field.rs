@@ -7,7 +7,9 @@ use crate::engine::call::Cut;
 use crate::engine::settle::Ctx;
 use crate::engine::step::{Need, Step, Took};
 use crate::read::markup::Elem;
-use crate::read::tag::{ValueEnd, ValueEnds, scan_until_close, scan_value};
+use crate::read::tag::{
+    AfterEnd, ValueEnd, ValueEnds, scan_after_end, scan_until_close, scan_value,
+};
 use crate::read::value::{Padding, elements_json};
 use crate::read::{Body, Reading};
 use crate::rows::markup::says_string;
@@ -24,6 +26,9 @@ pub(crate) enum Field {
         text: String,
         string: Option<bool>,
         padding: Padding,
+        /// Its end tag, followed by text, is at the cursor: the value ends there unless
+        /// another end tag of its own follows.
+        end_seen: Option<EndSeen>,
     },
     /// A container's name field: it names the container's call.
     Name { close: &'static str, text: String },
@@ -55,6 +60,14 @@ impl Field {
             | Field::KeyType { text, .. } => text,
         }
     }
+}
+
+/// A value's end tag that text follows, at the cursor: `closer` is its length, and the
+/// scan for what decides it goes on at `scanned` bytes past the cursor.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EndSeen {
+    closer: usize,
+    scanned: usize,
 }
 
 /// The most end tags around a value that may end it when its own is missing.
@@ -92,7 +105,9 @@ impl Body {
         eof: bool,
     ) -> Step {
         // Only a parameter comes here (see `step_field`).
-        let Field::Param { close, padding, text, .. } = &field else { return Err(Need) };
+        let Field::Param { close, padding, text, end_seen, .. } = &mut field else {
+            return Err(Need);
+        };
         let padded = *padding == Padding::Newlines;
         let after_newline = text.is_empty() || text.ends_with('\n');
         let mut enclosing: [&'static str; MAX_ENCLOSING] = [""; MAX_ENCLOSING];
@@ -101,6 +116,27 @@ impl Body {
             *slot = name;
         }
         let ends = ValueEnds { enclosing: &enclosing, padded, namespace: self.namespace_token() };
+        if let Some(seen) = end_seen {
+            return match scan_after_end(rest, close, ends, seen.scanned, eof) {
+                AfterEnd::Ended => {
+                    let closer = seen.closer;
+                    self.field_done(field, false, ctx);
+                    Ok(Took::Go(closer))
+                }
+                AfterEnd::Again(at) => {
+                    // The end tag was text of the value, and so is what followed it.
+                    *end_seen = None;
+                    text.push_str(rest.get(..at).unwrap_or_default());
+                    self.reading = Reading::Field(field);
+                    Ok(Took::Go(at))
+                }
+                AfterEnd::More(scanned) => {
+                    seen.scanned = scanned;
+                    self.reading = Reading::Field(field);
+                    Err(Need)
+                }
+            };
+        }
         let upto = scan_value(rest, close, ends, after_newline, eof);
         // Written now, while `close` is at hand (the field is changed below).
         let missing = matches!(upto.end, Some(ValueEnd::Missing)).then(|| {
@@ -125,6 +161,15 @@ impl Body {
             }
             Some(ValueEnd::Cut) => {
                 self.field_done(field, true, ctx);
+                Ok(Took::Go(upto.text))
+            }
+            Some(ValueEnd::Text(closer)) => {
+                // The cursor moves up to the end tag, which the next step decides on
+                // (this one changed the field's state, so taking nothing is progress).
+                if let Field::Param { end_seen, .. } = &mut field {
+                    *end_seen = Some(EndSeen { closer, scanned: closer });
+                }
+                self.reading = Reading::Field(field);
                 Ok(Took::Go(upto.text))
             }
         }
@@ -185,10 +230,13 @@ impl Body {
     /// name opens its call; a key or a container's name is lost.
     pub(super) fn field_cut(&mut self, field: Field, ctx: &mut Ctx<'_, '_>) {
         match field {
-            Field::Param { key, text, string, padding, .. } => {
+            Field::Param { key, text, string, padding, end_seen, .. } => {
                 self.write_param(&key, &text, string, padding, ctx);
-                if let Some(call) = self.current_call() {
-                    call.cut_off(Cut::Value);
+                // A value whose end tag was seen was not cut off.
+                if end_seen.is_none() {
+                    if let Some(call) = self.current_call() {
+                        call.cut_off(Cut::Value);
+                    }
                 }
             }
             Field::CallName { text, at, .. } => {

@@ -156,6 +156,7 @@ impl Body {
                 text: String::new(),
                 string: None,
                 padding: Padding::None,
+                end_seen: None,
             });
             return true;
         }
@@ -189,6 +190,7 @@ impl Body {
             text: String::new(),
             string,
             padding,
+            end_seen: None,
         });
     }
 
@@ -203,6 +205,7 @@ impl Body {
                 text: String::new(),
                 string: self.markup.key_string.take(),
                 padding: Padding::None,
+                end_seen: None,
             }),
             _ => return,
         };
