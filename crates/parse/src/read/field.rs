@@ -8,7 +8,7 @@ use crate::engine::settle::Ctx;
 use crate::engine::step::{Need, Step, Took};
 use crate::read::markup::Elem;
 use crate::read::tag::{
-    AfterEnd, ValueEnd, ValueEnds, scan_after_end, scan_until_close, scan_value,
+    AfterEnd, EndTag, ValueEnd, ValueEnds, scan_after_end, scan_until_close, scan_value,
 };
 use crate::read::value::{Padding, elements_json};
 use crate::read::{Body, Reading};
@@ -62,11 +62,11 @@ impl Field {
     }
 }
 
-/// A value's end tag that text follows, at the cursor: `closer` is its length, and the
-/// scan for what decides it goes on at `scanned` bytes past the cursor.
+/// An end tag that text follows, at the cursor, which may end the value: the scan for
+/// what decides it goes on at `scanned` bytes past the cursor.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct EndSeen {
-    closer: usize,
+    tag: EndTag,
     scanned: usize,
 }
 
@@ -117,20 +117,36 @@ impl Body {
         }
         let ends = ValueEnds { enclosing: &enclosing, padded, namespace: self.namespace_token() };
         if let Some(seen) = end_seen {
-            return match scan_after_end(rest, close, ends, seen.scanned, eof) {
-                AfterEnd::Ended => {
-                    let closer = seen.closer;
+            let tag = seen.tag;
+            let after = scan_after_end(rest, close, ends, tag, seen.scanned, eof);
+            let missing =
+                format!("a `</{close}>` end tag was missing; the value ended at the next tag");
+            return match (after, tag) {
+                (AfterEnd::Ended | AfterEnd::EndedInElement, EndTag::Own(closer)) => {
                     self.field_done(field, false, ctx);
+                    if after == AfterEnd::EndedInElement {
+                        // What follows, up to that end tag, is the call's (dropped with a
+                        // warning that carries it).
+                        self.markup.broke_off = Some((self.markup.frames.len(), false));
+                    }
                     Ok(Took::Go(closer))
                 }
-                AfterEnd::Again(at) => {
+                (AfterEnd::Ended | AfterEnd::EndedInElement, EndTag::Around(_)) => {
+                    // The end tag around the value is the markup reader's.
+                    self.field_done(field, false, ctx);
+                    if let Some(call) = self.current_call() {
+                        call.extra_notes.push((WarningCode::MissingEndMarker, missing));
+                    }
+                    Ok(Took::Go(0))
+                }
+                (AfterEnd::Again(at), _) => {
                     // The end tag was text of the value, and so is what followed it.
                     *end_seen = None;
                     text.push_str(rest.get(..at).unwrap_or_default());
                     self.reading = Reading::Field(field);
                     Ok(Took::Go(at))
                 }
-                AfterEnd::More(scanned) => {
+                (AfterEnd::More(scanned), _) => {
                     seen.scanned = scanned;
                     self.reading = Reading::Field(field);
                     Err(Need)
@@ -163,11 +179,11 @@ impl Body {
                 self.field_done(field, true, ctx);
                 Ok(Took::Go(upto.text))
             }
-            Some(ValueEnd::Text(closer)) => {
+            Some(ValueEnd::Text(tag)) => {
                 // The cursor moves up to the end tag, which the next step decides on
                 // (this one changed the field's state, so taking nothing is progress).
                 if let Field::Param { end_seen, .. } = &mut field {
-                    *end_seen = Some(EndSeen { closer, scanned: closer });
+                    *end_seen = Some(EndSeen { tag, scanned: tag.len() });
                 }
                 self.reading = Reading::Field(field);
                 Ok(Took::Go(upto.text))
@@ -232,7 +248,7 @@ impl Body {
         match field {
             Field::Param { key, text, string, padding, end_seen, .. } => {
                 self.write_param(&key, &text, string, padding, ctx);
-                // A value whose end tag was seen was not cut off.
+                // A value that reached an end tag was not cut off.
                 if end_seen.is_none() {
                     if let Some(call) = self.current_call() {
                         call.cut_off(Cut::Value);

@@ -26,10 +26,11 @@ pub(crate) struct Markup {
     pub(super) key: Option<String>,
     /// The string flag an `<arg_type>` gave the next `<arg_value>`.
     pub(super) key_string: Option<bool>,
-    /// How many frames were open when a JSON value in them broke off, and whether its call
-    /// was withdrawn (its arguments are not JSON). The rest of the innermost frame, up to
-    /// its end tag, belongs to that call: shown with a withdrawn call's text, dropped with a
-    /// warning after a call whose arguments were whole.
+    /// How many frames were open when a JSON value in them broke off (or a parameter's
+    /// value ended at its end tag with text and then the element's end tag after it), and
+    /// whether its call was withdrawn (its arguments are not JSON). The rest of the
+    /// innermost frame, up to its end tag, belongs to that call: shown with a withdrawn
+    /// call's text, dropped with a warning after a call whose arguments were whole.
     pub(super) broke_off: Option<(usize, bool)>,
 }
 

@@ -499,7 +499,9 @@ impl Body {
     /// dropped with a warning that carries it. The rest of a call element whose arguments
     /// broke off into something that is not JSON (`<tool_call>{"name": …, "arguments":
     /// {invalid json}</tool_call>`) is read up to the end tag: the withdrawn call's text,
-    /// shown with it. Anywhere else it ends the region.
+    /// shown with it; after whole arguments (JSON, or a last parameter value whose end tag
+    /// text follows, `…</parameter> prose </invoke>`) it is dropped with a warning that
+    /// carries it. Anywhere else it ends the region.
     fn section_noise(&mut self, rest: &str, at: usize, ctx: &mut Ctx<'_, '_>, eof: bool) -> Step {
         let in_section =
             matches!(self.markup.frames.last(), Some(Elem::Pair(pair)) if pair.is_section());
@@ -536,7 +538,7 @@ impl Body {
         } else if !withdrawn {
             ctx.warn(
                 WarningCode::IgnoredText,
-                format!("text after the call's JSON inside its element was dropped: {text:?}"),
+                format!("text after the call's arguments inside its element was dropped: {text:?}"),
                 at..at + n,
             );
         }

@@ -396,9 +396,26 @@ pub(crate) enum ValueEnd {
     Missing,
     /// The input ended inside it.
     Cut,
-    /// Its end tag, this long, followed by text: the value ends there unless another end
-    /// tag of its own comes before the next markup ([`scan_after_end`] decides).
-    Text(usize),
+    /// An end tag followed by text: the value ends there unless a later end tag comes
+    /// before the next markup ([`scan_after_end`] decides).
+    Text(EndTag),
+}
+
+/// An end tag that may end a value, and its length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EndTag {
+    /// The value's own.
+    Own(usize),
+    /// One of an element around the value, which misses its own.
+    Around(usize),
+}
+
+impl EndTag {
+    pub(crate) fn len(self) -> usize {
+        match self {
+            EndTag::Own(len) | EndTag::Around(len) => len,
+        }
+    }
 }
 
 /// How far a value's text goes: `text` bytes of the input are surely its text, and
@@ -459,7 +476,7 @@ pub(crate) fn scan_value(
                     match tag_follows(tail.get(tag.len..).unwrap_or_default(), ends.namespace, eof)
                     {
                         Some(true) => ValueEnd::Closer(tag.len),
-                        Some(false) => ValueEnd::Text(tag.len),
+                        Some(false) => ValueEnd::Text(EndTag::Own(tag.len)),
                         None => return ValueUpto { text: at, end: None },
                     };
                 return ValueUpto { text: at, end: Some(end) };
@@ -471,11 +488,14 @@ pub(crate) fn scan_value(
                         .iter()
                         .any(|outer| !outer.is_empty() && same_tag(tag.name, outer)) =>
             {
-                match tag_follows(tail.get(tag.len..).unwrap_or_default(), ends.namespace, eof) {
-                    Some(true) => return ValueUpto { text: at, end: Some(ValueEnd::Missing) },
-                    None => return ValueUpto { text: at, end: None },
-                    Some(false) => from = at + 1,
-                }
+                let end =
+                    match tag_follows(tail.get(tag.len..).unwrap_or_default(), ends.namespace, eof)
+                    {
+                        Some(true) => ValueEnd::Missing,
+                        Some(false) => ValueEnd::Text(EndTag::Around(tag.len)),
+                        None => return ValueUpto { text: at, end: None },
+                    };
+                return ValueUpto { text: at, end: Some(end) };
             }
             Ok(Some(tag))
                 if ends.padded
@@ -500,13 +520,16 @@ pub(crate) fn scan_value(
     ValueUpto { text: rest.len(), end: eof.then_some(ValueEnd::Cut) }
 }
 
-/// What the input after a value's end tag that text follows says about it.
+/// What the input after an end tag that text follows says about the value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum AfterEnd {
     /// The value ended at that end tag.
     Ended,
-    /// Another end tag of its own begins at this offset: the first one was text of the
-    /// value (an inline `</parameter>`, Kimi K3's `<|close|>argument<|sep|>`).
+    /// The value ended at its own end tag, and an end tag around it follows the text
+    /// after it: that text is inside the element.
+    EndedInElement,
+    /// A later end tag begins at this offset: the first one was text of the value (an
+    /// inline `</parameter>`, Kimi K3's `<|close|>argument<|sep|>`).
     Again(usize),
     /// Not known yet: the scan goes on from this offset when more input comes.
     More(usize),
@@ -516,20 +539,23 @@ pub(crate) enum AfterEnd {
 /// was text: tags that begin within this many bytes of it are read.
 pub(crate) const MAX_AFTER_END: usize = 4096;
 
-/// Reads on after a value's end tag `</close>` that text follows, at the start of `rest`:
-/// another end tag of its own makes the first one text; a tag that starts markup (a
+/// Reads on after an end tag `seen` that text follows, at the start of `rest`, in a value
+/// whose own end tag is `</close>`: a later end tag of its own (or, after an end tag
+/// around it, a later one of those) makes the first one text; a tag that starts markup (a
 /// parameter, a key, a call: in Qwen3-Coder's padded values only at the start of a line,
-/// in namespaced markup only after the token), an end tag around the value followed by
-/// a tag or the end of the output, the end of the output or [`MAX_AFTER_END`] bytes
-/// without either make it the value's end. The scan starts at `from` (past the end tag)
-/// and is bounded, so each byte is read a bounded number of times.
+/// in namespaced markup only after the token), an end tag around the value followed by a
+/// tag or the end of the output, the end of the output or [`MAX_AFTER_END`] bytes without
+/// either make it the value's end. The scan starts at `from` (past the end tag) and is
+/// bounded, so each byte is read a bounded number of times.
 pub(crate) fn scan_after_end(
     rest: &str,
     close: &str,
     ends: ValueEnds<'_>,
+    seen: EndTag,
     from: usize,
     eof: bool,
 ) -> AfterEnd {
+    debug_assert!(from >= seen.len(), "the scan starts past the end tag");
     let bytes = rest.as_bytes();
     // Only tags that begin before the bound count, so the answer is the same however the
     // input was cut into chunks.
@@ -553,9 +579,12 @@ pub(crate) fn scan_after_end(
         if tag.closing {
             let around =
                 ends.enclosing.iter().any(|outer| !outer.is_empty() && same_tag(tag.name, outer));
+            if around && matches!(seen, EndTag::Around(_)) {
+                return AfterEnd::Again(at);
+            }
             if around {
                 match tag_follows(tail.get(tag.len..).unwrap_or_default(), ends.namespace, eof) {
-                    Some(true) => return AfterEnd::Ended,
+                    Some(true) => return AfterEnd::EndedInElement,
                     None => return AfterEnd::More(at),
                     Some(false) => {}
                 }

@@ -483,4 +483,21 @@ fn issue_29_a_values_own_end_tag_ends_it_before_prose() {
     assert_eq!(parsed.calls.len(), 1, "{parsed:?}");
     assert_eq!(parsed.calls[0].arguments, r#"{"text":"a"}"#);
     assert!(parsed.content.starts_with("xxx"), "{parsed:?}");
+
+    // Prose between the last value and the call's end tag (before another tag or the end
+    // of the output) is the call's, dropped with a warning that carries it.
+    let parsed = parse_all_ways(
+        "<invoke name=\"note\"><parameter name=\"text\">a</parameter> done.</invoke>",
+    );
+    assert_eq!(parsed.calls.len(), 1, "{parsed:?}");
+    assert_eq!(parsed.calls[0].arguments, r#"{"text":"a"}"#);
+    assert_eq!(parsed.content, "");
+    assert_warns(&parsed, WarningCode::IgnoredText, "done.");
+
+    // A value whose own end tag never comes ends at the end tag around it, whatever follows.
+    let parsed = parse_all_ways("<invoke name=\"note\"><parameter name=\"text\">a</invoke>\nBye.");
+    assert_eq!(parsed.calls.len(), 1, "{parsed:?}");
+    assert_eq!(parsed.calls[0].arguments, r#"{"text":"a"}"#);
+    assert_eq!(parsed.content, "\nBye.");
+    assert_warns(&parsed, WarningCode::MissingEndMarker, "</parameter>");
 }
