@@ -17,7 +17,7 @@ pub enum Support {
     Missing(&'static str),
 }
 
-/// A model-native tool-call format (ids as in the catalog `F1`–`F38`, `L1`–`L9`).
+/// A model-native tool-call format (ids as in the catalog `F1`–`F38`, `L1`–`L10`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Format {
@@ -121,6 +121,7 @@ pub const MODELS: &[(&str, &str)] = &[
     ("functionary", "functionary_v3_1"),
     ("seed-oss", "seed_oss"),
     ("step3", "step3"),
+    ("step-audio-2", "step_audio2"),
     ("longcat", "longcat"),
     ("minicpm", "minicpm5"),
     ("dots", "dots"),
@@ -453,9 +454,16 @@ pub(crate) const FORMATS: &[Format] = &[
             "a recipient header at the very start of the output other than to=self/to=user stays text",
         ),
     },
+    full(
+        "L10",
+        "step_audio2",
+        &["step_audio2"],
+        "StepFun Step-Audio 2",
+        "native pair <tool_call>function\\nNAME\\n{json}</tool_call>",
+    ),
 ];
 
-/// Every catalogued model-native format (`F1`–`F38`, `L1`–`L9`) and how far toolshim
+/// Every catalogued model-native format (`F1`–`F38`, `L1`–`L10`) and how far toolshim
 /// reads it.
 pub fn formats() -> &'static [Format] {
     FORMATS

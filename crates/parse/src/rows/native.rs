@@ -226,8 +226,11 @@ static MISTRAL: Pair = Pair {
 const MINIMAX_TOKEN: &str = "]<]minimax[>[";
 
 /// Every native pair, in the order the registry tries them.
-pub(crate) static PAIRS: [&Pair; 29] = [
+pub(crate) static PAIRS: [&Pair; 30] = [
     &pair("longcat", "<longcat_tool_call>", &["</longcat_tool_call>"]),
+    // Step-Audio 2: `<tool_call>function\nNAME\n{json}</tool_call>` (before the markup
+    // reader's `<tool_call>`, which the registry tries after every pair).
+    &named("step_audio2", "<tool_call>function\n", &["</tool_call>"], "", &[Marker::Consume("\n")]),
     &MISTRAL,
     &pair("llama3_json", "<|python_tag|>", &["<|eom_id|>", "<|eot_id|>"]),
     &pair("llama4_pythonic", "<|python_start|>", &["<|python_end|>"]),
