@@ -17,7 +17,7 @@ pub enum Support {
     Missing(&'static str),
 }
 
-/// A model-native tool-call format (ids as in the catalog `F1`–`F38`, `L1`–`L10`).
+/// A model-native tool-call format (ids as in the catalog `F1`–`F38`, `L1`–`L11`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Format {
@@ -122,6 +122,8 @@ pub const MODELS: &[(&str, &str)] = &[
     ("seed-oss", "seed_oss"),
     ("step3", "step3"),
     ("step-audio-2", "step_audio2"),
+    ("solar-open2", "solar_open2"),
+    ("solar-open-2", "solar_open2"),
     ("longcat", "longcat"),
     ("minicpm", "minicpm5"),
     ("dots", "dots"),
@@ -461,9 +463,16 @@ pub(crate) const FORMATS: &[Format] = &[
         "StepFun Step-Audio 2",
         "native pair <tool_call>function\\nNAME\\n{json}</tool_call>",
     ),
+    full(
+        "L11",
+        "solar_open2",
+        &["solar_open2"],
+        "Upstage Solar Open 2",
+        "native pair <|tool_call:start|>NAME + <|tool_arg:start|>KEY<|tool_arg:value|>VALUE<|tool_arg:end|>; values typed by the schema",
+    ),
 ];
 
-/// Every catalogued model-native format (`F1`–`F38`, `L1`–`L10`) and how far toolshim
+/// Every catalogued model-native format (`F1`–`F38`, `L1`–`L11`) and how far toolshim
 /// reads it.
 pub fn formats() -> &'static [Format] {
     FORMATS

@@ -5,14 +5,16 @@ use std::borrow::Cow;
 use crate::WarningCode;
 use crate::engine::call::Cut;
 use crate::engine::settle::Ctx;
-use crate::engine::step::{Need, Step, Took};
+use crate::engine::step::{Look, Need, Step, Took};
 use crate::read::markup::Elem;
+use crate::read::pair::PairRef;
 use crate::read::tag::{
     AfterEnd, EndTag, ValueEnd, ValueEnds, scan_after_end, scan_until_close, scan_value,
 };
 use crate::read::value::{Padding, elements_json};
 use crate::read::{Body, Reading};
 use crate::rows::markup::says_string;
+use crate::rows::native::{ArgTokens, Body as PairBody};
 use crate::tools::ParamType;
 
 /// A field being read, up to its end tag `close`.
@@ -38,6 +40,16 @@ pub(crate) enum Field {
     Key { text: String, close: &'static str },
     /// An `<arg_type>`'s text: the type of the next `<arg_value>`.
     KeyType { text: String, close: &'static str },
+    /// A key between argument tokens, up to the value token.
+    TokenKey { text: String, tokens: &'static ArgTokens },
+    /// A value between argument tokens, up to the end token (or, where that is missing,
+    /// the next key token or an end marker of the pair, `ends`).
+    TokenValue {
+        key: String,
+        text: String,
+        tokens: &'static ArgTokens,
+        ends: &'static [&'static str],
+    },
 }
 
 impl Field {
@@ -48,6 +60,8 @@ impl Field {
             | Field::CallName { close, .. }
             | Field::Key { close, .. }
             | Field::KeyType { close, .. } => close,
+            Field::TokenKey { tokens, .. } => tokens.value,
+            Field::TokenValue { tokens, .. } => tokens.end,
         }
     }
 
@@ -57,7 +71,9 @@ impl Field {
             | Field::Name { text, .. }
             | Field::CallName { text, .. }
             | Field::Key { text, .. }
-            | Field::KeyType { text, .. } => text,
+            | Field::KeyType { text, .. }
+            | Field::TokenKey { text, .. }
+            | Field::TokenValue { text, .. } => text,
         }
     }
 }
@@ -82,8 +98,12 @@ impl Body {
         ctx: &mut Ctx<'_, '_>,
         eof: bool,
     ) -> Step {
-        if let Field::Param { .. } = field {
-            return self.step_value(field, rest, ctx, eof);
+        match field {
+            Field::Param { .. } => return self.step_value(field, rest, ctx, eof),
+            Field::TokenKey { .. } | Field::TokenValue { .. } => {
+                return self.step_token_field(field, rest, ctx, eof);
+            }
+            _ => {}
         }
         let upto = scan_until_close(rest, field.close(), eof);
         field.text().push_str(rest.get(..upto.text).unwrap_or_default());
@@ -232,6 +252,11 @@ impl Body {
                     ctx.resolve(call);
                 }
             }
+            // Read by `step_token_field`, which writes a value itself.
+            Field::TokenValue { key, text, .. } => {
+                self.write_param(&key, &text, None, Padding::None, ctx);
+            }
+            Field::TokenKey { .. } => {}
             Field::CallName { text, at, .. } => {
                 self.close_open_calls(at, ctx);
                 let mut call = ctx.open_call(at);
@@ -263,7 +288,167 @@ impl Body {
                 call.cut_off(Cut::Value);
                 self.markup.frames.push(Elem::Call { close: None, call: Some(call) });
             }
+            Field::TokenValue { key, text, .. } => {
+                self.write_param(&key, &text, None, Padding::None, ctx);
+                if let Some(call) = self.current_call() {
+                    call.cut_off(Cut::Value);
+                }
+            }
+            Field::TokenKey { .. } => {
+                if let Some(call) = self.current_call() {
+                    call.cut_off(Cut::Value);
+                }
+            }
             Field::Key { .. } | Field::KeyType { .. } | Field::Name { .. } => {}
         }
     }
+
+    /// The argument tokens of the innermost pair, and its end markers, when a call of it is
+    /// open.
+    fn arg_tokens(&self) -> Option<(&'static ArgTokens, &'static [&'static str])> {
+        let pair = self.markup.frames.iter().rev().find_map(|f| match f {
+            Elem::Pair(PairRef::Native(pair)) => Some(*pair),
+            _ => None,
+        })?;
+        let open_call = matches!(self.markup.frames.last(), Some(Elem::Call { call: Some(_), .. }));
+        match pair.body {
+            PairBody::ArgTokens(tokens) if open_call => Some((tokens, pair.ends)),
+            _ => None,
+        }
+    }
+
+    /// A key token at the cursor, inside a call whose arguments are token pairs: the key
+    /// follows. Its length.
+    pub(super) fn arg_key(&mut self, rest: &str, eof: bool) -> Look<usize> {
+        let Some((tokens, _)) = self.arg_tokens() else { return Ok(None) };
+        if rest.starts_with(tokens.key) {
+            self.reading = Reading::Field(Field::TokenKey { text: String::new(), tokens });
+            return Ok(Some(tokens.key.len()));
+        }
+        if !eof && rest.len() < tokens.key.len() && tokens.key.starts_with(rest) {
+            return Err(Need);
+        }
+        Ok(None)
+    }
+
+    /// Reads a key or a value between argument tokens up to the token that ends it.
+    fn step_token_field(
+        &mut self,
+        field: Field,
+        rest: &str,
+        ctx: &mut Ctx<'_, '_>,
+        eof: bool,
+    ) -> Step {
+        match field {
+            Field::TokenKey { mut text, tokens } => {
+                let ends = self.arg_tokens().map_or(&[][..], |(_, ends)| ends);
+                let upto = find_token(rest, [tokens.value, tokens.key].iter().chain(ends), eof);
+                text.push_str(rest.get(..upto.text).unwrap_or_default());
+                match upto.found {
+                    Some((0, len)) => {
+                        let key = text.trim().to_owned();
+                        self.reading = Reading::Field(Field::TokenValue {
+                            key,
+                            text: String::new(),
+                            tokens,
+                            ends,
+                        });
+                        Ok(Took::Go(upto.text + len))
+                    }
+                    Some(_) => {
+                        // A key without its value: the call lost an argument.
+                        if let Some(call) = self.current_call() {
+                            call.extra_notes.push((
+                                WarningCode::MissingEndMarker,
+                                format!(
+                                    "the key {:?} had no `{}` and no value",
+                                    text.trim(),
+                                    tokens.value
+                                ),
+                            ));
+                        }
+                        Ok(Took::Go(upto.text))
+                    }
+                    None if eof => {
+                        self.field_cut(Field::TokenKey { text, tokens }, ctx);
+                        Ok(Took::Go(upto.text))
+                    }
+                    None => {
+                        self.reading = Reading::Field(Field::TokenKey { text, tokens });
+                        if upto.text == 0 { Err(Need) } else { Ok(Took::Go(upto.text)) }
+                    }
+                }
+            }
+            Field::TokenValue { key, mut text, tokens, ends } => {
+                let upto = find_token(rest, [tokens.end, tokens.key].iter().chain(ends), eof);
+                text.push_str(rest.get(..upto.text).unwrap_or_default());
+                match upto.found {
+                    Some((idx, len)) => {
+                        self.write_param(&key, &text, None, Padding::None, ctx);
+                        if idx == 0 {
+                            return Ok(Took::Go(upto.text + len));
+                        }
+                        // Its end token is missing: the next key or the call's end ends it.
+                        if let Some(call) = self.current_call() {
+                            call.extra_notes.push((
+                                WarningCode::MissingEndMarker,
+                                format!(
+                                    "a `{}` was missing; the value ended at the next token",
+                                    tokens.end
+                                ),
+                            ));
+                        }
+                        Ok(Took::Go(upto.text))
+                    }
+                    None if eof => {
+                        self.field_cut(Field::TokenValue { key, text, tokens, ends }, ctx);
+                        Ok(Took::Go(upto.text))
+                    }
+                    None => {
+                        self.reading =
+                            Reading::Field(Field::TokenValue { key, text, tokens, ends });
+                        if upto.text == 0 { Err(Need) } else { Ok(Took::Go(upto.text)) }
+                    }
+                }
+            }
+            other => {
+                self.reading = Reading::Field(other);
+                Err(Need)
+            }
+        }
+    }
+}
+
+/// How far a field between tokens goes: `text` bytes are surely its text, and `found`
+/// is the index and length of the token after them, once one is.
+struct TokenUpto {
+    text: usize,
+    found: Option<(usize, usize)>,
+}
+
+/// Looks for the first of `tokens` in `rest`, holding back a possible partial token at
+/// its end (every `<` that may still begin one).
+fn find_token<'t>(
+    rest: &str,
+    tokens: impl Iterator<Item = &'t &'static str> + Clone,
+    eof: bool,
+) -> TokenUpto {
+    let bytes = rest.as_bytes();
+    let mut from = 0;
+    while let Some(off) = memchr::memchr(b'<', bytes.get(from..).unwrap_or_default()) {
+        let at = from + off;
+        let tail = rest.get(at..).unwrap_or_default();
+        let mut partial = false;
+        for (idx, token) in tokens.clone().enumerate() {
+            if tail.starts_with(token) {
+                return TokenUpto { text: at, found: Some((idx, token.len())) };
+            }
+            partial |= !eof && tail.len() < token.len() && token.starts_with(tail);
+        }
+        if partial {
+            return TokenUpto { text: at, found: None };
+        }
+        from = at + 1;
+    }
+    TokenUpto { text: rest.len(), found: None }
 }

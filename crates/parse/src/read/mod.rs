@@ -417,6 +417,10 @@ impl Body {
         if let Some(step) = self.pair_item(rest, at, ctx, eof)? {
             return Ok(step);
         }
+        // A key token in a call whose arguments are token pairs.
+        if let Some(len) = self.arg_key(rest, eof)? {
+            return Ok(Took::Go(len));
+        }
         // Python calls inside markup.
         let holds_calls = matches!(
             self.markup.frames.last(),

@@ -64,6 +64,17 @@ pub(crate) enum Body {
     /// Markup with this token before every tag; a tag inside a call is a parameter
     /// named by the tag (MiniMax-M3's `]<]minimax[>[`).
     NamespacedMarkup(&'static str),
+    /// Arguments as key/value pairs between tokens, values raw and typed by the schema.
+    ArgTokens(&'static ArgTokens),
+}
+
+/// The tokens of key/value arguments: `key KEY value VALUE end` (Solar Open 2's
+/// `<|tool_arg:start|>city<|tool_arg:value|>Seoul<|tool_arg:end|>`).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct ArgTokens {
+    pub(crate) key: &'static str,
+    pub(crate) value: &'static str,
+    pub(crate) end: &'static str,
 }
 
 /// The start of the output may lack the start marker, the prompt having ended in it:
@@ -225,8 +236,11 @@ static MISTRAL: Pair = Pair {
 
 const MINIMAX_TOKEN: &str = "]<]minimax[>[";
 
+static SOLAR_ARGS: ArgTokens =
+    ArgTokens { key: "<|tool_arg:start|>", value: "<|tool_arg:value|>", end: "<|tool_arg:end|>" };
+
 /// Every native pair, in the order the registry tries them.
-pub(crate) static PAIRS: [&Pair; 30] = [
+pub(crate) static PAIRS: [&Pair; 31] = [
     &pair("longcat", "<longcat_tool_call>", &["</longcat_tool_call>"]),
     // Step-Audio 2: `<tool_call>function\nNAME\n{json}</tool_call>` (before the markup
     // reader's `<tool_call>`, which the registry tries after every pair).
@@ -277,6 +291,22 @@ pub(crate) static PAIRS: [&Pair; 30] = [
             &["<end_function_call>"],
             "call:",
             &[Marker::Before("{")],
+        )
+    },
+    // Solar Open 2: `<|tool_call:start|>NAME\n` then `<|tool_arg:start|>KEY<|tool_arg:value|>
+    // VALUE<|tool_arg:end|>` per argument, then `<|tool_call:end|>`.
+    &Pair {
+        body: Body::ArgTokens(&SOLAR_ARGS),
+        ..named(
+            "solar_open2",
+            "<|tool_call:start|>",
+            &["<|tool_call:end|>"],
+            "",
+            &[
+                Marker::Consume("\n"),
+                Marker::Before("<|tool_arg:start|>"),
+                Marker::Before("<|tool_call:end|>"),
+            ],
         )
     },
     &section("deepseek_v3", "<｜tool▁calls▁begin｜>", &["<｜tool▁calls▁end｜>"], &[&DEEPSEEK_CALL]),
