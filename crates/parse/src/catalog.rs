@@ -17,7 +17,7 @@ pub enum Support {
     Missing(&'static str),
 }
 
-/// A model-native tool-call format (ids as in the catalog `F1`–`F38`, `L1`–`L11`).
+/// A model-native tool-call format (ids as in the catalog `F1`–`F38`, `L1`–`L12`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Format {
@@ -124,6 +124,8 @@ pub const MODELS: &[(&str, &str)] = &[
     ("step-audio-2", "step_audio2"),
     ("solar-open2", "solar_open2"),
     ("solar-open-2", "solar_open2"),
+    ("plamo-3", "plamo3"),
+    ("plamo3", "plamo3"),
     ("longcat", "longcat"),
     ("minicpm", "minicpm5"),
     ("dots", "dots"),
@@ -470,9 +472,16 @@ pub(crate) const FORMATS: &[Format] = &[
         "Upstage Solar Open 2",
         "native pair <|tool_call:start|>NAME + <|tool_arg:start|>KEY<|tool_arg:value|>VALUE<|tool_arg:end|>; values typed by the schema",
     ),
+    full(
+        "L12",
+        "plamo3",
+        &["plamo3"],
+        "PFN PLaMo 3",
+        "native pairs <|plamo:begin_tool_requests:plamo|> + <|plamo:begin_tool_request:plamo|>, the name between tool_name tokens, JSON arguments",
+    ),
 ];
 
-/// Every catalogued model-native format (`F1`–`F38`, `L1`–`L11`) and how far toolshim
+/// Every catalogued model-native format (`F1`–`F38`, `L1`–`L12`) and how far toolshim
 /// reads it.
 pub fn formats() -> &'static [Format] {
     FORMATS

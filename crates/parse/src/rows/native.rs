@@ -236,11 +236,31 @@ static MISTRAL: Pair = Pair {
 
 const MINIMAX_TOKEN: &str = "]<]minimax[>[";
 
+/// PLaMo 3: `<|plamo:begin_tool_request:plamo|><|plamo:begin_tool_name:plamo|>NAME
+/// <|plamo:end_tool_name:plamo|><|plamo:begin_tool_arguments:plamo|>` (then, as engines
+/// constrain it, `<|plamo:constrain|>json<|plamo:msg|>`) `{json}<|plamo:end_tool_arguments:plamo|>
+/// <|plamo:end_tool_request:plamo|>`, inside `<|plamo:begin_tool_requests:plamo|>`.
+static PLAMO_CALL: Pair = Pair {
+    skip: &[
+        "<|plamo:begin_tool_arguments:plamo|>",
+        "<|plamo:constrain|>json",
+        "<|plamo:msg|>",
+        "<|plamo:end_tool_arguments:plamo|>",
+    ],
+    ..named(
+        "plamo3",
+        "<|plamo:begin_tool_request:plamo|>",
+        &["<|plamo:end_tool_request:plamo|>"],
+        "<|plamo:begin_tool_name:plamo|>",
+        &[Marker::Consume("<|plamo:end_tool_name:plamo|>")],
+    )
+};
+
 static SOLAR_ARGS: ArgTokens =
     ArgTokens { key: "<|tool_arg:start|>", value: "<|tool_arg:value|>", end: "<|tool_arg:end|>" };
 
 /// Every native pair, in the order the registry tries them.
-pub(crate) static PAIRS: [&Pair; 31] = [
+pub(crate) static PAIRS: [&Pair; 33] = [
     &pair("longcat", "<longcat_tool_call>", &["</longcat_tool_call>"]),
     // Step-Audio 2: `<tool_call>function\nNAME\n{json}</tool_call>` (before the markup
     // reader's `<tool_call>`, which the registry tries after every pair).
@@ -326,4 +346,11 @@ pub(crate) static PAIRS: [&Pair; 31] = [
         &[&KIMI_CALL],
     ),
     &KIMI_CALL,
+    &section(
+        "plamo3",
+        "<|plamo:begin_tool_requests:plamo|>",
+        &["<|plamo:end_tool_requests:plamo|>"],
+        &[&PLAMO_CALL],
+    ),
+    &PLAMO_CALL,
 ];
