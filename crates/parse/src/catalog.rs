@@ -17,7 +17,7 @@ pub enum Support {
     Missing(&'static str),
 }
 
-/// A model-native tool-call format (ids as in the catalog `F1`–`F38`, `L1`–`L12`).
+/// A model-native tool-call format (ids as in the catalog `F1`–`F38`, `L1`–`L13`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Format {
@@ -126,6 +126,7 @@ pub const MODELS: &[(&str, &str)] = &[
     ("solar-open-2", "solar_open2"),
     ("plamo-3", "plamo3"),
     ("plamo3", "plamo3"),
+    ("llm-jp-4", "llm_jp4"),
     ("longcat", "longcat"),
     ("minicpm", "minicpm5"),
     ("dots", "dots"),
@@ -479,9 +480,16 @@ pub(crate) const FORMATS: &[Format] = &[
         "PFN PLaMo 3",
         "native pairs <|plamo:begin_tool_requests:plamo|> + <|plamo:begin_tool_request:plamo|>, the name between tool_name tokens, JSON arguments",
     ),
+    full(
+        "L13",
+        "llm_jp4",
+        &["llm_jp4", "gpt_oss"],
+        "LLM-jp-4.1",
+        "native pairs <|start|> assistant + to=functions.NAME (Harmony with a space after each special token); calls end at <|end|> or <|call|>; spaced analysis channel as reasoning",
+    ),
 ];
 
-/// Every catalogued model-native format (`F1`–`F38`, `L1`–`L12`) and how far toolshim
+/// Every catalogued model-native format (`F1`–`F38`, `L1`–`L13`) and how far toolshim
 /// reads it.
 pub fn formats() -> &'static [Format] {
     FORMATS

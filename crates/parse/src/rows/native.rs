@@ -180,11 +180,14 @@ static KIMI_CALL: Pair = Pair {
 /// gpt-oss Harmony: `<|start|>assistant<|channel|>commentary to=functions.NAME
 /// <|constrain|>json<|message|>{…}<|call|>`; the recipient may also sit in the role
 /// header, the call may be on the analysis channel, and the content type may be written
-/// `<|constrain|>json`, ` json` or not at all.
+/// `<|constrain|>json`, ` json` or not at all. LLM-jp-4.1 writes a space after each token
+/// (`<|channel|> commentary`, `<|constrain|>  json<|message|> {…}`).
 const HARMONY_SKIP: &[&str] = &[
     " ",
     "<|channel|>commentary",
     "<|channel|>analysis",
+    "<|channel|> commentary",
+    "<|channel|> analysis",
     "<|constrain|>json",
     "<|constrain|>",
     "json<|message|>",
@@ -216,6 +219,17 @@ static HARMONY_HEAD_CALLS: [Pair; 4] = [
 static MUSE_MESSAGE: Pair = Pair {
     head: Head::Recipient { ends: &[Marker::Consume("<|message|>")] },
     ..pair("gpt_oss", "to=", &["<|eot|>", "<|eom|>"])
+};
+
+/// LLM-jp-4.1: Harmony with a space after each special token, `<|start|> assistant
+/// to=functions.NAME<|channel|> commentary <|constrain|>  json<|message|> {…}`; every call
+/// but the last ends with `<|end|>` (the last one's `<|call|>` stops the generation).
+static LLM_JP_CALL: Pair = Pair { id: "llm_jp4", ends: &["<|call|>", "<|end|>"], ..HARMONY_CALL };
+
+static LLM_JP: Pair = Pair {
+    skip: &[" ", "<|channel|> commentary", "<|channel|> analysis"],
+    inner: &[&LLM_JP_CALL],
+    ..pair("llm_jp4", "<|start|> assistant", &[])
 };
 
 static HARMONY: Pair = Pair {
@@ -260,7 +274,7 @@ static SOLAR_ARGS: ArgTokens =
     ArgTokens { key: "<|tool_arg:start|>", value: "<|tool_arg:value|>", end: "<|tool_arg:end|>" };
 
 /// Every native pair, in the order the registry tries them.
-pub(crate) static PAIRS: [&Pair; 33] = [
+pub(crate) static PAIRS: [&Pair; 35] = [
     &pair("longcat", "<longcat_tool_call>", &["</longcat_tool_call>"]),
     // Step-Audio 2: `<tool_call>function\nNAME\n{json}</tool_call>` (before the markup
     // reader's `<tool_call>`, which the registry tries after every pair).
@@ -279,6 +293,8 @@ pub(crate) static PAIRS: [&Pair; 33] = [
     &HARMONY_HEAD_CALLS[1],
     &HARMONY_HEAD_CALLS[2],
     &HARMONY_HEAD_CALLS[3],
+    &LLM_JP,
+    &Pair { start: "<|channel|> commentary to=functions.", ..LLM_JP_CALL },
     &Pair {
         body: Body::NamedObjects,
         ..pair("apertus", "<|tools_prefix|>", &["<|tools_suffix|>"])
