@@ -17,7 +17,7 @@ pub enum Support {
     Missing(&'static str),
 }
 
-/// A model-native tool-call format (ids as in the catalog `F1`–`F38`, `L1`–`L13`).
+/// A model-native tool-call format (ids as in the catalog `F1`–`F38`, `L1`–`L14`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Format {
@@ -127,6 +127,7 @@ pub const MODELS: &[(&str, &str)] = &[
     ("plamo-3", "plamo3"),
     ("plamo3", "plamo3"),
     ("llm-jp-4", "llm_jp4"),
+    ("iquest", "iquest_coder"),
     ("longcat", "longcat"),
     ("minicpm", "minicpm5"),
     ("dots", "dots"),
@@ -487,9 +488,16 @@ pub(crate) const FORMATS: &[Format] = &[
         "LLM-jp-4.1",
         "native pairs <|start|> assistant + to=functions.NAME (Harmony with a space after each special token); calls end at <|end|> or <|call|>; spaced analysis channel as reasoning",
     ),
+    full(
+        "L14",
+        "iquest_coder",
+        &["markup"],
+        "iQuest Coder (Q1, V2)",
+        "markup <iquest_tool_call>/<iquestcoder_tool_call>NAME<arg_key>…<arg_value>… (GLM's key/value body)",
+    ),
 ];
 
-/// Every catalogued model-native format (`F1`–`F38`, `L1`–`L13`) and how far toolshim
+/// Every catalogued model-native format (`F1`–`F38`, `L1`–`L14`) and how far toolshim
 /// reads it.
 pub fn formats() -> &'static [Format] {
     FORMATS
