@@ -17,7 +17,7 @@ pub enum Support {
     Missing(&'static str),
 }
 
-/// A model-native tool-call format (ids as in the catalog `F1`–`F38`, `L1`–`L14`).
+/// A model-native tool-call format (ids as in the catalog `F1`–`F38`, `L1`–`L15`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Format {
@@ -128,6 +128,7 @@ pub const MODELS: &[(&str, &str)] = &[
     ("plamo3", "plamo3"),
     ("llm-jp-4", "llm_jp4"),
     ("iquest", "iquest_coder"),
+    ("mirothinker", "mirothinker"),
     ("longcat", "longcat"),
     ("minicpm", "minicpm5"),
     ("dots", "dots"),
@@ -495,9 +496,19 @@ pub(crate) const FORMATS: &[Format] = &[
         "iQuest Coder (Q1, V2)",
         "markup <iquest_tool_call>/<iquestcoder_tool_call>NAME<arg_key>…<arg_value>… (GLM's key/value body)",
     ),
+    Format {
+        catalog: "L15",
+        id: "mirothinker",
+        dialects: &["markup"],
+        models: "MiroThinker v1, Cline-style MCP prompts",
+        read_by: "markup <use_mcp_tool><server_name>…<tool_name>NAME<arguments>{json}",
+        support: Support::Partial(
+            "the call's name is the tool name; the server name is dropped, so a tool declared as SERVER-TOOL is not matched",
+        ),
+    },
 ];
 
-/// Every catalogued model-native format (`F1`–`F38`, `L1`–`L14`) and how far toolshim
+/// Every catalogued model-native format (`F1`–`F38`, `L1`–`L15`) and how far toolshim
 /// reads it.
 pub fn formats() -> &'static [Format] {
     FORMATS

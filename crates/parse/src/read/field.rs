@@ -40,6 +40,8 @@ pub(crate) enum Field {
     Key { text: String, close: &'static str },
     /// An `<arg_type>`'s text: the type of the next `<arg_value>`.
     KeyType { text: String, close: &'static str },
+    /// A field whose text is not part of the call (MCP's `<server_name>`).
+    Ignored { close: &'static str, text: String },
     /// A key between argument tokens, up to the value token.
     TokenKey { text: String, tokens: &'static ArgTokens },
     /// A value between argument tokens, up to the end token (or, where that is missing,
@@ -59,7 +61,8 @@ impl Field {
             Field::Name { close, .. }
             | Field::CallName { close, .. }
             | Field::Key { close, .. }
-            | Field::KeyType { close, .. } => close,
+            | Field::KeyType { close, .. }
+            | Field::Ignored { close, .. } => close,
             Field::TokenKey { tokens, .. } => tokens.value,
             Field::TokenValue { tokens, .. } => tokens.end,
         }
@@ -72,6 +75,7 @@ impl Field {
             | Field::CallName { text, .. }
             | Field::Key { text, .. }
             | Field::KeyType { text, .. }
+            | Field::Ignored { text, .. }
             | Field::TokenKey { text, .. }
             | Field::TokenValue { text, .. } => text,
         }
@@ -256,7 +260,7 @@ impl Body {
             Field::TokenValue { key, text, .. } => {
                 self.write_param(&key, &text, None, Padding::None, ctx);
             }
-            Field::TokenKey { .. } => {}
+            Field::TokenKey { .. } | Field::Ignored { .. } => {}
             Field::CallName { text, at, .. } => {
                 self.close_open_calls(at, ctx);
                 let mut call = ctx.open_call(at);
@@ -299,7 +303,10 @@ impl Body {
                     call.cut_off(Cut::Value);
                 }
             }
-            Field::Key { .. } | Field::KeyType { .. } | Field::Name { .. } => {}
+            Field::Key { .. }
+            | Field::KeyType { .. }
+            | Field::Name { .. }
+            | Field::Ignored { .. } => {}
         }
     }
 

@@ -117,6 +117,12 @@ impl Body {
                 }
                 return true;
             }
+            Some((close, Role::Ignored)) if in_container || in_call => {
+                if !tag.self_closing {
+                    self.reading = Reading::Field(Field::Ignored { close, text: String::new() });
+                }
+                return true;
+            }
             Some((close, Role::NameField)) if in_container => {
                 self.reading = Reading::Field(Field::Name { close, text: String::new() });
                 return true;

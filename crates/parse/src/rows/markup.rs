@@ -41,6 +41,8 @@ pub(crate) enum Role {
     NameField,
     /// The enclosing call's arguments, as JSON.
     ArgsField,
+    /// A field whose text is not part of the call (MCP's `<server_name>`).
+    Ignored,
 }
 
 const NAME: &[&str] = &["name"];
@@ -54,7 +56,7 @@ const fn call(in_text: bool, unnamed_holds_calls: bool) -> Role {
 }
 
 /// Every tag the markup reader knows.
-pub(crate) static TAGS: [(&str, Role); 33] = [
+pub(crate) static TAGS: [(&str, Role); 35] = [
     ("calls", container(true)),
     ("dots_function_call", container(true)),
     ("tool_call", container(true)),
@@ -67,6 +69,10 @@ pub(crate) static TAGS: [(&str, Role); 33] = [
     ("function_calls", container(true)),
     ("tools", container(true)),
     ("tool_use", container(false)),
+    // Cline's and MiroThinker's MCP calls: `<use_mcp_tool><server_name>S</server_name>
+    // <tool_name>NAME</tool_name><arguments>{json}</arguments></use_mcp_tool>`.
+    ("use_mcp_tool", container(true)),
+    ("server_name", Role::Ignored),
     ("invoke", call(true, false)),
     ("func_call", call(true, false)),
     ("function", call(true, true)),
