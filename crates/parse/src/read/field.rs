@@ -148,11 +148,11 @@ impl Body {
             return match (after, tag) {
                 (AfterEnd::Ended | AfterEnd::EndedInElement, EndTag::Own(closer)) => {
                     self.field_done(field, false, ctx);
-                    if after == AfterEnd::EndedInElement {
-                        // What follows, up to that end tag, is the call's (dropped with a
-                        // warning that carries it).
-                        self.markup.broke_off = Some((self.markup.frames.len(), false));
-                    }
+                    // What follows, up to the element's end tag or its next parameter, is
+                    // the call's (dropped with a warning that carries it); anywhere else
+                    // it is text after the call.
+                    self.markup.broke_off = (after == AfterEnd::EndedInElement)
+                        .then_some((self.markup.frames.len(), false));
                     Ok(Took::Go(closer))
                 }
                 (AfterEnd::Ended | AfterEnd::EndedInElement, EndTag::Around(_)) => {

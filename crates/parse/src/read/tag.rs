@@ -525,8 +525,8 @@ pub(crate) fn scan_value(
 pub(crate) enum AfterEnd {
     /// The value ended at that end tag.
     Ended,
-    /// The value ended at its own end tag, and an end tag around it follows the text
-    /// after it: that text is inside the element.
+    /// The value ended at its own end tag, and an end tag around it or the call's next
+    /// parameter follows the text after it: that text is inside the element.
     EndedInElement,
     /// A later end tag begins at this offset: the first one was text of the value (an
     /// inline `</parameter>`, Kimi K3's `<|close|>argument<|sep|>`).
@@ -590,12 +590,21 @@ pub(crate) fn scan_after_end(
                 }
             }
         } else {
+            let row = tag_row(tag.name).map(|(_, role)| role);
             let starts_markup = match ends.namespace {
                 Some(token) => before.ends_with(token),
-                None => tag_row(tag.name).is_some() && (!ends.padded || before.ends_with('\n')),
+                None => row.is_some() && (!ends.padded || before.ends_with('\n')),
             };
-            if starts_markup {
-                return AfterEnd::Ended;
+            // A call's next parameter (or field) keeps the text before it inside the
+            // element; a call, a name or a container starts something else.
+            let calls = matches!(
+                row,
+                Some(Role::Call { .. } | Role::CallName { .. } | Role::Container { .. })
+            );
+            match (starts_markup, calls) {
+                (true, true) => return AfterEnd::Ended,
+                (true, false) => return AfterEnd::EndedInElement,
+                (false, _) => {}
             }
         }
         from = at + 1;

@@ -494,6 +494,17 @@ fn issue_29_a_values_own_end_tag_ends_it_before_prose() {
     assert_eq!(parsed.content, "");
     assert_warns(&parsed, WarningCode::IgnoredText, "done.");
 
+    // Prose between two parameters of a call element is the call's too; prose after the
+    // last one, with no end tag of the element, is text.
+    let parsed = parse_all_ways(
+        "<invoke name=\"note\"><parameter name=\"a\">1</parameter> and \
+         <parameter name=\"b\">2</parameter>\nDone.",
+    );
+    assert_eq!(parsed.calls.len(), 1, "{parsed:?}");
+    assert_eq!(parsed.calls[0].arguments, r#"{"a":1,"b":2}"#);
+    assert_eq!(parsed.content, "Done.");
+    assert_warns(&parsed, WarningCode::IgnoredText, "and");
+
     // A value whose own end tag never comes ends at the end tag around it, whatever follows.
     let parsed = parse_all_ways("<invoke name=\"note\"><parameter name=\"text\">a</invoke>\nBye.");
     assert_eq!(parsed.calls.len(), 1, "{parsed:?}");
