@@ -17,7 +17,7 @@ pub enum Support {
     Missing(&'static str),
 }
 
-/// A model-native tool-call format (ids as in the catalog `F1`–`F38`, `L1`–`L9`).
+/// A model-native tool-call format (ids as in the catalog `F1`–`F38`, `L1`–`L15`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Format {
@@ -121,6 +121,14 @@ pub const MODELS: &[(&str, &str)] = &[
     ("functionary", "functionary_v3_1"),
     ("seed-oss", "seed_oss"),
     ("step3", "step3"),
+    ("step-audio-2", "step_audio2"),
+    ("solar-open2", "solar_open2"),
+    ("solar-open-2", "solar_open2"),
+    ("plamo-3", "plamo3"),
+    ("plamo3", "plamo3"),
+    ("llm-jp-4", "llm_jp4"),
+    ("iquest", "iquest_coder"),
+    ("mirothinker", "mirothinker"),
     ("longcat", "longcat"),
     ("minicpm", "minicpm5"),
     ("dots", "dots"),
@@ -453,9 +461,54 @@ pub(crate) const FORMATS: &[Format] = &[
             "a recipient header at the very start of the output other than to=self/to=user stays text",
         ),
     },
+    full(
+        "L10",
+        "step_audio2",
+        &["step_audio2"],
+        "StepFun Step-Audio 2",
+        "native pair <tool_call>function\\nNAME\\n{json}</tool_call>",
+    ),
+    full(
+        "L11",
+        "solar_open2",
+        &["solar_open2"],
+        "Upstage Solar Open 2",
+        "native pair <|tool_call:start|>NAME + <|tool_arg:start|>KEY<|tool_arg:value|>VALUE<|tool_arg:end|>; values typed by the schema",
+    ),
+    full(
+        "L12",
+        "plamo3",
+        &["plamo3"],
+        "PFN PLaMo 3",
+        "native pairs <|plamo:begin_tool_requests:plamo|> + <|plamo:begin_tool_request:plamo|>, the name between tool_name tokens, JSON arguments",
+    ),
+    full(
+        "L13",
+        "llm_jp4",
+        &["llm_jp4", "gpt_oss"],
+        "LLM-jp-4.1",
+        "native pairs <|start|> assistant + to=functions.NAME (Harmony with a space after each special token); calls end at <|end|> or <|call|>; spaced analysis channel as reasoning",
+    ),
+    full(
+        "L14",
+        "iquest_coder",
+        &["markup"],
+        "iQuest Coder (Q1, V2)",
+        "markup <iquest_tool_call>/<iquestcoder_tool_call>NAME<arg_key>…<arg_value>… (GLM's key/value body)",
+    ),
+    Format {
+        catalog: "L15",
+        id: "mirothinker",
+        dialects: &["markup"],
+        models: "MiroThinker v1, Cline-style MCP prompts",
+        read_by: "markup <use_mcp_tool><server_name>…<tool_name>NAME<arguments>{json}",
+        support: Support::Partial(
+            "the call's name is the tool name; the server name is dropped, so a tool declared as SERVER-TOOL is not matched",
+        ),
+    },
 ];
 
-/// Every catalogued model-native format (`F1`–`F38`, `L1`–`L9`) and how far toolshim
+/// Every catalogued model-native format (`F1`–`F38`, `L1`–`L15`) and how far toolshim
 /// reads it.
 pub fn formats() -> &'static [Format] {
     FORMATS

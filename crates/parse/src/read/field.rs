@@ -5,12 +5,16 @@ use std::borrow::Cow;
 use crate::WarningCode;
 use crate::engine::call::Cut;
 use crate::engine::settle::Ctx;
-use crate::engine::step::{Need, Step, Took};
+use crate::engine::step::{Look, Need, Step, Took};
 use crate::read::markup::Elem;
-use crate::read::tag::{ValueEnd, ValueEnds, scan_until_close, scan_value};
+use crate::read::pair::PairRef;
+use crate::read::tag::{
+    AfterEnd, EndTag, ValueEnd, ValueEnds, scan_after_end, scan_until_close, scan_value,
+};
 use crate::read::value::{Padding, elements_json};
 use crate::read::{Body, Reading};
 use crate::rows::markup::says_string;
+use crate::rows::native::{ArgTokens, Body as PairBody};
 use crate::tools::ParamType;
 
 /// A field being read, up to its end tag `close`.
@@ -24,6 +28,9 @@ pub(crate) enum Field {
         text: String,
         string: Option<bool>,
         padding: Padding,
+        /// Its end tag, followed by text, is at the cursor: the value ends there unless
+        /// another end tag of its own follows.
+        end_seen: Option<EndSeen>,
     },
     /// A container's name field: it names the container's call.
     Name { close: &'static str, text: String },
@@ -33,6 +40,18 @@ pub(crate) enum Field {
     Key { text: String, close: &'static str },
     /// An `<arg_type>`'s text: the type of the next `<arg_value>`.
     KeyType { text: String, close: &'static str },
+    /// A field whose text is not part of the call (MCP's `<server_name>`).
+    Ignored { close: &'static str, text: String },
+    /// A key between argument tokens, up to the value token.
+    TokenKey { text: String, tokens: &'static ArgTokens },
+    /// A value between argument tokens, up to the end token (or, where that is missing,
+    /// the next key token or an end marker of the pair, `ends`).
+    TokenValue {
+        key: String,
+        text: String,
+        tokens: &'static ArgTokens,
+        ends: &'static [&'static str],
+    },
 }
 
 impl Field {
@@ -42,7 +61,10 @@ impl Field {
             Field::Name { close, .. }
             | Field::CallName { close, .. }
             | Field::Key { close, .. }
-            | Field::KeyType { close, .. } => close,
+            | Field::KeyType { close, .. }
+            | Field::Ignored { close, .. } => close,
+            Field::TokenKey { tokens, .. } => tokens.value,
+            Field::TokenValue { tokens, .. } => tokens.end,
         }
     }
 
@@ -52,9 +74,20 @@ impl Field {
             | Field::Name { text, .. }
             | Field::CallName { text, .. }
             | Field::Key { text, .. }
-            | Field::KeyType { text, .. } => text,
+            | Field::KeyType { text, .. }
+            | Field::Ignored { text, .. }
+            | Field::TokenKey { text, .. }
+            | Field::TokenValue { text, .. } => text,
         }
     }
+}
+
+/// An end tag that text follows, at the cursor, which may end the value: the scan for
+/// what decides it goes on at `scanned` bytes past the cursor.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EndSeen {
+    tag: EndTag,
+    scanned: usize,
 }
 
 /// The most end tags around a value that may end it when its own is missing.
@@ -69,8 +102,12 @@ impl Body {
         ctx: &mut Ctx<'_, '_>,
         eof: bool,
     ) -> Step {
-        if let Field::Param { .. } = field {
-            return self.step_value(field, rest, ctx, eof);
+        match field {
+            Field::Param { .. } => return self.step_value(field, rest, ctx, eof),
+            Field::TokenKey { .. } | Field::TokenValue { .. } => {
+                return self.step_token_field(field, rest, ctx, eof);
+            }
+            _ => {}
         }
         let upto = scan_until_close(rest, field.close(), eof);
         field.text().push_str(rest.get(..upto.text).unwrap_or_default());
@@ -92,7 +129,9 @@ impl Body {
         eof: bool,
     ) -> Step {
         // Only a parameter comes here (see `step_field`).
-        let Field::Param { close, padding, text, .. } = &field else { return Err(Need) };
+        let Field::Param { close, padding, text, end_seen, .. } = &mut field else {
+            return Err(Need);
+        };
         let padded = *padding == Padding::Newlines;
         let after_newline = text.is_empty() || text.ends_with('\n');
         let mut enclosing: [&'static str; MAX_ENCLOSING] = [""; MAX_ENCLOSING];
@@ -101,6 +140,43 @@ impl Body {
             *slot = name;
         }
         let ends = ValueEnds { enclosing: &enclosing, padded, namespace: self.namespace_token() };
+        if let Some(seen) = end_seen {
+            let tag = seen.tag;
+            let after = scan_after_end(rest, close, ends, tag, seen.scanned, eof);
+            let missing =
+                format!("a `</{close}>` end tag was missing; the value ended at the next tag");
+            return match (after, tag) {
+                (AfterEnd::Ended | AfterEnd::EndedInElement, EndTag::Own(closer)) => {
+                    self.field_done(field, false, ctx);
+                    // What follows, up to the element's end tag or its next parameter, is
+                    // the call's (dropped with a warning that carries it); anywhere else
+                    // it is text after the call.
+                    self.markup.broke_off = (after == AfterEnd::EndedInElement)
+                        .then_some((self.markup.frames.len(), false));
+                    Ok(Took::Go(closer))
+                }
+                (AfterEnd::Ended | AfterEnd::EndedInElement, EndTag::Around(_)) => {
+                    // The end tag around the value is the markup reader's.
+                    self.field_done(field, false, ctx);
+                    if let Some(call) = self.current_call() {
+                        call.extra_notes.push((WarningCode::MissingEndMarker, missing));
+                    }
+                    Ok(Took::Go(0))
+                }
+                (AfterEnd::Again(at), _) => {
+                    // The end tag was text of the value, and so is what followed it.
+                    *end_seen = None;
+                    text.push_str(rest.get(..at).unwrap_or_default());
+                    self.reading = Reading::Field(field);
+                    Ok(Took::Go(at))
+                }
+                (AfterEnd::More(scanned), _) => {
+                    seen.scanned = scanned;
+                    self.reading = Reading::Field(field);
+                    Err(Need)
+                }
+            };
+        }
         let upto = scan_value(rest, close, ends, after_newline, eof);
         // Written now, while `close` is at hand (the field is changed below).
         let missing = matches!(upto.end, Some(ValueEnd::Missing)).then(|| {
@@ -125,6 +201,15 @@ impl Body {
             }
             Some(ValueEnd::Cut) => {
                 self.field_done(field, true, ctx);
+                Ok(Took::Go(upto.text))
+            }
+            Some(ValueEnd::Text(tag)) => {
+                // The cursor moves up to the end tag, which the next step decides on
+                // (this one changed the field's state, so taking nothing is progress).
+                if let Field::Param { end_seen, .. } = &mut field {
+                    *end_seen = Some(EndSeen { tag, scanned: tag.len() });
+                }
+                self.reading = Reading::Field(field);
                 Ok(Took::Go(upto.text))
             }
         }
@@ -171,6 +256,11 @@ impl Body {
                     ctx.resolve(call);
                 }
             }
+            // Read by `step_token_field`, which writes a value itself.
+            Field::TokenValue { key, text, .. } => {
+                self.write_param(&key, &text, None, Padding::None, ctx);
+            }
+            Field::TokenKey { .. } | Field::Ignored { .. } => {}
             Field::CallName { text, at, .. } => {
                 self.close_open_calls(at, ctx);
                 let mut call = ctx.open_call(at);
@@ -185,10 +275,13 @@ impl Body {
     /// name opens its call; a key or a container's name is lost.
     pub(super) fn field_cut(&mut self, field: Field, ctx: &mut Ctx<'_, '_>) {
         match field {
-            Field::Param { key, text, string, padding, .. } => {
+            Field::Param { key, text, string, padding, end_seen, .. } => {
                 self.write_param(&key, &text, string, padding, ctx);
-                if let Some(call) = self.current_call() {
-                    call.cut_off(Cut::Value);
+                // A value that reached an end tag was not cut off.
+                if end_seen.is_none() {
+                    if let Some(call) = self.current_call() {
+                        call.cut_off(Cut::Value);
+                    }
                 }
             }
             Field::CallName { text, at, .. } => {
@@ -199,7 +292,170 @@ impl Body {
                 call.cut_off(Cut::Value);
                 self.markup.frames.push(Elem::Call { close: None, call: Some(call) });
             }
-            Field::Key { .. } | Field::KeyType { .. } | Field::Name { .. } => {}
+            Field::TokenValue { key, text, .. } => {
+                self.write_param(&key, &text, None, Padding::None, ctx);
+                if let Some(call) = self.current_call() {
+                    call.cut_off(Cut::Value);
+                }
+            }
+            Field::TokenKey { .. } => {
+                if let Some(call) = self.current_call() {
+                    call.cut_off(Cut::Value);
+                }
+            }
+            Field::Key { .. }
+            | Field::KeyType { .. }
+            | Field::Name { .. }
+            | Field::Ignored { .. } => {}
         }
     }
+
+    /// The argument tokens of the innermost pair, and its end markers, when a call of it is
+    /// open.
+    fn arg_tokens(&self) -> Option<(&'static ArgTokens, &'static [&'static str])> {
+        let pair = self.markup.frames.iter().rev().find_map(|f| match f {
+            Elem::Pair(PairRef::Native(pair)) => Some(*pair),
+            _ => None,
+        })?;
+        let open_call = matches!(self.markup.frames.last(), Some(Elem::Call { call: Some(_), .. }));
+        match pair.body {
+            PairBody::ArgTokens(tokens) if open_call => Some((tokens, pair.ends)),
+            _ => None,
+        }
+    }
+
+    /// A key token at the cursor, inside a call whose arguments are token pairs: the key
+    /// follows. Its length.
+    pub(super) fn arg_key(&mut self, rest: &str, eof: bool) -> Look<usize> {
+        let Some((tokens, _)) = self.arg_tokens() else { return Ok(None) };
+        if rest.starts_with(tokens.key) {
+            self.reading = Reading::Field(Field::TokenKey { text: String::new(), tokens });
+            return Ok(Some(tokens.key.len()));
+        }
+        if !eof && rest.len() < tokens.key.len() && tokens.key.starts_with(rest) {
+            return Err(Need);
+        }
+        Ok(None)
+    }
+
+    /// Reads a key or a value between argument tokens up to the token that ends it.
+    fn step_token_field(
+        &mut self,
+        field: Field,
+        rest: &str,
+        ctx: &mut Ctx<'_, '_>,
+        eof: bool,
+    ) -> Step {
+        match field {
+            Field::TokenKey { mut text, tokens } => {
+                let ends = self.arg_tokens().map_or(&[][..], |(_, ends)| ends);
+                let upto = find_token(rest, [tokens.value, tokens.key].iter().chain(ends), eof);
+                text.push_str(rest.get(..upto.text).unwrap_or_default());
+                match upto.found {
+                    Some((0, len)) => {
+                        let key = text.trim().to_owned();
+                        self.reading = Reading::Field(Field::TokenValue {
+                            key,
+                            text: String::new(),
+                            tokens,
+                            ends,
+                        });
+                        Ok(Took::Go(upto.text + len))
+                    }
+                    Some(_) => {
+                        // A key without its value: the call lost an argument.
+                        if let Some(call) = self.current_call() {
+                            call.extra_notes.push((
+                                WarningCode::MissingEndMarker,
+                                format!(
+                                    "the key {:?} had no `{}` and no value",
+                                    text.trim(),
+                                    tokens.value
+                                ),
+                            ));
+                        }
+                        Ok(Took::Go(upto.text))
+                    }
+                    None if eof => {
+                        self.field_cut(Field::TokenKey { text, tokens }, ctx);
+                        Ok(Took::Go(upto.text))
+                    }
+                    None => {
+                        self.reading = Reading::Field(Field::TokenKey { text, tokens });
+                        if upto.text == 0 { Err(Need) } else { Ok(Took::Go(upto.text)) }
+                    }
+                }
+            }
+            Field::TokenValue { key, mut text, tokens, ends } => {
+                let upto = find_token(rest, [tokens.end, tokens.key].iter().chain(ends), eof);
+                text.push_str(rest.get(..upto.text).unwrap_or_default());
+                match upto.found {
+                    Some((idx, len)) => {
+                        self.write_param(&key, &text, None, Padding::None, ctx);
+                        if idx == 0 {
+                            return Ok(Took::Go(upto.text + len));
+                        }
+                        // Its end token is missing: the next key or the call's end ends it.
+                        if let Some(call) = self.current_call() {
+                            call.extra_notes.push((
+                                WarningCode::MissingEndMarker,
+                                format!(
+                                    "a `{}` was missing; the value ended at the next token",
+                                    tokens.end
+                                ),
+                            ));
+                        }
+                        Ok(Took::Go(upto.text))
+                    }
+                    None if eof => {
+                        self.field_cut(Field::TokenValue { key, text, tokens, ends }, ctx);
+                        Ok(Took::Go(upto.text))
+                    }
+                    None => {
+                        self.reading =
+                            Reading::Field(Field::TokenValue { key, text, tokens, ends });
+                        if upto.text == 0 { Err(Need) } else { Ok(Took::Go(upto.text)) }
+                    }
+                }
+            }
+            other => {
+                self.reading = Reading::Field(other);
+                Err(Need)
+            }
+        }
+    }
+}
+
+/// How far a field between tokens goes: `text` bytes are surely its text, and `found`
+/// is the index and length of the token after them, once one is.
+struct TokenUpto {
+    text: usize,
+    found: Option<(usize, usize)>,
+}
+
+/// Looks for the first of `tokens` in `rest`, holding back a possible partial token at
+/// its end (every `<` that may still begin one).
+fn find_token<'t>(
+    rest: &str,
+    tokens: impl Iterator<Item = &'t &'static str> + Clone,
+    eof: bool,
+) -> TokenUpto {
+    let bytes = rest.as_bytes();
+    let mut from = 0;
+    while let Some(off) = memchr::memchr(b'<', bytes.get(from..).unwrap_or_default()) {
+        let at = from + off;
+        let tail = rest.get(at..).unwrap_or_default();
+        let mut partial = false;
+        for (idx, token) in tokens.clone().enumerate() {
+            if tail.starts_with(token) {
+                return TokenUpto { text: at, found: Some((idx, token.len())) };
+            }
+            partial |= !eof && tail.len() < token.len() && token.starts_with(tail);
+        }
+        if partial {
+            return TokenUpto { text: at, found: None };
+        }
+        from = at + 1;
+    }
+    TokenUpto { text: rest.len(), found: None }
 }

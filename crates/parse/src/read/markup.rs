@@ -26,10 +26,11 @@ pub(crate) struct Markup {
     pub(super) key: Option<String>,
     /// The string flag an `<arg_type>` gave the next `<arg_value>`.
     pub(super) key_string: Option<bool>,
-    /// How many frames were open when a JSON value in them broke off, and whether its call
-    /// was withdrawn (its arguments are not JSON). The rest of the innermost frame, up to
-    /// its end tag, belongs to that call: shown with a withdrawn call's text, dropped with a
-    /// warning after a call whose arguments were whole.
+    /// How many frames were open when a JSON value in them broke off (or a parameter's
+    /// value ended at its end tag with text and then the element's end tag after it), and
+    /// whether its call was withdrawn (its arguments are not JSON). The rest of the
+    /// innermost frame, up to its end tag, belongs to that call: shown with a withdrawn
+    /// call's text, dropped with a warning after a call whose arguments were whole.
     pub(super) broke_off: Option<(usize, bool)>,
 }
 
@@ -116,6 +117,12 @@ impl Body {
                 }
                 return true;
             }
+            Some((close, Role::Ignored)) if in_container || in_call => {
+                if !tag.self_closing {
+                    self.reading = Reading::Field(Field::Ignored { close, text: String::new() });
+                }
+                return true;
+            }
             Some((close, Role::NameField)) if in_container => {
                 self.reading = Reading::Field(Field::Name { close, text: String::new() });
                 return true;
@@ -156,6 +163,7 @@ impl Body {
                 text: String::new(),
                 string: None,
                 padding: Padding::None,
+                end_seen: None,
             });
             return true;
         }
@@ -189,6 +197,7 @@ impl Body {
             text: String::new(),
             string,
             padding,
+            end_seen: None,
         });
     }
 
@@ -203,6 +212,7 @@ impl Body {
                 text: String::new(),
                 string: self.markup.key_string.take(),
                 padding: Padding::None,
+                end_seen: None,
             }),
             _ => return,
         };

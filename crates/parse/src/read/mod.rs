@@ -417,6 +417,10 @@ impl Body {
         if let Some(step) = self.pair_item(rest, at, ctx, eof)? {
             return Ok(step);
         }
+        // A key token in a call whose arguments are token pairs.
+        if let Some(len) = self.arg_key(rest, eof)? {
+            return Ok(Took::Go(len));
+        }
         // Python calls inside markup.
         let holds_calls = matches!(
             self.markup.frames.last(),
@@ -499,7 +503,9 @@ impl Body {
     /// dropped with a warning that carries it. The rest of a call element whose arguments
     /// broke off into something that is not JSON (`<tool_call>{"name": …, "arguments":
     /// {invalid json}</tool_call>`) is read up to the end tag: the withdrawn call's text,
-    /// shown with it. Anywhere else it ends the region.
+    /// shown with it; after whole arguments (JSON, or a last parameter value whose end tag
+    /// text follows, `…</parameter> prose </invoke>`) it is dropped with a warning that
+    /// carries it. Anywhere else it ends the region.
     fn section_noise(&mut self, rest: &str, at: usize, ctx: &mut Ctx<'_, '_>, eof: bool) -> Step {
         let in_section =
             matches!(self.markup.frames.last(), Some(Elem::Pair(pair)) if pair.is_section());
@@ -536,7 +542,7 @@ impl Body {
         } else if !withdrawn {
             ctx.warn(
                 WarningCode::IgnoredText,
-                format!("text after the call's JSON inside its element was dropped: {text:?}"),
+                format!("text after the call's arguments inside its element was dropped: {text:?}"),
                 at..at + n,
             );
         }

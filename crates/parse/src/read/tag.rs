@@ -378,8 +378,10 @@ pub(crate) struct ValueEnds<'a> {
     pub(crate) enclosing: &'a [&'static str],
     /// The value is padded with line breaks (Qwen3-Coder): its own end tag at the start
     /// of a line ends it, and so does a `<parameter=` there when its end tag is missing.
-    /// Elsewhere, in every format, its end tag ends it only before another tag or the end
-    /// of the output (an inline `</parameter>` or `<|close|>argument<|sep|>` is text).
+    /// Elsewhere, in every format, its end tag followed by another tag or the end of the
+    /// output ends it; one followed by text ends it unless another end tag of its own
+    /// comes before the next markup (then the first, an inline `</parameter>` or
+    /// `<|close|>argument<|sep|>`, is text: [`scan_after_end`]).
     pub(crate) padded: bool,
     /// A token written before every tag (MiniMax-M3's `]<]minimax[>[`).
     pub(crate) namespace: Option<&'static str>,
@@ -394,6 +396,26 @@ pub(crate) enum ValueEnd {
     Missing,
     /// The input ended inside it.
     Cut,
+    /// An end tag followed by text: the value ends there unless a later end tag comes
+    /// before the next markup ([`scan_after_end`] decides).
+    Text(EndTag),
+}
+
+/// An end tag that may end a value, and its length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EndTag {
+    /// The value's own.
+    Own(usize),
+    /// One of an element around the value, which misses its own.
+    Around(usize),
+}
+
+impl EndTag {
+    pub(crate) fn len(self) -> usize {
+        match self {
+            EndTag::Own(len) | EndTag::Around(len) => len,
+        }
+    }
 }
 
 /// How far a value's text goes: `text` bytes of the input are surely its text, and
@@ -450,13 +472,14 @@ pub(crate) fn scan_value(
                 if ends.padded && line_start {
                     return ValueUpto { text: at, end: Some(ValueEnd::Closer(tag.len)) };
                 }
-                match tag_follows(tail.get(tag.len..).unwrap_or_default(), ends.namespace, eof) {
-                    Some(true) => {
-                        return ValueUpto { text: at, end: Some(ValueEnd::Closer(tag.len)) };
-                    }
-                    None => return ValueUpto { text: at, end: None },
-                    Some(false) => from = at + 1,
-                }
+                let end =
+                    match tag_follows(tail.get(tag.len..).unwrap_or_default(), ends.namespace, eof)
+                    {
+                        Some(true) => ValueEnd::Closer(tag.len),
+                        Some(false) => ValueEnd::Text(EndTag::Own(tag.len)),
+                        None => return ValueUpto { text: at, end: None },
+                    };
+                return ValueUpto { text: at, end: Some(end) };
             }
             Ok(Some(tag))
                 if tag.closing
@@ -465,11 +488,14 @@ pub(crate) fn scan_value(
                         .iter()
                         .any(|outer| !outer.is_empty() && same_tag(tag.name, outer)) =>
             {
-                match tag_follows(tail.get(tag.len..).unwrap_or_default(), ends.namespace, eof) {
-                    Some(true) => return ValueUpto { text: at, end: Some(ValueEnd::Missing) },
-                    None => return ValueUpto { text: at, end: None },
-                    Some(false) => from = at + 1,
-                }
+                let end =
+                    match tag_follows(tail.get(tag.len..).unwrap_or_default(), ends.namespace, eof)
+                    {
+                        Some(true) => ValueEnd::Missing,
+                        Some(false) => ValueEnd::Text(EndTag::Around(tag.len)),
+                        None => return ValueUpto { text: at, end: None },
+                    };
+                return ValueUpto { text: at, end: Some(end) };
             }
             Ok(Some(tag))
                 if ends.padded
@@ -492,6 +518,98 @@ pub(crate) fn scan_value(
         }
     }
     ValueUpto { text: rest.len(), end: eof.then_some(ValueEnd::Cut) }
+}
+
+/// What the input after an end tag that text follows says about the value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AfterEnd {
+    /// The value ended at that end tag.
+    Ended,
+    /// The value ended at its own end tag, and an end tag around it or the call's next
+    /// parameter follows the text after it: that text is inside the element.
+    EndedInElement,
+    /// A later end tag begins at this offset: the first one was text of the value (an
+    /// inline `</parameter>`, Kimi K3's `<|close|>argument<|sep|>`).
+    Again(usize),
+    /// Not known yet: the scan goes on from this offset when more input comes.
+    More(usize),
+}
+
+/// How far past a value's end tag another end tag of its own may show that the first one
+/// was text: tags that begin within this many bytes of it are read.
+pub(crate) const MAX_AFTER_END: usize = 4096;
+
+/// Reads on after an end tag `seen` that text follows, at the start of `rest`, in a value
+/// whose own end tag is `</close>`: a later end tag of its own (or, after an end tag
+/// around it, a later one of those) makes the first one text; a tag that starts markup (a
+/// parameter, a key, a call: in Qwen3-Coder's padded values only at the start of a line,
+/// in namespaced markup only after the token), an end tag around the value followed by a
+/// tag or the end of the output, the end of the output or [`MAX_AFTER_END`] bytes without
+/// either make it the value's end. The scan starts at `from` (past the end tag) and is
+/// bounded, so each byte is read a bounded number of times.
+pub(crate) fn scan_after_end(
+    rest: &str,
+    close: &str,
+    ends: ValueEnds<'_>,
+    seen: EndTag,
+    from: usize,
+    eof: bool,
+) -> AfterEnd {
+    debug_assert!(from >= seen.len(), "the scan starts past the end tag");
+    let bytes = rest.as_bytes();
+    // Only tags that begin before the bound count, so the answer is the same however the
+    // input was cut into chunks.
+    let window = bytes.get(..rest.len().min(MAX_AFTER_END)).unwrap_or_default();
+    let mut from = from;
+    while let Some(off) = memchr::memchr(b'<', window.get(from..).unwrap_or_default()) {
+        let at = from + off;
+        let tail = rest.get(at..).unwrap_or_default();
+        let before = rest.get(..at).unwrap_or_default();
+        let tag = match read_tag(tail, eof) {
+            Ok(Some(tag)) => tag,
+            Ok(None) => {
+                from = at + 1;
+                continue;
+            }
+            Err(Need) => return AfterEnd::More(at),
+        };
+        if tag.closing && same_tag(tag.name, close) {
+            return AfterEnd::Again(at);
+        }
+        if tag.closing {
+            let around =
+                ends.enclosing.iter().any(|outer| !outer.is_empty() && same_tag(tag.name, outer));
+            if around && matches!(seen, EndTag::Around(_)) {
+                return AfterEnd::Again(at);
+            }
+            if around {
+                match tag_follows(tail.get(tag.len..).unwrap_or_default(), ends.namespace, eof) {
+                    Some(true) => return AfterEnd::EndedInElement,
+                    None => return AfterEnd::More(at),
+                    Some(false) => {}
+                }
+            }
+        } else {
+            let row = tag_row(tag.name).map(|(_, role)| role);
+            let starts_markup = match ends.namespace {
+                Some(token) => before.ends_with(token),
+                None => row.is_some() && (!ends.padded || before.ends_with('\n')),
+            };
+            // A call's next parameter (or field) keeps the text before it inside the
+            // element; a call, a name or a container starts something else.
+            let calls = matches!(
+                row,
+                Some(Role::Call { .. } | Role::CallName { .. } | Role::Container { .. })
+            );
+            match (starts_markup, calls) {
+                (true, true) => return AfterEnd::Ended,
+                (true, false) => return AfterEnd::EndedInElement,
+                (false, _) => {}
+            }
+        }
+        from = at + 1;
+    }
+    if eof || window.len() == MAX_AFTER_END { AfterEnd::Ended } else { AfterEnd::More(rest.len()) }
 }
 
 /// Looks for `</close>` in `rest`, holding back a possible partial closer.

@@ -1,6 +1,7 @@
 //! The markup vocabulary: what each tag name means, the tag syntaxes, the namespace
 //! prefixes models put inside `<`, and the fence labels. Formats written in markup
-//! (Hermes, Qwen3-Coder, GLM, DeepSeek's DSML, MiniMax, Kimi K3…) are these rows.
+//! (Hermes, Qwen3-Coder, GLM, iQuest Coder, DeepSeek's DSML, MiniMax, Kimi K3…) are these
+//! rows.
 
 /// What a tag means in tool-call markup.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +41,8 @@ pub(crate) enum Role {
     NameField,
     /// The enclosing call's arguments, as JSON.
     ArgsField,
+    /// A field whose text is not part of the call (MCP's `<server_name>`).
+    Ignored,
 }
 
 const NAME: &[&str] = &["name"];
@@ -53,16 +56,23 @@ const fn call(in_text: bool, unnamed_holds_calls: bool) -> Role {
 }
 
 /// Every tag the markup reader knows.
-pub(crate) static TAGS: [(&str, Role); 31] = [
+pub(crate) static TAGS: [(&str, Role); 35] = [
     ("calls", container(true)),
     ("dots_function_call", container(true)),
     ("tool_call", container(true)),
+    // iQuest Coder: GLM's key/value calls in its own containers.
+    ("iquest_tool_call", container(true)),
+    ("iquestcoder_tool_call", container(true)),
     ("toolcall", container(true)),
     ("tool_calls", container(true)),
     ("function_call", container(true)),
     ("function_calls", container(true)),
     ("tools", container(true)),
     ("tool_use", container(false)),
+    // Cline's and MiroThinker's MCP calls: `<use_mcp_tool><server_name>S</server_name>
+    // <tool_name>NAME</tool_name><arguments>{json}</arguments></use_mcp_tool>`.
+    ("use_mcp_tool", container(true)),
+    ("server_name", Role::Ignored),
     ("invoke", call(true, false)),
     ("func_call", call(true, false)),
     ("function", call(true, true)),

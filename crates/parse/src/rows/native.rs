@@ -64,6 +64,17 @@ pub(crate) enum Body {
     /// Markup with this token before every tag; a tag inside a call is a parameter
     /// named by the tag (MiniMax-M3's `]<]minimax[>[`).
     NamespacedMarkup(&'static str),
+    /// Arguments as key/value pairs between tokens, values raw and typed by the schema.
+    ArgTokens(&'static ArgTokens),
+}
+
+/// The tokens of key/value arguments: `key KEY value VALUE end` (Solar Open 2's
+/// `<|tool_arg:start|>city<|tool_arg:value|>Seoul<|tool_arg:end|>`).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct ArgTokens {
+    pub(crate) key: &'static str,
+    pub(crate) value: &'static str,
+    pub(crate) end: &'static str,
 }
 
 /// The start of the output may lack the start marker, the prompt having ended in it:
@@ -169,11 +180,14 @@ static KIMI_CALL: Pair = Pair {
 /// gpt-oss Harmony: `<|start|>assistant<|channel|>commentary to=functions.NAME
 /// <|constrain|>json<|message|>{…}<|call|>`; the recipient may also sit in the role
 /// header, the call may be on the analysis channel, and the content type may be written
-/// `<|constrain|>json`, ` json` or not at all.
+/// `<|constrain|>json`, ` json` or not at all. LLM-jp-4.1 writes a space after each token
+/// (`<|channel|> commentary`, `<|constrain|>  json<|message|> {…}`).
 const HARMONY_SKIP: &[&str] = &[
     " ",
     "<|channel|>commentary",
     "<|channel|>analysis",
+    "<|channel|> commentary",
+    "<|channel|> analysis",
     "<|constrain|>json",
     "<|constrain|>",
     "json<|message|>",
@@ -207,6 +221,17 @@ static MUSE_MESSAGE: Pair = Pair {
     ..pair("gpt_oss", "to=", &["<|eot|>", "<|eom|>"])
 };
 
+/// LLM-jp-4.1: Harmony with a space after each special token, `<|start|> assistant
+/// to=functions.NAME<|channel|> commentary <|constrain|>  json<|message|> {…}`; every call
+/// but the last ends with `<|end|>` (the last one's `<|call|>` stops the generation).
+static LLM_JP_CALL: Pair = Pair { id: "llm_jp4", ends: &["<|call|>", "<|end|>"], ..HARMONY_CALL };
+
+static LLM_JP: Pair = Pair {
+    skip: &[" ", "<|channel|> commentary", "<|channel|> analysis"],
+    inner: &[&LLM_JP_CALL],
+    ..pair("llm_jp4", "<|start|> assistant", &[])
+};
+
 static HARMONY: Pair = Pair {
     skip: &[" ", "<|channel|>commentary", "<|channel|>analysis"],
     inner: &[&HARMONY_CALL, &MUSE_MESSAGE],
@@ -225,9 +250,35 @@ static MISTRAL: Pair = Pair {
 
 const MINIMAX_TOKEN: &str = "]<]minimax[>[";
 
+/// PLaMo 3: `<|plamo:begin_tool_request:plamo|><|plamo:begin_tool_name:plamo|>NAME
+/// <|plamo:end_tool_name:plamo|><|plamo:begin_tool_arguments:plamo|>` (then, as engines
+/// constrain it, `<|plamo:constrain|>json<|plamo:msg|>`) `{json}<|plamo:end_tool_arguments:plamo|>
+/// <|plamo:end_tool_request:plamo|>`, inside `<|plamo:begin_tool_requests:plamo|>`.
+static PLAMO_CALL: Pair = Pair {
+    skip: &[
+        "<|plamo:begin_tool_arguments:plamo|>",
+        "<|plamo:constrain|>json",
+        "<|plamo:msg|>",
+        "<|plamo:end_tool_arguments:plamo|>",
+    ],
+    ..named(
+        "plamo3",
+        "<|plamo:begin_tool_request:plamo|>",
+        &["<|plamo:end_tool_request:plamo|>"],
+        "<|plamo:begin_tool_name:plamo|>",
+        &[Marker::Consume("<|plamo:end_tool_name:plamo|>")],
+    )
+};
+
+static SOLAR_ARGS: ArgTokens =
+    ArgTokens { key: "<|tool_arg:start|>", value: "<|tool_arg:value|>", end: "<|tool_arg:end|>" };
+
 /// Every native pair, in the order the registry tries them.
-pub(crate) static PAIRS: [&Pair; 29] = [
+pub(crate) static PAIRS: [&Pair; 35] = [
     &pair("longcat", "<longcat_tool_call>", &["</longcat_tool_call>"]),
+    // Step-Audio 2: `<tool_call>function\nNAME\n{json}</tool_call>` (before the markup
+    // reader's `<tool_call>`, which the registry tries after every pair).
+    &named("step_audio2", "<tool_call>function\n", &["</tool_call>"], "", &[Marker::Consume("\n")]),
     &MISTRAL,
     &pair("llama3_json", "<|python_tag|>", &["<|eom_id|>", "<|eot_id|>"]),
     &pair("llama4_pythonic", "<|python_start|>", &["<|python_end|>"]),
@@ -242,6 +293,8 @@ pub(crate) static PAIRS: [&Pair; 29] = [
     &HARMONY_HEAD_CALLS[1],
     &HARMONY_HEAD_CALLS[2],
     &HARMONY_HEAD_CALLS[3],
+    &LLM_JP,
+    &Pair { start: "<|channel|> commentary to=functions.", ..LLM_JP_CALL },
     &Pair {
         body: Body::NamedObjects,
         ..pair("apertus", "<|tools_prefix|>", &["<|tools_suffix|>"])
@@ -276,6 +329,22 @@ pub(crate) static PAIRS: [&Pair; 29] = [
             &[Marker::Before("{")],
         )
     },
+    // Solar Open 2: `<|tool_call:start|>NAME\n` then `<|tool_arg:start|>KEY<|tool_arg:value|>
+    // VALUE<|tool_arg:end|>` per argument, then `<|tool_call:end|>`.
+    &Pair {
+        body: Body::ArgTokens(&SOLAR_ARGS),
+        ..named(
+            "solar_open2",
+            "<|tool_call:start|>",
+            &["<|tool_call:end|>"],
+            "",
+            &[
+                Marker::Consume("\n"),
+                Marker::Before("<|tool_arg:start|>"),
+                Marker::Before("<|tool_call:end|>"),
+            ],
+        )
+    },
     &section("deepseek_v3", "<｜tool▁calls▁begin｜>", &["<｜tool▁calls▁end｜>"], &[&DEEPSEEK_CALL]),
     &DEEPSEEK_CALL,
     &section("step3", "<｜tool_calls_begin｜>", &["<｜tool_calls_end｜>"], &[&STEP3_CALL]),
@@ -293,4 +362,11 @@ pub(crate) static PAIRS: [&Pair; 29] = [
         &[&KIMI_CALL],
     ),
     &KIMI_CALL,
+    &section(
+        "plamo3",
+        "<|plamo:begin_tool_requests:plamo|>",
+        &["<|plamo:end_tool_requests:plamo|>"],
+        &[&PLAMO_CALL],
+    ),
+    &PLAMO_CALL,
 ];

@@ -22,9 +22,9 @@ pub(crate) static MUSE_SELF: Reasoning = block("<|start|>assistant to=self<|mess
 /// Reasoning markers of each model family, in the order they are tried: `<think>`,
 /// `[THINK]` (Magistral), `<|START_THINKING|>` (Cohere), `<seed:think>` (Seed-OSS),
 /// `<mm:think>` (MiniMax-M3), `<|inner_prefix|>` (Apertus), the analysis channel
-/// (gpt-oss), Gemma 4's thought channel, Kimi K3's think channel, K2 Horizon's three
-/// think tags, Muse's `to=self`.
-pub(crate) static REASONING: [&Reasoning; 13] = [
+/// (gpt-oss, and LLM-jp-4.1's with a space after each token), Gemma 4's thought channel,
+/// Kimi K3's think channel, K2 Horizon's three think tags, Muse's `to=self`.
+pub(crate) static REASONING: [&Reasoning; 14] = [
     &THINK,
     &block("[THINK]", "[/THINK]"),
     &block("<|START_THINKING|>", "<|END_THINKING|>"),
@@ -32,6 +32,7 @@ pub(crate) static REASONING: [&Reasoning; 13] = [
     &block("<mm:think>", "</mm:think>"),
     &block("<|inner_prefix|>", "<|inner_suffix|>"),
     &block("<|channel|>analysis<|message|>", "<|end|>"),
+    &block("<|channel|> analysis<|message|>", "<|end|>"),
     &block("<|channel>thought", "<channel|>"),
     &block("<|open|>think<|sep|>", "<|close|>think<|sep|>"),
     &block("<ifm|think>", "</ifm|think>"),
@@ -43,8 +44,9 @@ pub(crate) static REASONING: [&Reasoning; 13] = [
 /// Channel markers around visible text: like reasoning markers, they are removed from
 /// it. Kimi K3's response channel, Harmony's final channel and its commentary channel
 /// without a recipient (a preamble the user sees), Muse's message headers, Functionary
-/// v3.2's `all` recipient, Cohere's response and text markers, Ling's end of turn.
-pub(crate) static CHANNELS: [Channel; 19] = [
+/// v3.2's `all` recipient, Cohere's response and text markers, Ling's end of turn. LLM-jp-4.1
+/// writes Harmony's with a space after each token.
+pub(crate) static CHANNELS: [Channel; 24] = [
     Channel::opens("<|open|>response<|sep|>"),
     Channel::plain("<|close|>response<|sep|>"),
     Channel::plain("<|close|>message<|sep|>"),
@@ -56,6 +58,11 @@ pub(crate) static CHANNELS: [Channel; 19] = [
     Channel::plain("<|end|>"),
     Channel::plain("<|start|>assistant to=user<|message|>"),
     Channel::plain("<|start|>assistant<|message|>"),
+    Channel::final_answer("<|start|> assistant<|channel|> final<|message|>"),
+    Channel::final_answer("<|channel|> final<|message|>"),
+    Channel::plain("<|start|> assistant<|channel|> commentary<|message|>"),
+    Channel::plain("<|channel|> commentary<|message|>"),
+    Channel::plain("<|start|> assistant<|message|>"),
     Channel::plain("<|eot|>"),
     Channel::plain("<|eom|>"),
     Channel::plain(">>>all\n"),

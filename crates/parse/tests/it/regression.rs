@@ -451,3 +451,64 @@ fn issue_17_arguments_that_are_not_json_stay_text() {
         assert_eq!(parsed.content, "");
     }
 }
+
+/// Issue 29: since values whose end tag is missing recover at the next tag, a value's
+/// own end tag followed by prose instead of a tag was read as text of the value, so the
+/// value ran to the end of the output and the call came out incomplete. A value's own end
+/// tag ends it; only another end tag of its own, before the next markup and within a
+/// bounded stretch, shows that the first was text written inside the value.
+#[test]
+fn issue_29_a_values_own_end_tag_ends_it_before_prose() {
+    let parsed = parse_all_ways(
+        "<func_name>get_weather</func_name><param name=\"city\">北京</param>\
+         <param name=\"unit\">celsius</param>\nI will report back once I have the result.",
+    );
+    assert_eq!(parsed.calls.len(), 1, "{parsed:?}");
+    assert!(parsed.incomplete.is_empty(), "{parsed:?}");
+    assert_eq!(parsed.calls[0].arguments, r#"{"city":"北京","unit":"celsius"}"#);
+    assert_eq!(parsed.content, "I will report back once I have the result.");
+
+    // An end tag written inside the value, then the value's own: the first is text.
+    let parsed = parse_all_ways(
+        "<invoke name=\"note\"><parameter name=\"text\">a</parameter> b</parameter>",
+    );
+    assert_eq!(parsed.calls.len(), 1, "{parsed:?}");
+    assert_eq!(parsed.calls[0].arguments, r#"{"text":"a</parameter> b"}"#);
+
+    // Past the bound of the look-ahead, the first end tag ends the value, in every chunking.
+    let far = "x".repeat(5000);
+    let parsed = parse_all_ways(&format!(
+        "<invoke name=\"note\"><parameter name=\"text\">a</parameter> {far}</parameter>"
+    ));
+    assert_eq!(parsed.calls.len(), 1, "{parsed:?}");
+    assert_eq!(parsed.calls[0].arguments, r#"{"text":"a"}"#);
+    assert!(parsed.content.starts_with("xxx"), "{parsed:?}");
+
+    // Prose between the last value and the call's end tag (before another tag or the end
+    // of the output) is the call's, dropped with a warning that carries it.
+    let parsed = parse_all_ways(
+        "<invoke name=\"note\"><parameter name=\"text\">a</parameter> done.</invoke>",
+    );
+    assert_eq!(parsed.calls.len(), 1, "{parsed:?}");
+    assert_eq!(parsed.calls[0].arguments, r#"{"text":"a"}"#);
+    assert_eq!(parsed.content, "");
+    assert_warns(&parsed, WarningCode::IgnoredText, "done.");
+
+    // Prose between two parameters of a call element is the call's too; prose after the
+    // last one, with no end tag of the element, is text.
+    let parsed = parse_all_ways(
+        "<invoke name=\"note\"><parameter name=\"a\">1</parameter> and \
+         <parameter name=\"b\">2</parameter>\nDone.",
+    );
+    assert_eq!(parsed.calls.len(), 1, "{parsed:?}");
+    assert_eq!(parsed.calls[0].arguments, r#"{"a":1,"b":2}"#);
+    assert_eq!(parsed.content, "Done.");
+    assert_warns(&parsed, WarningCode::IgnoredText, "and");
+
+    // A value whose own end tag never comes ends at the end tag around it, whatever follows.
+    let parsed = parse_all_ways("<invoke name=\"note\"><parameter name=\"text\">a</invoke>\nBye.");
+    assert_eq!(parsed.calls.len(), 1, "{parsed:?}");
+    assert_eq!(parsed.calls[0].arguments, r#"{"text":"a"}"#);
+    assert_eq!(parsed.content, "\nBye.");
+    assert_warns(&parsed, WarningCode::MissingEndMarker, "</parameter>");
+}
