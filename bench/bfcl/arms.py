@@ -10,6 +10,7 @@ import queue
 import re
 import signal
 import subprocess
+import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,8 @@ class Arm:
     what: str
     # `toolshim serve` flags after --upstream; None: requests go to the engine itself.
     flags: tuple[str, ...] | None
+    # Config file keys (TOML) for the keys that have no flag.
+    config: str = ""
 
 
 ARMS = {
@@ -36,6 +39,8 @@ ARMS = {
         Arm("native", "toolshim serve --mode native (passthrough)", ("--mode", "native")),
         Arm("emulate-no-retry", "emulate with retries off (`--max-retries 0`)",
             ("--mode", "emulate", "--max-retries", "0")),
+        Arm("emulate-no-check", "emulate without the arguments check (`check_arguments = false`)",
+            ("--mode", "emulate"), "check_arguments = false\n"),
     )
 }
 
@@ -53,8 +58,14 @@ def toolshim_bin() -> Path:
 class Gateway:
     """A `toolshim serve` on a free loopback port, stopped by `stop()`."""
 
-    def __init__(self, engine_url: str, flags: tuple[str, ...]):
+    def __init__(self, engine_url: str, flags: tuple[str, ...], config: str = ""):
         args = [str(toolshim_bin()), "serve", "--upstream", engine_url, "--listen", "127.0.0.1:0", *flags]
+        self.config_file = None
+        if config:
+            self.config_file = tempfile.NamedTemporaryFile("w", suffix=".toml", prefix="bfcl-arm-", delete=False)
+            self.config_file.write(config)
+            self.config_file.close()
+            args += ["--config", self.config_file.name]
         env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLSHIM_")}
         env.setdefault("RUST_LOG", "warn")
         self.args = args
@@ -88,6 +99,8 @@ class Gateway:
             first.put(None)
 
     def stop(self) -> None:
+        if self.config_file is not None:
+            Path(self.config_file.name).unlink(missing_ok=True)
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:

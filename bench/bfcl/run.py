@@ -65,7 +65,7 @@ class Target:
     """Where an arm's requests go, and how its retries are counted."""
 
     def __init__(self, arm: Arm, engine_url: str):
-        self.gateway = Gateway(engine_url.removesuffix("/v1"), arm.flags) if arm.flags is not None else None
+        self.gateway = Gateway(engine_url.removesuffix("/v1"), arm.flags, arm.config) if arm.flags is not None else None
         self.base_url = self.gateway.root + "/v1" if self.gateway else engine_url
         self.retries = retries_so_far(self.gateway.root) if self.gateway else 0
 
