@@ -155,6 +155,33 @@ impl ApiError {
         }
     }
 
+    /// Whether a client's retry of the same request may succeed, sent as `x-should-retry`
+    /// (the OpenAI and Anthropic SDKs honour it; without it they retry every 5xx twice).
+    /// `Some(false)` for errors the same request will meet again: the request itself, the
+    /// keys, and an emulation whose retries ran out. `Some(true)` for the transient ones.
+    /// `None` where the gateway cannot tell (an upstream's own failure, a bug): the SDKs then
+    /// go by the status. One exhaustive match, no catch-all.
+    pub fn should_retry(&self) -> Option<bool> {
+        match self {
+            ApiError::InvalidRequest { .. }
+            | ApiError::Auth(_)
+            | ApiError::NotFound(_)
+            | ApiError::ModelNotFound(_)
+            | ApiError::BodyTooLarge { .. }
+            | ApiError::UpstreamRejected { .. }
+            | ApiError::ContextOverflow { .. }
+            | ApiError::ToolCallMissing { .. }
+            | ApiError::OutputInvalid { .. } => Some(false),
+            ApiError::RequestTimeout
+            | ApiError::ShuttingDown
+            | ApiError::UpstreamRateLimited { .. }
+            | ApiError::UpstreamOverloaded { .. }
+            | ApiError::UpstreamUnavailable { .. }
+            | ApiError::UpstreamTimeout { .. } => Some(true),
+            ApiError::Upstream { .. } | ApiError::Internal(_) => None,
+        }
+    }
+
     /// The upstream's `retry-after`, passed on to the client (the SDKs honour it).
     pub fn retry_after(&self) -> Option<&str> {
         match self {

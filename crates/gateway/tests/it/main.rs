@@ -42,6 +42,8 @@
 //!   route, fallbacks, a remembered refusal of native tools, the model list, `/readyz`.
 //! - `structured` (issue 18): structured outputs on the three APIs: native `response_format`
 //!   or the prompt, the schema check, retries with the error, tools alongside.
+//! - `retry_hints`: `x-should-retry: false` on failures a client retry will not fix (the
+//!   emulation's retries ran out, a bad request), `true` on transient ones.
 //! - `shutdown`: cancelling the token refuses new connections and lets in-flight streams
 //!   finish.
 
@@ -65,6 +67,7 @@ mod openai;
 mod reasoning;
 mod requests;
 mod responses;
+mod retry_hints;
 mod routing;
 mod shutdown;
 mod streaming;
