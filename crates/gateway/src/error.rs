@@ -51,6 +51,9 @@ pub enum ApiError {
     ToolCallMissing { message: String },
     /// The answer never had the format the client asked for, retries included.
     OutputInvalid { message: String },
+    /// A call ended incomplete (cut off inside its arguments, or arguments that are not
+    /// JSON) without a token limit to blame, retries included: no finish reason fits it.
+    CallIncomplete { message: String },
     /// A bug in the gateway.
     Internal(String),
 }
@@ -76,6 +79,7 @@ impl ApiError {
             ApiError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             ApiError::ToolCallMissing { .. } => StatusCode::BAD_GATEWAY,
             ApiError::OutputInvalid { .. } => StatusCode::BAD_GATEWAY,
+            ApiError::CallIncomplete { .. } => StatusCode::BAD_GATEWAY,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -99,6 +103,7 @@ impl ApiError {
             ApiError::UpstreamTimeout { .. } => "upstream_timeout",
             ApiError::ToolCallMissing { .. } => "tool_call_missing",
             ApiError::OutputInvalid { .. } => "output_invalid",
+            ApiError::CallIncomplete { .. } => "call_incomplete",
             ApiError::Internal(_) => "internal",
         }
     }
@@ -111,7 +116,8 @@ impl ApiError {
             | ApiError::UpstreamRateLimited { message, .. }
             | ApiError::UpstreamUnavailable { message, .. }
             | ApiError::ToolCallMissing { message }
-            | ApiError::OutputInvalid { message } => message.clone(),
+            | ApiError::OutputInvalid { message }
+            | ApiError::CallIncomplete { message } => message.clone(),
             ApiError::UpstreamRejected { status, message } => {
                 format!("The upstream model rejected the request (status {status}): {message}")
             }
@@ -171,7 +177,8 @@ impl ApiError {
             | ApiError::UpstreamRejected { .. }
             | ApiError::ContextOverflow { .. }
             | ApiError::ToolCallMissing { .. }
-            | ApiError::OutputInvalid { .. } => Some(false),
+            | ApiError::OutputInvalid { .. }
+            | ApiError::CallIncomplete { .. } => Some(false),
             ApiError::RequestTimeout
             | ApiError::ShuttingDown
             | ApiError::UpstreamRateLimited { .. }

@@ -196,6 +196,10 @@ pub(crate) fn run<U: Upstream>(
                         return;
                     }
                 }
+                if shaper.incomplete_call() && !truncated {
+                    yield Err(incomplete(attempt, &raw));
+                    return;
+                }
                 separate(&mut held, attempt, &mut reasoning_shown);
                 for event in held.drain(..) {
                     yield Ok(event);
@@ -207,9 +211,15 @@ pub(crate) fn run<U: Upstream>(
             }
             // An incomplete call (cut off inside its arguments, or withdrawn because they
             // were not JSON) that could not be asked for again (it had gone out, or the
-            // retries ran out) ends the reply with `length`, as OpenAI's does for a cut-off
-            // call, so a client never takes it for a whole call.
-            let finish = if shaper.incomplete_call() || (truncated && shaper.n_calls() == 0) {
+            // retries ran out) is never passed off as a whole call. When the token limit
+            // cut it, the reply ends with `length`, as OpenAI's does for a cut-off call;
+            // otherwise no finish reason is true, and the reply fails (in-band once it
+            // went out).
+            if shaper.incomplete_call() && !truncated {
+                yield Err(incomplete(attempt, &raw));
+                return;
+            }
+            let finish = if truncated && (shaper.incomplete_call() || shaper.n_calls() == 0) {
                 Finish::Length
             } else if shaper.n_calls() > 0 {
                 Finish::ToolCalls { forced: matches!(req.tool_choice, ToolChoice::Named(_)) }
@@ -221,6 +231,17 @@ pub(crate) fn run<U: Upstream>(
             yield Ok(ChatEvent::Done(Outcome { finish, usage: spent }));
             return;
         }
+    }
+}
+
+/// The error for a call that ended incomplete with no token limit to blame; like
+/// `OutputInvalid`, it shows the start of the last reply.
+fn incomplete(attempt: u32, reply: &str) -> ApiError {
+    let shown: String = reply.chars().take(500).collect();
+    ApiError::CallIncomplete {
+        message: format!(
+            "The model's tool call was incomplete (cut off, or arguments that are not JSON) with no token limit reached, after {attempt} retries. The reply was: {shown}"
+        ),
     }
 }
 

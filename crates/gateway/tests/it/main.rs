@@ -44,6 +44,8 @@
 //!   or the prompt, the schema check, retries with the error, tools alongside.
 //! - `retry_hints`: `x-should-retry: false` on failures a client retry will not fix (the
 //!   emulation's retries ran out, a bad request), `true` on transient ones.
+//! - `finish`: `length` only when the token limit cut the reply; an incomplete call otherwise
+//!   fails the reply.
 //! - `shutdown`: cancelling the token refuses new connections and lets in-flight streams
 //!   finish.
 
@@ -61,6 +63,7 @@ mod errors;
 mod exposure;
 mod fail_closed;
 mod faults;
+mod finish;
 mod integrity;
 mod modes;
 mod openai;
