@@ -55,6 +55,7 @@ pub(crate) fn run<U: Upstream>(
             let current = plain.as_ref().unwrap_or(&req);
             let request = prompt::render(current, &settings, feedback.as_ref(), native_format);
             let sent_format = request.response_format.is_some();
+            let sent_tokens = prompt::estimate_tokens(&request.system, &request.turns);
             let mut reply = match upstream.chat(request).await {
                 Ok(reply) => {
                     if std::mem::take(&mut format_refused) {
@@ -148,12 +149,17 @@ pub(crate) fn run<U: Upstream>(
             shaper.finish(&mut produced);
             let truncated = finish_reason == Some(FinishReason::Length);
             let problem = shaper.problem();
+            // This attempt's cost; estimated (about four characters a token) when the
+            // upstream reported none.
+            let retried = spent;
+            if usage == Usage::default() {
+                usage = Usage {
+                    prompt_tokens: sent_tokens,
+                    completion_tokens: (raw.chars().count() as u64).div_ceil(4),
+                };
+            }
             spent.prompt_tokens += usage.prompt_tokens;
-            spent.completion_tokens += if usage.completion_tokens == 0 && usage.prompt_tokens == 0 {
-                (raw.chars().count() as u64).div_ceil(4)
-            } else {
-                usage.completion_tokens
-            };
+            spent.completion_tokens += usage.completion_tokens;
             if !committed {
                 if let Some(reason) = problem {
                     metrics.retry(reason.as_str(), attempt < max_retries);
@@ -228,7 +234,7 @@ pub(crate) fn run<U: Upstream>(
             };
             metrics.calls(shaper.n_calls());
             tracing::info!(engaged, calls = shaper.n_calls(), attempt, "reply finished");
-            yield Ok(ChatEvent::Done(Outcome { finish, usage: spent }));
+            yield Ok(ChatEvent::Done(Outcome { finish, usage: spent, retried }));
             return;
         }
     }

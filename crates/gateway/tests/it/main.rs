@@ -46,6 +46,7 @@
 //!   emulation's retries ran out, a bad request), `true` on transient ones.
 //! - `finish`: `length` only when the token limit cut the reply; an incomplete call otherwise
 //!   fails the reply.
+//! - `usage`: the usage of every attempt, on the three APIs, streamed and not.
 //! - `shutdown`: cancelling the token refuses new connections and lets in-flight streams
 //!   finish.
 
@@ -75,3 +76,4 @@ mod routing;
 mod shutdown;
 mod streaming;
 mod structured;
+mod usage;
