@@ -51,6 +51,9 @@ pub enum ApiError {
     ToolCallMissing { message: String },
     /// The answer never had the format the client asked for, retries included.
     OutputInvalid { message: String },
+    /// A call ended incomplete (cut off inside its arguments, or arguments that are not
+    /// JSON) without a token limit to blame, retries included: no finish reason fits it.
+    CallIncomplete { message: String },
     /// A bug in the gateway.
     Internal(String),
 }
@@ -76,6 +79,7 @@ impl ApiError {
             ApiError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             ApiError::ToolCallMissing { .. } => StatusCode::BAD_GATEWAY,
             ApiError::OutputInvalid { .. } => StatusCode::BAD_GATEWAY,
+            ApiError::CallIncomplete { .. } => StatusCode::BAD_GATEWAY,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -99,6 +103,7 @@ impl ApiError {
             ApiError::UpstreamTimeout { .. } => "upstream_timeout",
             ApiError::ToolCallMissing { .. } => "tool_call_missing",
             ApiError::OutputInvalid { .. } => "output_invalid",
+            ApiError::CallIncomplete { .. } => "call_incomplete",
             ApiError::Internal(_) => "internal",
         }
     }
@@ -111,7 +116,8 @@ impl ApiError {
             | ApiError::UpstreamRateLimited { message, .. }
             | ApiError::UpstreamUnavailable { message, .. }
             | ApiError::ToolCallMissing { message }
-            | ApiError::OutputInvalid { message } => message.clone(),
+            | ApiError::OutputInvalid { message }
+            | ApiError::CallIncomplete { message } => message.clone(),
             ApiError::UpstreamRejected { status, message } => {
                 format!("The upstream model rejected the request (status {status}): {message}")
             }
@@ -152,6 +158,34 @@ impl ApiError {
             | ApiError::UpstreamTimeout { detail } => detail.clone(),
             ApiError::Internal(what) => what.clone(),
             other => other.message(),
+        }
+    }
+
+    /// Whether a client's retry of the same request may succeed, sent as `x-should-retry`
+    /// (the OpenAI and Anthropic SDKs honour it; without it they retry every 5xx twice).
+    /// `Some(false)` for errors the same request will meet again: the request itself, the
+    /// keys, and an emulation whose retries ran out. `Some(true)` for the transient ones.
+    /// `None` where the gateway cannot tell (an upstream's own failure, a bug): the SDKs then
+    /// go by the status. One exhaustive match, no catch-all.
+    pub fn should_retry(&self) -> Option<bool> {
+        match self {
+            ApiError::InvalidRequest { .. }
+            | ApiError::Auth(_)
+            | ApiError::NotFound(_)
+            | ApiError::ModelNotFound(_)
+            | ApiError::BodyTooLarge { .. }
+            | ApiError::UpstreamRejected { .. }
+            | ApiError::ContextOverflow { .. }
+            | ApiError::ToolCallMissing { .. }
+            | ApiError::OutputInvalid { .. }
+            | ApiError::CallIncomplete { .. } => Some(false),
+            ApiError::RequestTimeout
+            | ApiError::ShuttingDown
+            | ApiError::UpstreamRateLimited { .. }
+            | ApiError::UpstreamOverloaded { .. }
+            | ApiError::UpstreamUnavailable { .. }
+            | ApiError::UpstreamTimeout { .. } => Some(true),
+            ApiError::Upstream { .. } | ApiError::Internal(_) => None,
         }
     }
 

@@ -1,4 +1,5 @@
-//! The request id, and the one place requests are logged and counted.
+//! The request id, the one place requests are logged and counted, and the one place an
+//! error response gets its `x-should-retry` header.
 //!
 //! A request is counted when its response body ends (or is dropped), not when its head is
 //! sent, so a stream's duration is the real one and an error reported in-band after
@@ -24,6 +25,9 @@ use crate::metrics::Metrics;
 use crate::state::AppState;
 
 pub(crate) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// Whether the client should retry an error response (`ApiError::should_retry`).
+const SHOULD_RETRY: HeaderName = HeaderName::from_static("x-should-retry");
 
 /// A client's `x-request-id` is kept only when it is this short and printable ASCII.
 const MAX_CLIENT_ID: usize = 128;
@@ -86,6 +90,11 @@ pub(crate) async fn observe(
     }
     let status = response.status().as_u16();
     let head_error = response.extensions().get::<ApiError>().cloned();
+    // Whether a client retry may help, for every family's errors alike (`should_retry`).
+    if let Some(retry) = head_error.as_ref().and_then(ApiError::should_retry) {
+        let value = HeaderValue::from_static(if retry { "true" } else { "false" });
+        response.headers_mut().insert(SHOULD_RETRY, value);
+    }
     let in_band = response.extensions().get::<InBandError>().cloned();
     let done =
         Done { metrics: Arc::clone(&state.metrics), route, status, started, head_error, in_band };

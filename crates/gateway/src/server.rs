@@ -227,14 +227,34 @@ const BUSY_RESPONSE: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type:
 /// Connections past the cap that are waiting for a place or being answered 503, at once.
 const MAX_REFUSALS: usize = 64;
 
-/// How long a connection past the cap waits for the place an eviction frees.
-const EVICTION_WAIT: Duration = Duration::from_millis(100);
-
-/// The open connections, for eviction at the cap.
-#[derive(Debug, Default)]
+/// The open connections, for eviction at the cap, and the connections past the cap waiting
+/// for a place. Ids are given in the order connections are accepted.
+#[derive(Debug)]
 struct Registry {
+    /// The places (the semaphore's permits).
+    cap: usize,
     next_id: AtomicUsize,
-    open: Mutex<Vec<Registered>>,
+    places: Mutex<Places>,
+    /// A connection was registered or removed.
+    changed: Notify,
+}
+
+#[derive(Debug, Default)]
+struct Places {
+    open: Vec<Registered>,
+    /// Connections past the cap waiting for a place.
+    waiting: usize,
+}
+
+/// What a connection past the cap may count on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Room {
+    /// As many places are on their way (connections being evicted, permits not yet taken
+    /// up by a connection) as connections wait.
+    Coming,
+    /// No place is coming, none is being freed, and there is nothing to evict: every
+    /// connection accepted before this one has a request in flight.
+    Full,
 }
 
 #[derive(Debug)]
@@ -245,37 +265,120 @@ struct Registered {
 }
 
 impl Registry {
-    fn add(&self, activity: Arc<Activity>, evict: CancellationToken) -> usize {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.open.lock().unwrap_or_else(PoisonError::into_inner).push(Registered {
-            id,
-            activity,
-            evict,
-        });
-        id
-    }
-
-    fn remove(&self, id: usize) {
-        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(at) = open.iter().position(|entry| entry.id == id) {
-            open.swap_remove(at);
+    fn new(cap: usize) -> Registry {
+        Registry {
+            cap,
+            next_id: AtomicUsize::new(0),
+            places: Mutex::new(Places::default()),
+            changed: Notify::new(),
         }
     }
 
-    /// Closes the connection that has waited longest with no request in flight, if any.
-    fn evict_oldest_waiting(&self) {
-        let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        let oldest = open
+    fn places(&self) -> std::sync::MutexGuard<'_, Places> {
+        self.places.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The id of a connection just accepted.
+    fn next_id(&self) -> usize {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn add(&self, id: usize, activity: Arc<Activity>, evict: CancellationToken) {
+        self.places().open.push(Registered { id, activity, evict });
+        self.changed.notify_waiters();
+    }
+
+    fn remove(&self, id: usize) {
+        let mut places = self.places();
+        if let Some(at) = places.open.iter().position(|entry| entry.id == id) {
+            places.open.swap_remove(at);
+        }
+        drop(places);
+        self.changed.notify_waiters();
+    }
+
+    /// For connection `id`, waiting past the cap: when fewer places are on their way than
+    /// connections wait, closes the connection accepted before it that has waited longest
+    /// with no request in flight (one accepted later never makes room for an earlier one).
+    /// With none to close, it waits while places are being freed (a connection it could
+    /// close may be placed then), and is `Full` when none are.
+    fn make_room(&self, id: usize) -> Room {
+        let places = self.places();
+        let closing = places.open.iter().filter(|entry| entry.evict.is_cancelled()).count();
+        let unclaimed = self.cap.saturating_sub(places.open.len());
+        if closing + unclaimed >= places.waiting {
+            return Room::Coming;
+        }
+        let oldest = places
+            .open
             .iter()
-            .filter(|entry| !entry.evict.is_cancelled())
+            .filter(|entry| entry.id < id && !entry.evict.is_cancelled())
             .filter_map(|entry| match entry.activity.get() {
                 Phase::Idle { since } | Phase::Head { since } => Some((since, entry)),
                 Phase::Busy { .. } => None,
             })
             .min_by_key(|(since, _)| *since);
-        if let Some((_, entry)) = oldest {
-            entry.evict.cancel();
+        match oldest {
+            Some((_, entry)) => {
+                entry.evict.cancel();
+                Room::Coming
+            }
+            None if closing + unclaimed > 0 => Room::Coming,
+            None => Room::Full,
         }
+    }
+
+    /// Waits for a place for connection `id`, past the cap: in the queue for a permit first,
+    /// then making room as long as too few places are coming. `None` when there is no room
+    /// (`Room::Full`) or none came within `within` (the header-read timeout: a connection
+    /// that waits has not had its head read).
+    async fn wait_for_place(
+        &self,
+        id: usize,
+        permits: Arc<Semaphore>,
+        within: Duration,
+    ) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        use futures::FutureExt;
+        let acquire = permits.acquire_owned();
+        tokio::pin!(acquire);
+        // In the queue first, then make room: the place an eviction frees goes to a
+        // connection that waits for one, never to the next one accepted.
+        if let Some(place) = (&mut acquire).now_or_never() {
+            return place.ok();
+        }
+        let _waiting = Waiting::new(self);
+        let wait = async {
+            loop {
+                let changed = self.changed.notified();
+                tokio::pin!(changed);
+                changed.as_mut().enable();
+                if self.make_room(id) == Room::Full {
+                    return None;
+                }
+                tokio::select! {
+                    place = &mut acquire => return place.ok(),
+                    () = &mut changed => {}
+                }
+            }
+        };
+        tokio::time::timeout(within, wait).await.ok().flatten()
+    }
+}
+
+/// A connection counted in `Places::waiting` until it is dropped.
+struct Waiting<'a>(&'a Registry);
+
+impl Waiting<'_> {
+    fn new(registry: &Registry) -> Waiting<'_> {
+        registry.places().waiting += 1;
+        Waiting(registry)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        let mut places = self.0.places();
+        places.waiting = places.waiting.saturating_sub(1);
     }
 }
 
@@ -298,10 +401,10 @@ struct Placed {
 }
 
 impl Serve {
-    fn place(&self, permit: tokio::sync::OwnedSemaphorePermit) -> Placed {
+    fn place(&self, id: usize, permit: tokio::sync::OwnedSemaphorePermit) -> Placed {
         let activity = Arc::new(Activity::new());
         let evict = CancellationToken::new();
-        let id = self.registry.add(Arc::clone(&activity), evict.clone());
+        self.registry.add(id, Arc::clone(&activity), evict.clone());
         Placed { id, activity, evict, permit }
     }
 
@@ -345,7 +448,7 @@ pub(crate) async fn serve(
     let in_flight = Arc::new(AtomicUsize::new(0));
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     let refusals = Arc::new(Semaphore::new(MAX_REFUSALS));
-    let registry = Arc::new(Registry::default());
+    let registry = Arc::new(Registry::new(limits.max_connections));
     loop {
         let accepted = tokio::select! {
             () = shutdown.cancelled() => break,
@@ -368,17 +471,19 @@ pub(crate) async fn serve(
             in_flight: Arc::clone(&in_flight),
             registry: Arc::clone(&registry),
         };
+        let id = serve.registry.next_id();
         if let Ok(permit) = Arc::clone(&permits).try_acquire_owned() {
             // Registered here, not in its task: a burst accepts many connections before
             // their tasks run, and the ones after the cap must find them to evict.
-            let placed = serve.place(permit);
+            let placed = serve.place(id, permit);
             tracker.spawn(serve.run(tcp, peer, placed));
             continue;
         }
         // At the cap. The connection that has waited longest without a request in flight
-        // (an idle one, or one sending its head slowly) makes room; the new one waits a
-        // moment for its place, and is answered 503 if none comes. A few at a time; past
-        // that, it is closed at once.
+        // (an idle one, or one sending its head slowly) makes room; the new one waits for
+        // its place (`Registry::wait_for_place`: for connections to close, never for a
+        // set time), and is answered 503 if there is no room. A few at a time; past that,
+        // it is closed at once.
         let Ok(slot) = Arc::clone(&refusals).try_acquire_owned() else {
             tracing::warn!(peer = %peer, max_connections = limits.max_connections, "connection closed: too many open connections");
             drop(tcp);
@@ -386,29 +491,14 @@ pub(crate) async fn serve(
         };
         let permits = Arc::clone(&permits);
         tracker.spawn(async move {
-            let acquire = permits.acquire_owned();
-            tokio::pin!(acquire);
-            // In the queue first, then make room: the place an eviction frees goes to a
-            // connection that waits for one, never to the next one accepted.
-            let queued = tokio::select! {
-                biased;
-                place = &mut acquire => Some(place),
-                () = std::future::ready(()) => None,
-            };
-            let place = match queued {
-                Some(place) => Ok(place),
-                None => {
-                    serve.registry.evict_oldest_waiting();
-                    tokio::time::timeout(EVICTION_WAIT, acquire).await
-                }
-            };
+            let place = serve.registry.wait_for_place(id, permits, limits.header_read).await;
             drop(slot);
             match place {
-                Ok(Ok(permit)) => {
-                    let placed = serve.place(permit);
+                Some(permit) => {
+                    let placed = serve.place(id, permit);
                     serve.run(tcp, peer, placed).await;
                 }
-                _ => {
+                None => {
                     tracing::warn!(peer = %peer, max_connections = limits.max_connections, "connection refused: too many open connections");
                     refuse(tcp).await;
                 }

@@ -55,6 +55,7 @@ pub(crate) fn run<U: Upstream>(
             let current = plain.as_ref().unwrap_or(&req);
             let request = prompt::render(current, &settings, feedback.as_ref(), native_format);
             let sent_format = request.response_format.is_some();
+            let sent_tokens = prompt::estimate_tokens(&request.system, &request.turns);
             let mut reply = match upstream.chat(request).await {
                 Ok(reply) => {
                     if std::mem::take(&mut format_refused) {
@@ -152,12 +153,17 @@ pub(crate) fn run<U: Upstream>(
             shaper.finish(&mut produced);
             let truncated = finish_reason == Some(FinishReason::Length);
             let problem = shaper.problem();
+            // This attempt's cost; estimated (about four characters a token) when the
+            // upstream reported none.
+            let retried = spent;
+            if usage == Usage::default() {
+                usage = Usage {
+                    prompt_tokens: sent_tokens,
+                    completion_tokens: (raw.chars().count() as u64).div_ceil(4),
+                };
+            }
             spent.prompt_tokens += usage.prompt_tokens;
-            spent.completion_tokens += if usage.completion_tokens == 0 && usage.prompt_tokens == 0 {
-                (raw.chars().count() as u64).div_ceil(4)
-            } else {
-                usage.completion_tokens
-            };
+            spent.completion_tokens += usage.completion_tokens;
             if !committed {
                 if let Some(reason) = problem {
                     metrics.retry(reason.as_str(), attempt < max_retries);
@@ -200,6 +206,10 @@ pub(crate) fn run<U: Upstream>(
                         return;
                     }
                 }
+                if shaper.incomplete_call() && !truncated {
+                    yield Err(incomplete(attempt, &raw));
+                    return;
+                }
                 separate(&mut held, attempt, &mut reasoning_shown);
                 for event in held.drain(..) {
                     yield Ok(event);
@@ -211,9 +221,15 @@ pub(crate) fn run<U: Upstream>(
             }
             // An incomplete call (cut off inside its arguments, or withdrawn because they
             // were not JSON) that could not be asked for again (it had gone out, or the
-            // retries ran out) ends the reply with `length`, as OpenAI's does for a cut-off
-            // call, so a client never takes it for a whole call.
-            let finish = if shaper.incomplete_call() || (truncated && shaper.n_calls() == 0) {
+            // retries ran out) is never passed off as a whole call. When the token limit
+            // cut it, the reply ends with `length`, as OpenAI's does for a cut-off call;
+            // otherwise no finish reason is true, and the reply fails (in-band once it
+            // went out).
+            if shaper.incomplete_call() && !truncated {
+                yield Err(incomplete(attempt, &raw));
+                return;
+            }
+            let finish = if truncated && (shaper.incomplete_call() || shaper.n_calls() == 0) {
                 Finish::Length
             } else if shaper.n_calls() > 0 {
                 Finish::ToolCalls { forced: matches!(req.tool_choice, ToolChoice::Named(_)) }
@@ -222,9 +238,20 @@ pub(crate) fn run<U: Upstream>(
             };
             metrics.calls(shaper.n_calls());
             tracing::info!(engaged, calls = shaper.n_calls(), attempt, "reply finished");
-            yield Ok(ChatEvent::Done(Outcome { finish, usage: spent }));
+            yield Ok(ChatEvent::Done(Outcome { finish, usage: spent, retried }));
             return;
         }
+    }
+}
+
+/// The error for a call that ended incomplete with no token limit to blame; like
+/// `OutputInvalid`, it shows the start of the last reply.
+fn incomplete(attempt: u32, reply: &str) -> ApiError {
+    let shown: String = reply.chars().take(500).collect();
+    ApiError::CallIncomplete {
+        message: format!(
+            "The model's tool call was incomplete (cut off, or arguments that are not JSON) with no token limit reached, after {attempt} retries. The reply was: {shown}"
+        ),
     }
 }
 

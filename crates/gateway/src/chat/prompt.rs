@@ -101,6 +101,12 @@ fn shows_contract(req: &ChatRequest) -> bool {
 /// and for `count_tokens`.
 pub(crate) fn estimate_input_tokens(req: &ChatRequest, format: CallFormat) -> u64 {
     let (system, turns) = render_messages(req, format);
+    estimate_tokens(&system, &turns)
+}
+
+/// The same estimate for a prompt as rendered (a retry's included), for the usage of an
+/// attempt whose upstream reported none.
+pub(crate) fn estimate_tokens(system: &str, turns: &[Turn]) -> u64 {
     let chars: usize =
         system.chars().count() + turns.iter().map(|t| t.text.chars().count()).sum::<usize>();
     let n_messages = turns.len() + usize::from(!system.is_empty());

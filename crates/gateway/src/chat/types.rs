@@ -111,7 +111,11 @@ pub(crate) enum ChatEvent {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Outcome {
     pub(crate) finish: Finish,
+    /// What every attempt cost, retries included.
     pub(crate) usage: Usage,
+    /// What the attempts before the last one cost (counted in `usage` too), for a family
+    /// that counts the last attempt's prompt its own way (Anthropic's `input_tokens`).
+    pub(crate) retried: Usage,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -42,6 +42,11 @@
 //!   route, fallbacks, a remembered refusal of native tools, the model list, `/readyz`.
 //! - `structured` (issue 18): structured outputs on the three APIs: native `response_format`
 //!   or the prompt, the schema check, retries with the error, tools alongside.
+//! - `retry_hints`: `x-should-retry: false` on failures a client retry will not fix (the
+//!   emulation's retries ran out, a bad request), `true` on transient ones.
+//! - `finish`: `length` only when the token limit cut the reply; an incomplete call otherwise
+//!   fails the reply.
+//! - `usage`: the usage of every attempt, on the three APIs, streamed and not.
 //! - `shutdown`: cancelling the token refuses new connections and lets in-flight streams
 //!   finish.
 
@@ -59,13 +64,16 @@ mod errors;
 mod exposure;
 mod fail_closed;
 mod faults;
+mod finish;
 mod integrity;
 mod modes;
 mod openai;
 mod reasoning;
 mod requests;
 mod responses;
+mod retry_hints;
 mod routing;
 mod shutdown;
 mod streaming;
 mod structured;
+mod usage;

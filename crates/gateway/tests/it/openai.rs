@@ -357,7 +357,8 @@ async fn call_cut_off_by_the_token_limit_is_retried() {
 
 /// A call cut off inside its arguments is incomplete whatever the upstream's finish reason
 /// says (a stop sequence, an upstream that reports `stop`): it is asked for again, and a
-/// reply that still carries one ends with `length`, never as a whole call.
+/// reply that still carries one is never a whole call: it fails (`length` only when the token
+/// limit cut it; `finish.rs`).
 #[tokio::test]
 async fn issue_17_an_incomplete_call_is_asked_for_again_whatever_the_finish_reason() {
     let gw = spawn_gateway(|_| {}).await;
@@ -368,18 +369,19 @@ async fn issue_17_an_incomplete_call_is_asked_for_again_whatever_the_finish_reas
     assert_eq!(args(&calls(&completion)[0]), json!({"city": "Paris"}), "{completion:#}");
     assert_eq!(finish_reason(&completion), "tool_calls");
     assert_eq!(gw.upstream.requests().len(), 2);
-    // Retries spent (max_retries 1): the cut call comes back with `length`.
+    // Retries spent (max_retries 1), with no token limit to blame: a 502.
     gw.upstream.push(Reply::text(cut).finish("stop"));
     gw.upstream.push(Reply::text(cut).finish("stop"));
-    let completion = gw.complete(&request("Weather in Paris?")).await;
-    assert_eq!(finish_reason(&completion), "length", "{completion:#}");
+    let (status, value) = gw.chat(&request("Weather in Paris?")).await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY, "{value:#}");
+    assert_eq!(crate::common::assert_error_shape(&value)["code"], "call_incomplete");
 }
 
 /// Issue 17: arguments that are not JSON make no call. The reply is asked for again as
-/// malformed; when the retries are spent, the call's text is the content (the call itself
-/// ends incomplete, so the reply finishes with `length`).
+/// malformed; when the retries are spent, the reply fails (there is no token limit to blame
+/// for the incomplete call, so `length` would be false) and the error shows the text.
 #[tokio::test]
-async fn issue_17_arguments_that_are_not_json_are_asked_for_again_then_shown() {
+async fn issue_17_arguments_that_are_not_json_are_asked_for_again_then_shown_in_an_error() {
     let gw = spawn_gateway(|_| {}).await;
     let broken =
         "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {city = Paris}}\n</tool_call>";
@@ -393,9 +395,11 @@ async fn issue_17_arguments_that_are_not_json_are_asked_for_again_then_shown() {
     assert!(requests[1].to_string().contains("could not be read"), "{:#}", requests[1]);
     gw.upstream.push(Reply::text(broken));
     gw.upstream.push(Reply::text(broken));
-    let completion = gw.complete(&request("Weather in Paris?")).await;
-    assert_eq!(message(&completion)["content"], broken, "{completion:#}");
-    assert_eq!(finish_reason(&completion), "length");
+    let (status, value) = gw.chat(&request("Weather in Paris?")).await;
+    assert_eq!(status, StatusCode::BAD_GATEWAY, "{value:#}");
+    let error = crate::common::assert_error_shape(&value);
+    assert_eq!(error["code"], "call_incomplete");
+    assert!(error["message"].as_str().unwrap().ends_with(broken), "{error:#}");
 }
 
 #[tokio::test]

@@ -9,18 +9,18 @@ use serde_json::{Value, json};
 use crate::common::api::within;
 use crate::common::{Reply, TestGateway, hermes, spawn_gateway};
 
-fn weather() -> Value {
+pub(crate) fn weather() -> Value {
     json!({"type": "function", "name": "get_weather", "parameters": {"type": "object",
         "properties": {"city": {"type": "string"}}, "required": ["city"]}})
 }
 
-async fn post(gw: &TestGateway, body: &Value) -> reqwest::Response {
+pub(crate) async fn post(gw: &TestGateway, body: &Value) -> reqwest::Response {
     within(gw.http().post(gw.url("/v1/responses")).json(body).send()).await.unwrap()
 }
 
 /// The events of a streamed response, checked on the way: one `event:` line naming the JSON
 /// `type`, sequence numbers from 0, every output index added before its deltas and done once.
-fn events(body: &str) -> Vec<Value> {
+pub(crate) fn events(body: &str) -> Vec<Value> {
     let mut out = Vec::new();
     let mut added = std::collections::BTreeMap::new();
     for frame in body.split("\n\n").filter(|f| !f.is_empty() && !f.starts_with(':')) {

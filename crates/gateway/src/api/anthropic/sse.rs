@@ -161,8 +161,9 @@ impl Encoder {
             ChatEvent::Done(outcome) => {
                 self.close(out);
                 let output_tokens = outcome.usage.completion_tokens.max(1);
-                // The same input count as `message_start` and `count_tokens` (one rendering).
-                let input_tokens = self.input_tokens;
+                // The same input count as `message_start` and `count_tokens` (one rendering),
+                // plus what the emulation's retries cost.
+                let input_tokens = self.input_tokens + outcome.retried.prompt_tokens;
                 out.push(frame(
                     "message_delta",
                     &json!({"type": "message_delta",
@@ -233,8 +234,11 @@ impl Collector {
         input_tokens: u64,
         drop_text: bool,
     ) -> MessageResponse {
-        let outcome =
-            self.outcome.unwrap_or(Outcome { finish: Finish::Stop, usage: Default::default() });
+        let outcome = self.outcome.unwrap_or(Outcome {
+            finish: Finish::Stop,
+            usage: Default::default(),
+            retried: Default::default(),
+        });
         let has_calls = self.blocks.iter().any(|(name, _)| name.is_some());
         let thinking = (!self.thinking.is_empty()).then(|| Block::Thinking {
             thinking: self.thinking,
@@ -266,7 +270,10 @@ impl Collector {
             content,
             stop_reason: Some(stop_reason(outcome.finish)),
             stop_sequence: None,
-            usage: usage(input_tokens, outcome.usage.completion_tokens),
+            usage: usage(
+                input_tokens + outcome.retried.prompt_tokens,
+                outcome.usage.completion_tokens,
+            ),
         }
     }
 }

@@ -38,6 +38,7 @@ pub(crate) fn body(err: &ApiError) -> serde_json::Value {
             ("server_error", Some("tool_call_missing".into()), None)
         }
         ApiError::OutputInvalid { .. } => ("server_error", Some("output_invalid".into()), None),
+        ApiError::CallIncomplete { .. } => ("server_error", Some("call_incomplete".into()), None),
         ApiError::Upstream { .. }
         | ApiError::UpstreamUnavailable { .. }
         | ApiError::Internal(_) => ("server_error", None, None),

@@ -207,8 +207,11 @@ impl Collector {
         model: String,
         legacy: bool,
     ) -> Completion {
-        let outcome =
-            self.outcome.unwrap_or(Outcome { finish: Finish::Stop, usage: Default::default() });
+        let outcome = self.outcome.unwrap_or(Outcome {
+            finish: Finish::Stop,
+            usage: Default::default(),
+            retried: Default::default(),
+        });
         let content =
             if self.text.is_empty() && !self.calls.is_empty() { None } else { Some(self.text) };
         let mut calls = self.calls.into_iter().map(|(id, name, arguments)| {

@@ -27,6 +27,7 @@ pub(crate) fn code(err: &ApiError) -> &'static str {
         ApiError::UpstreamOverloaded { .. } => "server_is_overloaded",
         ApiError::ToolCallMissing { .. } => "tool_call_missing",
         ApiError::OutputInvalid { .. } => "output_invalid",
+        ApiError::CallIncomplete { .. } => "call_incomplete",
         ApiError::InvalidRequest { .. }
         | ApiError::Auth(_)
         | ApiError::NotFound(_)

@@ -413,7 +413,8 @@ impl Builder {
     /// The finished response object (for a non-streaming request).
     pub(crate) fn finish(mut self) -> Value {
         if self.done.is_none() {
-            self.push(&ChatEvent::Done(Outcome { finish: Finish::Stop, usage: Usage::default() }));
+            let (usage, retried) = (Usage::default(), Usage::default());
+            self.push(&ChatEvent::Done(Outcome { finish: Finish::Stop, usage, retried }));
         }
         self.done.unwrap_or(Value::Null)
     }
@@ -552,7 +553,8 @@ mod tests {
     }
 
     fn done(finish: Finish) -> ChatEvent {
-        ChatEvent::Done(Outcome { finish, usage: Usage { prompt_tokens: 0, completion_tokens: 5 } })
+        let usage = Usage { prompt_tokens: 0, completion_tokens: 5 };
+        ChatEvent::Done(Outcome { finish, usage, retried: Usage::default() })
     }
 
     #[test]
