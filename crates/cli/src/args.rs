@@ -212,7 +212,9 @@ a value names where it came from: the file and line, the variable or the flag):
   calls; replies are parsed in every dialect), reasoning_calls (ignore or allow [ignore]:
   whether calls inside reasoning count), max_retries [1], check_arguments (true or false
   [true]: an emulated call's arguments are checked against the tool's schema; one that does
-  not fit is asked for again, one to a strict tool never goes out), body_limit_bytes [16 MiB],
+  not fit is asked for again, one to a strict tool never goes out), native_repair (true or
+  false [true]: in native and auto modes, calls the upstream left in its text become calls),
+  body_limit_bytes [16 MiB],
   drain_timeout_secs [30]
   connection limits: max_connections [4096, lowered to fit `ulimit -n`],
   header_read_timeout_secs [10], body_read_timeout_secs [60], keep_alive_timeout_secs [60],

@@ -89,6 +89,9 @@ pub struct Config {
     /// Whether an emulated call's arguments are checked against its tool's schema (a call
     /// that does not fit is asked for again; one to a strict tool never goes out).
     pub check_arguments: bool,
+    /// Whether a native reply to a request with tools is read for calls the upstream left in
+    /// its text (Chat Completions in `native` and `auto` modes).
+    pub native_repair: bool,
     /// The largest request body accepted, in bytes.
     pub body_limit_bytes: usize,
     /// How long in-flight requests may take to finish after a shutdown signal, in seconds.
@@ -213,6 +216,7 @@ impl Default for Config {
             native_refusal_secs: 600.0,
             max_retries: 1,
             check_arguments: true,
+            native_repair: true,
             body_limit_bytes: 16 << 20,
             drain_timeout_secs: 30.0,
             max_connections: 4096,
@@ -747,7 +751,7 @@ struct Walk<'a, 'p> {
 }
 
 /// The keys a config file may have at each level.
-const TOP_KEYS: &str = "listen, api_keys, mode, call_format, reasoning_calls, default_upstream, native_refusal_secs, max_retries, check_arguments, body_limit_bytes, drain_timeout_secs, max_connections, header_read_timeout_secs, body_read_timeout_secs, keep_alive_timeout_secs, stream_keepalive_secs, readyz_cache_secs, [upstream], [upstreams.NAME], [models.NAME]";
+const TOP_KEYS: &str = "listen, api_keys, mode, call_format, reasoning_calls, default_upstream, native_refusal_secs, max_retries, check_arguments, native_repair, body_limit_bytes, drain_timeout_secs, max_connections, header_read_timeout_secs, body_read_timeout_secs, keep_alive_timeout_secs, stream_keepalive_secs, readyz_cache_secs, [upstream], [upstreams.NAME], [models.NAME]";
 const UPSTREAM_KEYS: &str = "url, api, api_key_env, connect_timeout_secs, first_byte_timeout_secs, idle_timeout_secs, max_reply_bytes, max_line_bytes, probe_timeout_secs, error_body_timeout_secs";
 const MODEL_KEYS: &str = "upstream, mode, call_format, reasoning_calls";
 const NAMED_UPSTREAM_KEYS: &str = "url, api, api_key_env, connect_timeout_secs, first_byte_timeout_secs, idle_timeout_secs, max_reply_bytes, max_line_bytes, probe_timeout_secs, error_body_timeout_secs, mode, call_format, models, aliases, model, fallback";
@@ -838,6 +842,7 @@ impl Walk<'_, '_> {
             ["reasoning_calls"] => config.reasoning_calls = value(item)?,
             ["max_retries"] => config.max_retries = value(item)?,
             ["check_arguments"] => config.check_arguments = value(item)?,
+            ["native_repair"] => config.native_repair = value(item)?,
             ["body_limit_bytes"] => config.body_limit_bytes = value(item)?,
             ["drain_timeout_secs"] => config.drain_timeout_secs = value(item)?,
             ["max_connections"] => config.max_connections = value(item)?,

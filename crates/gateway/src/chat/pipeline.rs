@@ -101,6 +101,12 @@ pub(crate) fn run<U: Upstream>(
                     }
                     Ok(UpstreamEvent::Finish(reason)) => finish_reason = Some(reason),
                     Ok(UpstreamEvent::Usage(u)) => usage = u,
+                    // The emulated request declared no tools; the wires never read calls
+                    // out of its reply.
+                    Ok(UpstreamEvent::Call(_)) => {
+                        failed = Some(ApiError::Internal("a native call in a reply to an emulated request".into()));
+                        break;
+                    }
                     Err(err) => {
                         failed = Some(err);
                         break;
@@ -341,6 +347,15 @@ mod tests {
         run(upstream.clone(), settings(), metrics, req, true).collect().await
     }
 
+    /// The same, for a client that does not stream (nothing commits before the reply ends).
+    async fn collect_whole(
+        upstream: &Scripted,
+        req: ChatRequest,
+    ) -> Vec<Result<ChatEvent, ApiError>> {
+        let metrics = Arc::new(Metrics::new());
+        run(upstream.clone(), settings(), metrics, req, false).collect().await
+    }
+
     const CALL: &str =
         "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>";
 
@@ -423,10 +438,15 @@ mod tests {
 
     const SCHEMA_COPIED: &str = "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": {\"type\": \"string\"}}}</tool_call>";
 
+    /// A streamed call goes out as it is written (the reply commits when it begins), so the
+    /// check asks again before anything went out: a whole reply, or a strict tool's call.
     #[tokio::test]
     async fn issue_24_arguments_that_break_the_schema_are_asked_again_with_the_fault() {
         let upstream = Scripted::new(&[SCHEMA_COPIED, CALL]);
-        let events = collect(&upstream, with_schema(ToolChoice::Auto, false)).await;
+        let events = collect_whole(&upstream, with_schema(ToolChoice::Auto, false)).await;
+        assert_eq!(calls(&events), vec![r#"{"city":"Paris"}"#.to_owned()], "{events:?}");
+        let upstream = Scripted::new(&[SCHEMA_COPIED, CALL]);
+        let events = collect(&upstream, with_schema(ToolChoice::Auto, true)).await;
         assert_eq!(calls(&events), vec![r#"{"city":"Paris"}"#.to_owned()], "{events:?}");
         let sent = upstream.sent.lock().unwrap();
         assert_eq!(sent.len(), 2);

@@ -134,17 +134,21 @@ impl DeclaredTools {
     }
 
     /// Whether a call to `name` may reach the client.
-    fn declares(&self, name: &str) -> bool {
+    pub(crate) fn declares(&self, name: &str) -> bool {
         self.specs.contains_key(name)
     }
 }
 
-/// A call the parser has begun: held until it ends, so that its arguments can be checked
-/// before any of it reaches the client.
+/// A call the parser has begun. Its arguments are kept to be checked when it ends. A call to
+/// a strict tool (with the check on) is held until then, so that one that breaks its schema
+/// never goes out; any other goes out as it is written.
 #[derive(Debug)]
 struct Pending {
     name: String,
     arguments: String,
+    /// Where it went: the forwarded index (`None`: dropped by policy, or held).
+    index: Option<usize>,
+    held: bool,
 }
 
 /// Whether and how calls' arguments are checked against their tools' schemas.
@@ -339,13 +343,19 @@ impl Shaper {
                         self.rejected += 1;
                         continue;
                     }
+                    let strict = self.declared.specs.get(&name).is_some_and(|spec| spec.strict);
+                    let held = strict && self.check != ArgumentCheck::Off;
+                    let index = if held { None } else { self.start_call(&name, out) };
                     if let Some(slot) = self.pending.get_mut(call_idx) {
-                        *slot = Some(Pending { name, arguments: String::new() });
+                        *slot = Some(Pending { name, arguments: String::new(), index, held });
                     }
                 }
                 Event::ArgsDelta { call_idx, json } => {
                     if let Some(Some(call)) = self.pending.get_mut(call_idx) {
                         call.arguments.push_str(&json);
+                        if let Some(index) = call.index {
+                            out.push(ChatEvent::CallArgs { index, json: json.into() });
+                        }
                     }
                 }
                 Event::CallEnd { call_idx, call, .. } => {
@@ -376,33 +386,16 @@ impl Shaper {
         }
     }
 
-    /// A call the parser ended: checked, then sent, held back for a retry, or dropped.
-    fn end_call(&mut self, call: Pending, complete: bool, out: &mut Vec<ChatEvent>) {
-        let faults = match (self.check, complete, self.declared.specs.get(&call.name)) {
-            (ArgumentCheck::Off, ..) | (_, false, _) | (_, _, None) => Vec::new(),
-            (_, true, Some(spec)) => arguments::faults(spec, &call.arguments),
-        };
-        if !faults.is_empty() {
-            let strict = self.declared.specs.get(&call.name).is_some_and(|spec| spec.strict);
-            tracing::info!(tool = %call.name, faults = %faults.join("; "), retry = self.check == ArgumentCheck::Retry,
-                "a call's arguments do not fit its tool's schema");
-            if self.check == ArgumentCheck::Retry {
-                self.argument_faults.extend(faults.iter().map(|f| format!("`{}`: {f}", call.name)));
-                return;
-            }
-            if strict {
-                tracing::warn!(tool = %call.name, "dropped a call that breaks its strict tool's schema");
-                self.rejected += 1;
-                return;
-            }
-        }
+    /// A call goes out if the policy allows it (`tool_choice`, `parallel_tool_calls`): its
+    /// index, after the text it follows.
+    fn start_call(&mut self, name: &str, out: &mut Vec<ChatEvent>) -> Option<usize> {
         let allowed = match &self.choice {
             ToolChoice::None => false,
-            ToolChoice::Named(wanted) => *wanted == call.name && self.n_calls == 0,
+            ToolChoice::Named(wanted) => wanted == name && self.n_calls == 0,
             ToolChoice::Auto | ToolChoice::Required => self.parallel || self.n_calls == 0,
         };
         if !allowed {
-            return;
+            return None;
         }
         let index = self.n_calls;
         self.blank.clear();
@@ -411,10 +404,45 @@ impl Shaper {
             out.push(ChatEvent::Text(std::mem::take(&mut self.answer)));
         }
         self.n_calls += 1;
-        out.push(ChatEvent::CallStart { index, id: new_call_id(), name: call.name });
-        if !call.arguments.is_empty() {
-            out.push(ChatEvent::CallArgs { index, json: call.arguments });
+        out.push(ChatEvent::CallStart { index, id: new_call_id(), name: name.to_owned() });
+        Some(index)
+    }
+
+    /// A call the parser ended: checked against its tool's schema. While the reply may be
+    /// asked for again, what is wrong is kept for `problem` (what went out of the call is
+    /// still held by the pipeline). A held call (to a strict tool) goes out only if it fits.
+    fn end_call(&mut self, call: Pending, complete: bool, out: &mut Vec<ChatEvent>) {
+        let faults = match (self.check, complete, self.declared.specs.get(&call.name)) {
+            (ArgumentCheck::Off, ..) | (_, false, _) | (_, _, None) => Vec::new(),
+            (_, true, Some(spec)) => arguments::faults(spec, &call.arguments),
+        };
+        if !faults.is_empty() {
+            tracing::info!(tool = %call.name, faults = %faults.join("; "), retry = self.check == ArgumentCheck::Retry,
+                "a call's arguments do not fit its tool's schema");
+            if self.check == ArgumentCheck::Retry {
+                self.argument_faults.extend(faults.iter().map(|f| format!("`{}`: {f}", call.name)));
+            }
+            if call.held {
+                if self.check == ArgumentCheck::Final {
+                    tracing::warn!(tool = %call.name, "dropped a call that breaks its strict tool's schema");
+                    self.rejected += 1;
+                }
+                return;
+            }
         }
+        let index = match (call.held, call.index) {
+            (true, _) => match self.start_call(&call.name, out) {
+                Some(index) => {
+                    if !call.arguments.is_empty() {
+                        out.push(ChatEvent::CallArgs { index, json: call.arguments });
+                    }
+                    index
+                }
+                None => return,
+            },
+            (false, Some(index)) => index,
+            (false, None) => return,
+        };
         out.push(ChatEvent::CallEnd { index, complete });
     }
 

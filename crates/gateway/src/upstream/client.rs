@@ -537,6 +537,29 @@ impl Upstream for UpstreamClient {
     }
 }
 
+/// A relayed reply to a Chat Completions request with native `tools`, read into events (its
+/// calls too): for a native reply that is repaired (`chat::native`). The relay already holds
+/// it to every limit; an event that cannot be read ends it with an error.
+pub(crate) fn native_reply(mut payloads: PayloadStream, upstream: String) -> UpstreamStream {
+    let stream = async_stream::stream! {
+        while let Some(item) = payloads.next().await {
+            let payload = match item {
+                Ok(payload) => payload,
+                Err(err) => { yield Err(err); return; }
+            };
+            let (read, value) = match &payload {
+                Payload::Event(value) => (openai::native_chunk_events(value), value),
+                Payload::Body(value) => (openai::native_completion_events(value), value),
+            };
+            match read {
+                Ok(events) => for event in events { yield Ok(event); },
+                Err(unreadable) => { yield Err(unreadable_event(&upstream, &unreadable, value)); return; }
+            }
+        }
+    };
+    Box::pin(stream)
+}
+
 /// The model output of one reply, counted against `upstream.max_reply_bytes`.
 struct OutputCap {
     limit: usize,

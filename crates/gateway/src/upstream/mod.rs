@@ -82,6 +82,18 @@ pub(crate) enum UpstreamEvent {
     Reasoning(String),
     Finish(FinishReason),
     Usage(Usage),
+    /// A piece of a native tool call (only in a reply to a request that sent `tools`).
+    Call(CallDelta),
+}
+
+/// A piece of a native tool call, as an upstream streams it: the call's place, and what this
+/// piece adds (its id and name come once, its arguments in fragments).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CallDelta {
+    pub(crate) index: usize,
+    pub(crate) id: Option<String>,
+    pub(crate) name: Option<String>,
+    pub(crate) arguments: String,
 }
 
 /// Why an event that carries (or may carry) model output cannot be read: the field and its

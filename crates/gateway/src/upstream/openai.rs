@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use crate::chat::Usage;
 use crate::upstream::{
-    FinishReason, Role, Unreadable, UpstreamEvent, UpstreamRequest, shape_of, text_field,
+    CallDelta, FinishReason, Role, Unreadable, UpstreamEvent, UpstreamRequest, shape_of, text_field,
 };
 
 /// The request as a streaming Chat Completions body (no `tools`).
@@ -54,7 +54,7 @@ fn usage_of(value: &Value) -> Option<Usage> {
 /// finish reason. Native `tool_calls` are unreadable too: the emulated request declared no
 /// tools, so such a call could not be passed on. What carries no output is left alone: a
 /// chunk without `choices` or with none (usage), a role-only delta, unknown fields.
-fn events_of(value: &Value, part: &str) -> Result<Vec<UpstreamEvent>, Unreadable> {
+fn events_of(value: &Value, part: &str, native: bool) -> Result<Vec<UpstreamEvent>, Unreadable> {
     let Some(object) = value.as_object() else {
         return Err(Unreadable(format!("the event is {}, not an object", shape_of(value))));
     };
@@ -63,7 +63,7 @@ fn events_of(value: &Value, part: &str) -> Result<Vec<UpstreamEvent>, Unreadable
         None | Some(Value::Null) => {}
         Some(Value::Array(choices)) => {
             for (i, choice) in choices.iter().enumerate() {
-                choice_events(choice, i, part, &mut events)?;
+                choice_events(choice, i, part, native, &mut events)?;
             }
         }
         Some(other) => {
@@ -80,6 +80,7 @@ fn choice_events(
     choice: &Value,
     i: usize,
     part: &str,
+    native: bool,
     events: &mut Vec<UpstreamEvent>,
 ) -> Result<(), Unreadable> {
     let Some(choice) = choice.as_object() else {
@@ -140,6 +141,9 @@ fn choice_events(
                 match fields.get(key) {
                     None | Some(Value::Null) => {}
                     Some(Value::Array(calls)) if calls.is_empty() => {}
+                    Some(calls) if native => {
+                        call_events(calls, &format!("choices[{i}].{part}.{key}"), events)?
+                    }
                     Some(_) => {
                         return Err(Unreadable(format!(
                             "`choices[{i}].{part}.{key}` holds native tool calls, which the emulated request did not declare tools for"
@@ -162,6 +166,46 @@ fn choice_events(
     Ok(())
 }
 
+/// Native calls: `tool_calls` (an array of `{index, id, function: {name, arguments}}`
+/// pieces) or the legacy `function_call` (one `{name, arguments}`).
+fn call_events(calls: &Value, at: &str, events: &mut Vec<UpstreamEvent>) -> Result<(), Unreadable> {
+    let one = |call: &Value, position: usize, function: Option<&Value>| {
+        let Some(function) = function.filter(|f| f.is_object()) else {
+            return Err(Unreadable(format!("`{at}[{position}]` has no `function` object")));
+        };
+        let index = match call.get("index") {
+            None | Some(Value::Null) => position,
+            Some(index) => {
+                index.as_u64().and_then(|n| usize::try_from(n).ok()).ok_or_else(|| {
+                    Unreadable(format!(
+                        "`{at}[{position}].index` is {}, not a number",
+                        shape_of(index)
+                    ))
+                })?
+            }
+        };
+        let field = |value: Option<&Value>, key: &str| {
+            text_field(value, || format!("`{at}[{position}].{key}`")).map(|t| t.map(str::to_owned))
+        };
+        Ok(UpstreamEvent::Call(CallDelta {
+            index,
+            id: field(call.get("id"), "id")?,
+            name: field(function.get("name"), "function.name")?,
+            arguments: field(function.get("arguments"), "function.arguments")?.unwrap_or_default(),
+        }))
+    };
+    match calls {
+        Value::Array(items) => {
+            for (position, call) in items.iter().enumerate() {
+                events.push(one(call, position, call.get("function"))?);
+            }
+        }
+        Value::Object(_) => events.push(one(&Value::Null, 0, Some(calls))?),
+        other => return Err(Unreadable(format!("`{at}` is {}", shape_of(other)))),
+    }
+    Ok(())
+}
+
 fn push_text(events: &mut Vec<UpstreamEvent>, text: &str) {
     if !text.is_empty() {
         events.push(UpstreamEvent::Text(text.to_owned()));
@@ -170,12 +214,22 @@ fn push_text(events: &mut Vec<UpstreamEvent>, text: &str) {
 
 /// Events of one streamed chunk.
 pub(crate) fn chunk_events(value: &Value) -> Result<Vec<UpstreamEvent>, Unreadable> {
-    events_of(value, "delta")
+    events_of(value, "delta", false)
+}
+
+/// Events of one streamed chunk of a reply to a request with native `tools`: its calls too.
+pub(crate) fn native_chunk_events(value: &Value) -> Result<Vec<UpstreamEvent>, Unreadable> {
+    events_of(value, "delta", true)
+}
+
+/// Events of a whole completion of a reply to a request with native `tools`.
+pub(crate) fn native_completion_events(value: &Value) -> Result<Vec<UpstreamEvent>, Unreadable> {
+    events_of(value, "message", true)
 }
 
 /// Events of a whole completion.
 pub(crate) fn completion_events(value: &Value) -> Result<Vec<UpstreamEvent>, Unreadable> {
-    events_of(value, "message")
+    events_of(value, "message", false)
 }
 
 /// The bytes of model output in one relayed chunk (passthrough): content, reasoning, refusal

@@ -92,6 +92,82 @@ async fn the_call_format_is_chosen_per_model_and_replies_parse_in_any_dialect() 
     assert!(!system.contains("<tool_call>"), "{system}");
 }
 
+/// What a small model answers with native tools when its engine's parser misses its calls:
+/// fenced JSON in the text.
+const FENCED_CALL: &str =
+    "```json\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n```";
+
+/// Issue 24: in native and auto modes, calls the upstream left in its text become calls,
+/// whole and streamed; `native_repair = false` relays the text as it came.
+#[tokio::test]
+async fn issue_24_native_replies_are_read_for_calls_the_upstream_left_in_its_text() {
+    for mode in [Mode::Native, Mode::Auto] {
+        let gw = spawn_gateway(|config| config.mode = mode).await;
+        gw.upstream.push(Reply::text(FENCED_CALL));
+        let completion = gw.complete(&request("Weather in Paris?")).await;
+        let choice = &completion["choices"][0];
+        let calls = choice["message"]["tool_calls"].as_array().unwrap();
+        assert_eq!(calls.len(), 1, "{mode:?}: {completion:#}");
+        assert_eq!(calls[0]["function"]["name"], "get_weather");
+        assert_eq!(args(&calls[0]), json!({"city": "Paris"}));
+        assert_eq!(choice["finish_reason"], "tool_calls");
+        assert!(
+            choice["message"]["content"].as_str().unwrap_or("").trim().is_empty(),
+            "{completion:#}"
+        );
+        let sent = &gw.upstream.requests()[0];
+        assert!(sent.get("tools").is_some(), "the upstream got the tools natively: {sent:#}");
+
+        gw.upstream.push(Reply::text(FENCED_CALL));
+        let mut body = request("Weather in Paris?");
+        body["stream"] = json!(true);
+        let (status, _, text) = gw.chat_stream(&body).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(content(&text).trim(), "", "{text}");
+        let mut name = String::new();
+        let mut arguments = String::new();
+        for data in sse_data(&text).iter().filter(|d| d.as_str() != "[DONE]") {
+            let chunk: serde_json::Value = serde_json::from_str(data).unwrap();
+            for call in chunk["choices"][0]["delta"]["tool_calls"].as_array().into_iter().flatten()
+            {
+                name.push_str(call["function"]["name"].as_str().unwrap_or(""));
+                arguments.push_str(call["function"]["arguments"].as_str().unwrap_or(""));
+            }
+        }
+        assert_eq!(name, "get_weather", "{text}");
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&arguments).unwrap(),
+            json!({"city": "Paris"})
+        );
+        assert!(text.contains(r#""finish_reason":"tool_calls""#), "{text}");
+    }
+
+    let gw = spawn_gateway(|config| {
+        config.mode = Mode::Native;
+        config.native_repair = false;
+    })
+    .await;
+    gw.upstream.push(Reply::text(FENCED_CALL));
+    let mut body = request("Weather in Paris?");
+    body["stream"] = json!(true);
+    let (_, _, text) = gw.chat_stream(&body).await;
+    assert_eq!(content(&text), FENCED_CALL, "relayed as it came: {text}");
+}
+
+/// A native reply with plain text and no call stays that text, and a native call passes.
+#[tokio::test]
+async fn issue_24_a_repaired_native_reply_keeps_text_and_native_calls() {
+    let gw = spawn_gateway(|config| config.mode = Mode::Native).await;
+    gw.upstream.push(Reply::text("It is sunny in Paris."));
+    let completion = gw.complete(&request("Weather in Paris?")).await;
+    assert_eq!(completion["choices"][0]["message"]["content"], "It is sunny in Paris.");
+    assert_eq!(completion["choices"][0]["finish_reason"], "stop");
+    assert!(
+        completion["choices"][0]["message"].get("tool_calls").is_none_or(|c| c.is_null()),
+        "{completion:#}"
+    );
+}
+
 /// A chat-only Anthropic upstream: `/v1/messages` streaming scripted text as Messages events.
 pub(crate) mod anthropic_upstream {
     use std::sync::{Arc, Mutex};

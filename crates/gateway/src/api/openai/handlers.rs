@@ -12,10 +12,13 @@ use serde_json::{Value, json};
 
 use crate::api::openai::sse::{Collector, Encoder};
 use crate::api::openai::{error, wire};
-use crate::config::Mode;
+use crate::chat::native::NativeReply;
+use crate::chat::shaper::DeclaredTools;
+use crate::chat::{ChatEvent, ToolChoice};
+use crate::config::{Mode, ReasoningCalls};
 use crate::error::ApiError;
 use crate::state::{AppState, Chain, Refused};
-use crate::upstream::client::PayloadStream;
+use crate::upstream::client::{PayloadStream, native_reply};
 use crate::upstream::reply::Payload;
 
 /// Checks the gateway key (`Authorization: Bearer <key>`), when keys are configured.
@@ -79,9 +82,15 @@ async fn handle(state: AppState, headers: &HeaderMap, body: Body) -> Result<Resp
     let mode = if client.is_anthropic() { Mode::Emulate } else { routed.mode };
     tracing::info!(model = %parsed.chat.model, upstream = %first, upstream_model = %upstream_model, ?mode,
         stream = parsed.stream, tools = parsed.chat.tools.len(), "chat completion");
+    // A native reply to a request with tools is read for calls its upstream left in the
+    // text (issue 24), unless `native_repair` is off.
+    let repair = (state.config.native_repair
+        && !parsed.chat.tools.is_empty()
+        && parsed.chat.tool_choice != ToolChoice::None)
+        .then_some(Repair { parsed: &parsed, reasoning_calls: routed.settings.reasoning_calls });
     match mode {
         Mode::Native => {
-            return passthrough(&state, &routed.chain, value, parsed.stream, allowed).await;
+            return passthrough(&state, &routed.chain, value, parsed.stream, allowed, repair).await;
         }
         // A format is checked, asked for again and, if the upstream refuses
         // `response_format`, asked for in the prompt: only the pipeline does that.
@@ -94,14 +103,15 @@ async fn handle(state: AppState, headers: &HeaderMap, body: Body) -> Result<Resp
             tracing::debug!(upstream = %first, "this upstream refused native tools lately; emulating");
         }
         Mode::Auto if !parsed.chat.tools.is_empty() => {
-            let native = try_native(&state, &routed.chain, &value, parsed.stream, allowed).await?;
+            let native =
+                try_native(&state, &routed.chain, &value, parsed.stream, allowed, repair).await?;
             if let Some(response) = native {
                 return Ok(response);
             }
             tracing::info!(upstream = %first, "the upstream rejected native tools; emulating");
         }
         Mode::Auto if value.get("tools").is_none() => {
-            return passthrough(&state, &routed.chain, value, parsed.stream, allowed).await;
+            return passthrough(&state, &routed.chain, value, parsed.stream, allowed, None).await;
         }
         Mode::Auto | Mode::Emulate => {}
     }
@@ -109,21 +119,76 @@ async fn handle(state: AppState, headers: &HeaderMap, body: Body) -> Result<Resp
 }
 
 async fn emulate(state: AppState, parsed: wire::Parsed) -> Result<Response, ApiError> {
+    let stream = parsed.stream;
+    let (model, include_usage, legacy) =
+        (parsed.chat.model.clone(), parsed.include_usage, parsed.legacy);
+    let events = state.emulate(parsed.chat, stream);
+    respond(&state, events, stream, model, include_usage, legacy).await
+}
+
+/// Chat events as the client's reply: one completion, or a stream.
+async fn respond(
+    state: &AppState,
+    events: impl futures::Stream<Item = Result<ChatEvent, ApiError>> + Send + 'static,
+    stream: bool,
+    model: String,
+    include_usage: bool,
+    legacy: bool,
+) -> Result<Response, ApiError> {
     let started = Instant::now();
     let id = completion_id();
     let created = now();
-    let model = parsed.chat.model.clone();
-    let mut events = Box::pin(state.emulate(parsed.chat, parsed.stream));
-    if !parsed.stream {
+    let mut events = Box::pin(events);
+    if !stream {
         let mut collector = Collector::default();
         while let Some(event) = events.next().await {
             collector.push(event?);
         }
-        let completion = collector.finish(id, created, model, parsed.legacy);
+        let completion = collector.finish(id, created, model, legacy);
         return Ok((StatusCode::OK, axum::Json(completion)).into_response());
     }
-    let encoder = Encoder::new(id, created, model, parsed.include_usage, parsed.legacy);
-    crate::api::stream_response(&state, started, events, encoder).await
+    let encoder = Encoder::new(id, created, model, include_usage, legacy);
+    crate::api::stream_response(state, started, events, encoder).await
+}
+
+/// How a native reply is repaired: the request as the gateway read it.
+#[derive(Clone, Copy)]
+struct Repair<'a> {
+    parsed: &'a wire::Parsed,
+    reasoning_calls: ReasoningCalls,
+}
+
+/// A native reply read into chat events through `NativeReply`: the upstream's own calls,
+/// and calls its parser left in the text.
+async fn repaired(
+    state: &AppState,
+    chain: &Chain,
+    payloads: PayloadStream,
+    repair: Repair<'_>,
+) -> Result<Response, ApiError> {
+    let parsed = repair.parsed;
+    let mut chat = parsed.chat.clone();
+    if let Some(names) = &parsed.allowed {
+        chat.tools.retain(|tool| names.contains(&tool.name));
+    }
+    let declared = DeclaredTools::new(&chat.tools)?;
+    let mut fold = NativeReply::new(&chat, &declared, repair.reasoning_calls);
+    let shown = chain.first().map_or("upstream", |(_, client, _)| client.shown()).to_owned();
+    let mut reply = native_reply(payloads, shown);
+    let events = async_stream::stream! {
+        while let Some(item) = reply.next().await {
+            let mut out = Vec::new();
+            match item {
+                Ok(event) => fold.feed(event, &mut out),
+                Err(err) => { yield Err(err); return; }
+            }
+            for event in out { yield Ok(event); }
+        }
+        let mut out = Vec::new();
+        fold.finish(&mut out);
+        for event in out { yield Ok(event); }
+    };
+    respond(state, events, parsed.stream, chat.model, parsed.include_usage, parsed.legacy).await
 }
 
 /// Native mode: the request goes upstream as it is (with the upstream model name), and the
@@ -134,9 +199,13 @@ async fn passthrough(
     value: Value,
     stream: bool,
     allowed: Option<AllowedCalls>,
+    repair: Option<Repair<'_>>,
 ) -> Result<Response, ApiError> {
     let payloads = chain.relay(&value).await?;
-    relay(state, chain, payloads, stream, allowed).await
+    match repair {
+        Some(repair) => repaired(state, chain, payloads, repair).await,
+        None => relay(state, chain, payloads, stream, allowed).await,
+    }
 }
 
 /// Auto mode: native first; `None` when the upstream rejects the request or fails (then
@@ -148,9 +217,13 @@ async fn try_native(
     value: &Value,
     stream: bool,
     allowed: Option<AllowedCalls>,
+    repair: Option<Repair<'_>>,
 ) -> Result<Option<Response>, ApiError> {
     match chain.relay(value).await {
-        Ok(payloads) => relay(state, chain, payloads, stream, allowed).await.map(Some),
+        Ok(payloads) => match repair {
+            Some(repair) => repaired(state, chain, payloads, repair).await.map(Some),
+            None => relay(state, chain, payloads, stream, allowed).await.map(Some),
+        },
         Err(ApiError::UpstreamRejected { status: 400 | 422, .. }) => {
             chain.remember(Refused::Tools);
             Ok(None)
