@@ -34,9 +34,11 @@ ARMS = {
     arm.name: arm
     for arm in (
         Arm("engine", "the engine's own tool calling (llama.cpp `--jinja`), no gateway", None),
-        Arm("auto", "toolshim serve, default configuration (`--mode auto`)", ()),
+        Arm("auto", "toolshim serve, default configuration (`--mode auto`: native tools, the reply repaired)", ()),
         Arm("emulate", "toolshim serve --mode emulate", ("--mode", "emulate")),
-        Arm("native", "toolshim serve --mode native (passthrough)", ("--mode", "native")),
+        Arm("native", "toolshim serve --mode native (native tools, the reply repaired)", ("--mode", "native")),
+        Arm("auto-no-repair", "auto without native repair (`native_repair = false`: the engine's reply relayed)",
+            (), "native_repair = false\n"),
         Arm("emulate-no-retry", "emulate with retries off (`--max-retries 0`)",
             ("--mode", "emulate", "--max-retries", "0")),
         Arm("emulate-no-check", "emulate without the arguments check (`check_arguments = false`)",

@@ -106,6 +106,13 @@ pub(crate) fn cause(err: &reqwest::Error) -> String {
     if text.is_empty() { class.to_owned() } else { format!("{class}: {text}") }
 }
 
+/// Whether a request failed on a connection that was open but closed before any answer (a
+/// kept-alive connection the upstream had just closed): not a timeout, not a failure to
+/// connect, and no status. Nothing reached the model, so the request may go again.
+fn is_stale_connection(err: &reqwest::Error) -> bool {
+    !err.is_timeout() && !err.is_connect() && err.status().is_none() && err.is_request()
+}
+
 /// The message of an error body: `error.message`, `message`, `detail` or `error` (a string),
 /// else its first bytes.
 fn message_of(body: &str) -> String {
@@ -252,6 +259,17 @@ impl UpstreamClient {
         }
     }
 
+    /// Sends a request and waits for the head of its answer until `started + within` (a
+    /// timeout is a reqwest timeout error).
+    async fn head(
+        &self,
+        request: reqwest::RequestBuilder,
+        started: Instant,
+        within: Duration,
+    ) -> Result<Result<reqwest::Response, reqwest::Error>, tokio::time::error::Elapsed> {
+        tokio::time::timeout_at(started + within, request.send()).await
+    }
+
     /// Sends a request and waits for the head of the answer (within the first-byte
     /// timeout); an error status is read (its body capped, within the idle timeout) and
     /// mapped for the client.
@@ -262,7 +280,20 @@ impl UpstreamClient {
         head_within: Duration,
     ) -> Result<reqwest::Response, ApiError> {
         let request = self.authorize(request);
-        let response = match tokio::time::timeout_at(started + head_within, request.send()).await {
+        // A copy to send again on a new connection when a kept-alive one turns out closed.
+        let again = request.try_clone();
+        let response = match self.head(request, started, head_within).await {
+            Ok(Err(err)) if is_stale_connection(&err) && again.is_some() => {
+                tracing::info!(upstream = %self.shown, cause = %self.redact(&cause(&err)),
+                    "the upstream closed the connection before answering; sending again on a new one");
+                match again {
+                    Some(again) => self.head(again, started, head_within).await,
+                    None => Ok(Err(err)),
+                }
+            }
+            other => other,
+        };
+        let response = match response {
             Err(_) => {
                 return Err(ApiError::UpstreamTimeout {
                     detail: format!(

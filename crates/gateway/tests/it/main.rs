@@ -47,6 +47,7 @@
 //! - `finish`: `length` only when the token limit cut the reply; an incomplete call otherwise
 //!   fails the reply.
 //! - `usage`: the usage of every attempt, on the three APIs, streamed and not.
+//! - `stale` (issue 24): a kept-alive connection the upstream closed is sent on again.
 //! - `shutdown`: cancelling the token refuses new connections and lets in-flight streams
 //!   finish.
 
@@ -74,6 +75,7 @@ mod responses;
 mod retry_hints;
 mod routing;
 mod shutdown;
+mod stale;
 mod streaming;
 mod structured;
 mod usage;

@@ -1,0 +1,91 @@
+//! Issue 24: an upstream that closes a kept-alive connection just as the gateway sends on it
+//! (llama.cpp's server did, between an emulated attempt and its retry) costs the client
+//! nothing: the request goes again on a new connection.
+
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::common::{MockUpstream, base_config, serve_config};
+
+/// A completion as the upstream's one JSON body.
+fn completion(text: &str) -> String {
+    let body = json!({"id": "c", "object": "chat.completion", "created": 0, "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 2}})
+    .to_string();
+    format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// Reads one request (head and a body of `content-length` bytes).
+async fn read_request(stream: &mut tokio::net::TcpStream) -> bool {
+    let mut data = Vec::new();
+    let mut buf = [0; 8192];
+    loop {
+        let Ok(n) = stream.read(&mut buf).await else { return false };
+        if n == 0 {
+            return false;
+        }
+        data.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&data);
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length = text[..end]
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                })
+                .unwrap_or(0);
+            if data.len() >= end + 4 + length {
+                return true;
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn issue_24_a_kept_alive_connection_the_upstream_closed_is_not_an_error() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (seen_tx, mut seen_rx) = tokio::sync::mpsc::unbounded_channel::<usize>();
+    let _server = crate::common::spawn(async move {
+        let mut connection = 0;
+        while let Ok((mut stream, _)) = listener.accept().await {
+            connection += 1;
+            let first = connection == 1;
+            let seen = seen_tx.clone();
+            crate::common::spawn(async move {
+                // The first connection answers once, keeps the connection open, then takes
+                // the next request and closes without an answer; later ones answer.
+                let mut answered = 0;
+                while read_request(&mut stream).await {
+                    let _ = seen.send(connection);
+                    if first && answered == 1 {
+                        return;
+                    }
+                    answered += 1;
+                    let _ = stream.write_all(completion("It is sunny.").as_bytes()).await;
+                }
+            });
+        }
+    });
+    // The mock is only the helpers' handle: the gateway's upstream is the server above.
+    let gw = serve_config(MockUpstream::start().await, base_config(&url)).await;
+    let plain = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+    for _ in 0..2 {
+        let (status, body) = gw.chat(&plain).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["choices"][0]["message"]["content"], "It is sunny.");
+    }
+    let mut seen = Vec::new();
+    while let Ok(n) = seen_rx.try_recv() {
+        seen.push(n);
+    }
+    // The first connection answered once (the startup probe or the first chat) and closed on
+    // the next request, which went again on a new connection.
+    assert_eq!(seen.iter().filter(|&&c| c == 1).count(), 2, "{seen:?}");
+    assert!(seen.contains(&2), "a second connection was opened: {seen:?}");
+}
