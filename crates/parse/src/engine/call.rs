@@ -61,6 +61,8 @@ pub(crate) struct CallState {
     pub(crate) status: Status,
     /// An arguments field has begun.
     pub(crate) args_seen: bool,
+    /// The arguments object was closed by the model itself (not by a repair at a break).
+    pub(crate) args_closed: bool,
     /// A wrapper: calls were read inside it (`{"tool_calls": […]}`), so it is not a
     /// call itself.
     pub(crate) holds_calls: bool,
@@ -87,6 +89,7 @@ impl CallState {
             args: ArgsWriter::new(max_depth),
             status: Status::Unnamed,
             args_seen: false,
+            args_closed: false,
             holds_calls: false,
             start,
             cut: Cut::No,
@@ -108,6 +111,7 @@ impl CallState {
             args,
             status,
             args_seen,
+            args_closed,
             holds_calls,
             start: at,
             cut,
@@ -118,6 +122,7 @@ impl CallState {
         args.recycle(max_depth);
         *status = Status::Unnamed;
         *args_seen = false;
+        *args_closed = false;
         *holds_calls = false;
         *at = start;
         *cut = Cut::No;

@@ -340,7 +340,22 @@ impl EnvSink<'_, '_, '_> {
             self.wrapper_closed(&mut call, end);
             return;
         }
-        call.cut_off(self.env.repairing);
+        let cut = match self.env.repairing {
+            // The output broke off after the model closed the arguments (a small model that
+            // goes on to write a `"result"` key, cut by a stop sequence): the arguments are
+            // whole, so the call is; what followed them is dropped, and said.
+            Cut::Value if call.args_closed => {
+                call.extra_notes.push((
+                    WarningCode::IgnoredText,
+                    "the call broke off after its whole arguments; what followed them in the \
+                     call's JSON was dropped"
+                        .into(),
+                ));
+                Cut::Closers
+            }
+            cut => cut,
+        };
+        call.cut_off(cut);
         self.ctx.resolve(&mut call);
         self.ctx.finish_call(call);
     }
@@ -447,8 +462,13 @@ impl Sink for EnvSink<'_, '_, '_> {
         let Some(level) = self.env.levels.pop() else { return };
         match level {
             Level::Args => {
+                // The arguments themselves (not an object nested in them), closed by the
+                // model rather than by a repair.
+                let whole =
+                    self.env.repairing == Cut::No && self.env.levels.last() != Some(&Level::Args);
                 if let Some(call) = self.env.innermost() {
                     call.args.close(end);
+                    call.args_closed |= whole;
                 }
             }
             Level::Call => self.call_closed(end),
