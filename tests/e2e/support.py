@@ -1,7 +1,9 @@
 """Helpers shared by the end-to-end tests: tools, upstream dialects, SSE grammar checks.
 
-The grammar checks follow shared/protocols.md §1.4-1.5 and §2.13-2.16. They take the raw bytes
-of a Chat Completions stream, so they catch what an SDK would silently accept or repair.
+The grammar checks follow the event grammars of OpenAI's Chat Completions stream (chunks, then
+`[DONE]`) and Anthropic's Messages stream (message_start, content blocks, message_delta,
+message_stop). They take the raw bytes of a stream, so they catch what an SDK would silently
+accept or repair.
 """
 
 from __future__ import annotations
