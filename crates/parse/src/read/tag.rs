@@ -601,10 +601,13 @@ pub(crate) fn scan_after_end(
                 row,
                 Some(Role::Call { .. } | Role::CallName { .. } | Role::Container { .. })
             );
-            match (starts_markup, calls) {
-                (true, true) => return AfterEnd::Ended,
-                (true, false) => return AfterEnd::EndedInElement,
-                (false, _) => {}
+            // After an end tag around the value (the value missed its own), a parameter tag
+            // decides nothing: the value's own end tag may still come after it (a value that
+            // quotes the markup, `… </tool_call>; keys go in <arg_key>.</arg_value>`).
+            match (starts_markup, calls, seen) {
+                (true, true, _) => return AfterEnd::Ended,
+                (true, false, EndTag::Own(_)) => return AfterEnd::EndedInElement,
+                _ => {}
             }
         }
         from = at + 1;
