@@ -471,14 +471,27 @@ def test_truncated_call_is_retried(client, sse_captures, upstream):
 
 
 def test_streamed_call_cut_by_length_ends_with_length(client, sse_captures, upstream):
-    # A streamed call goes out as soon as it begins, so it cannot be retried; like OpenAI,
-    # the stream ends with `length`, and the arguments sent still parse as a JSON object.
+    # A streamed call to a tool that is not strict goes out as soon as it begins, so it cannot
+    # be retried; like OpenAI, the stream ends with `length`, and the arguments sent still
+    # parse as a JSON object.
+    loose = [{**tool, "function": {k: v for k, v in tool["function"].items() if k != "strict"}} for tool in TOOLS]
     cut = 'Checking. <tool_call>{"name": "get_weather", "arguments": {"city": "Par'
     upstream.script([{"text": cut, "finish_reason": "length"}, hermes("get_weather", PARIS)])
-    res = complete(client, sse_captures, stream=True, tools=TOOLS)
+    res = complete(client, sse_captures, stream=True, tools=loose)
     assert_call(res, 0, "get_weather", {"city": "Par"})
     assert res.finish_reason == "length"
     assert len(upstream.requests) == 1
+
+
+def test_streamed_call_to_a_strict_tool_cut_by_length_is_asked_again(client, sse_captures, upstream):
+    # A strict tool's call is held until it ends (issue 24: it must fit its schema), so a call
+    # the token limit cut has not gone out and is asked for again.
+    cut = 'Checking. <tool_call>{"name": "get_weather", "arguments": {"city": "Par'
+    upstream.script([{"text": cut, "finish_reason": "length"}, hermes("get_weather", PARIS)])
+    res = complete(client, sse_captures, stream=True, tools=TOOLS)
+    assert_call(res, 0, "get_weather", PARIS)
+    assert res.finish_reason == "tool_calls"
+    assert len(upstream.requests) == 2
 
 
 @STREAM
