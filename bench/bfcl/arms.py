@@ -43,6 +43,8 @@ ARMS = {
             ("--mode", "emulate", "--max-retries", "0")),
         Arm("emulate-no-check", "emulate without the arguments check (`check_arguments = false`)",
             ("--mode", "emulate"), "check_arguments = false\n"),
+        Arm("emulate-no-grammar", "emulate without constrained decoding (`upstream.constrain = \"off\"`)",
+            ("--mode", "emulate"), "[upstream]\nconstrain = \"off\"\n"),
     )
 }
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -223,6 +224,27 @@ def smollm() -> Iterator[Rig]:
     yield from rig(SMOLLM_URL)
 
 
+def unconstrained_config() -> Iterator[str]:
+    """A config file that turns constrained decoding off (`upstream.constrain = "off"`)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".toml", prefix="local-model-") as config:
+        config.write('[upstream]\nconstrain = "off"\n')
+        config.flush()
+        yield config.name
+
+
+@pytest.fixture(scope="module")
+def smollm_unconstrained() -> Iterator[Rig]:
+    warm_up(SMOLLM_URL)
+    for path in unconstrained_config():
+        yield from rig(SMOLLM_URL, "--config", path)
+
+
+@pytest.fixture(scope="module")
+def qwen_auto(qwen_warm: None) -> Iterator[Rig]:
+    """The gateway in its default mode (`auto`)."""
+    yield from rig(QWEN_URL, "--mode", "auto")
+
+
 def openai_client(gw: Gateway, captures: list | None = None):
     import openai
 
@@ -400,9 +422,11 @@ def test_success_share(qwen: Rig, qwen_no_retries: Rig) -> None:
 
 @needs_smollm
 @pytest.mark.parametrize("stream", [False, True], ids=["complete", "stream"])
-def test_smollm_required_ends_in_the_documented_error(smollm: Rig, stream: bool) -> None:
+def test_smollm_required_ends_in_the_documented_error(smollm_unconstrained: Rig, stream: bool) -> None:
+    """Without constrained decoding, a model that only chats cannot be made to call."""
     import openai
 
+    smollm = smollm_unconstrained
     client = openai_client(smollm.gateway)
     n0 = len(smollm.proxy.exchanges)
     with pytest.raises(openai.APIError) as caught:
@@ -425,6 +449,78 @@ def test_smollm_required_ends_in_the_documented_error(smollm: Rig, stream: bool)
     assert "did not produce the required tool call (after 1 retries)" in err.message
     # The first attempt and the one retry (the default --max-retries 1), no more.
     assert len(smollm.proxy.exchanges) - n0 == 2
+    assert all("grammar" not in e.request for e in smollm.proxy.exchanges[n0:])
+
+
+def fits_a_tool(call_name: str, arguments: str, tools: list[dict]) -> dict:
+    """The arguments of a call to one of `tools`, checked against its schema: declared keys
+    only, the required ones present, strings where strings are declared, enums kept."""
+    (tool,) = [t["function"] for t in tools if t["function"]["name"] == call_name]
+    args = json.loads(arguments)
+    schema = tool["parameters"]
+    assert set(args) <= set(schema["properties"]), (call_name, args)
+    assert set(schema.get("required", [])) <= set(args), (call_name, args)
+    for key, value in args.items():
+        declared = schema["properties"][key]
+        if declared.get("type") == "string":
+            assert isinstance(value, str), (key, value)
+        if "enum" in declared:
+            assert value in declared["enum"], (key, value)
+    return args
+
+
+@needs_smollm
+@pytest.mark.parametrize("stream", [False, True], ids=["complete", "stream"])
+def test_smollm_required_under_the_grammar_calls_a_declared_tool(smollm: Rig, stream: bool) -> None:
+    """llama.cpp decodes under the contract's grammar (found by `GET /props`): even a model
+    that only chats writes a call that fits a declared tool's schema, on the first attempt."""
+    client = openai_client(smollm.gateway)
+    n0 = len(smollm.proxy.exchanges)
+    resp = client.chat.completions.create(
+        model="smollm", messages=[{"role": "user", "content": "What's the weather in Paris?"}],
+        tools=weather_tools(), tool_choice="required", stream=stream, **SAMPLING,
+    )
+    if stream:
+        calls: dict[int, dict] = {}
+        for chunk in resp:
+            for delta in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
+                call = calls.setdefault(delta.index, {"name": "", "arguments": ""})
+                call["name"] += delta.function.name or ""
+                call["arguments"] += delta.function.arguments or ""
+        found = list(calls.values())
+    else:
+        found = [{"name": c.function.name, "arguments": c.function.arguments}
+                 for c in resp.choices[0].message.tool_calls or []]
+    assert found, "a forced choice under a grammar always calls"
+    for call in found:
+        fits_a_tool(call["name"], call["arguments"], weather_tools())
+    attempts = smollm.proxy.exchanges[n0:]
+    assert len(attempts) == 1, [a.text for a in attempts]
+    assert "<tool_call>" in attempts[0].request["grammar"]
+
+
+@needs_qwen
+@pytest.mark.parametrize("question", [
+    "What is 2+2?",
+    "Write a haiku about the sea.",
+    "What time is it in Tokyo?",
+])
+def test_a_named_tool_is_called_every_time_in_auto_mode(qwen_auto: Rig, question: str) -> None:
+    """The default mode, a forced named tool, questions that do not need it: the call is to
+    that tool, with arguments that fit its schema (emulated under the grammar, since the
+    engine's native tool calling finds no call in this model's replies)."""
+    client = openai_client(qwen_auto.gateway)
+    n0 = len(qwen_auto.proxy.exchanges)
+    resp = client.chat.completions.create(
+        model="qwen", messages=[{"role": "user", "content": question}], tools=weather_tools(),
+        tool_choice={"type": "function", "function": {"name": "get_weather"}}, **SAMPLING,
+    )
+    calls = resp.choices[0].message.tool_calls or []
+    assert calls and all(c.function.name == "get_weather" for c in calls), resp
+    for call in calls:
+        fits_a_tool("get_weather", call.function.arguments, weather_tools())
+    sent = qwen_auto.proxy.exchanges[n0:]
+    assert len(sent) == 1 and "grammar" in sent[0].request and "tools" not in sent[0].request
 
 
 @needs_smollm

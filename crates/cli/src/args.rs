@@ -222,7 +222,8 @@ a value names where it came from: the file and line, the variable or the flag):
   [upstream] url, api (openai or anthropic), api_key_env, connect_timeout_secs [10],
   first_byte_timeout_secs [300], idle_timeout_secs [120], probe_timeout_secs [10] (readiness
   and the model list), error_body_timeout_secs [10], max_reply_bytes [16 MiB],
-  max_line_bytes [4 MiB]
+  max_line_bytes [4 MiB], constrain (auto, off, llama.cpp, vllm or sglang [auto]: a forced
+  tool choice is decoded under a grammar of the tools' schemas; auto: llama.cpp servers)
   [models.NAME] upstream (the name the upstream knows), mode, call_format, reasoning_calls
   several upstreams, routed by the client's model name:
   [upstreams.NAME] the [upstream] keys, plus models (exact names or patterns such as

@@ -47,6 +47,28 @@ pub enum CallFormat {
     Xml,
 }
 
+/// Whether, and how, an upstream is asked to hold its sampling to the tool contract's grammar
+/// (constrained decoding) in emulation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+pub enum Constrain {
+    /// llama.cpp's server, recognized by its `GET /props`, gets a grammar; others none.
+    #[default]
+    #[serde(rename = "auto")]
+    Auto,
+    /// No grammar.
+    #[serde(rename = "off")]
+    Off,
+    /// llama.cpp's `grammar` field.
+    #[serde(rename = "llama.cpp", alias = "llama-cpp", alias = "llamacpp")]
+    LlamaCpp,
+    /// vLLM's `structured_outputs.grammar`.
+    #[serde(rename = "vllm")]
+    Vllm,
+    /// SGLang's `ebnf`.
+    #[serde(rename = "sglang")]
+    Sglang,
+}
+
 /// What happens to a call a model writes inside its reasoning (`<think>…</think>`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -165,6 +187,9 @@ pub struct UpstreamConfig {
     /// Seconds to read the body of an upstream error status (for its message); the idle
     /// timeout applies too, if shorter.
     pub error_body_timeout_secs: f64,
+    /// Constrained decoding in emulation: `auto` (a grammar for llama.cpp servers), `off`,
+    /// `llama.cpp`, `vllm` or `sglang`.
+    pub constrain: Constrain,
 }
 
 /// One more upstream (`[upstreams.NAME]`): the endpoint, how it is used, and the models it
@@ -242,6 +267,7 @@ impl Default for UpstreamConfig {
             max_line_bytes: 4 << 20,
             probe_timeout_secs: 10.0,
             error_body_timeout_secs: 10.0,
+            constrain: Constrain::Auto,
         }
     }
 }
@@ -736,6 +762,7 @@ fn upstream_field(
         "max_line_bytes" => upstream.max_line_bytes = value(item)?,
         "probe_timeout_secs" => upstream.probe_timeout_secs = value(item)?,
         "error_body_timeout_secs" => upstream.error_body_timeout_secs = value(item)?,
+        "constrain" => upstream.constrain = value(item)?,
         _ => return Ok(false),
     }
     Ok(true)
@@ -752,9 +779,9 @@ struct Walk<'a, 'p> {
 
 /// The keys a config file may have at each level.
 const TOP_KEYS: &str = "listen, api_keys, mode, call_format, reasoning_calls, default_upstream, native_refusal_secs, max_retries, check_arguments, native_repair, body_limit_bytes, drain_timeout_secs, max_connections, header_read_timeout_secs, body_read_timeout_secs, keep_alive_timeout_secs, stream_keepalive_secs, readyz_cache_secs, [upstream], [upstreams.NAME], [models.NAME]";
-const UPSTREAM_KEYS: &str = "url, api, api_key_env, connect_timeout_secs, first_byte_timeout_secs, idle_timeout_secs, max_reply_bytes, max_line_bytes, probe_timeout_secs, error_body_timeout_secs";
+const UPSTREAM_KEYS: &str = "url, api, api_key_env, connect_timeout_secs, first_byte_timeout_secs, idle_timeout_secs, max_reply_bytes, max_line_bytes, probe_timeout_secs, error_body_timeout_secs, constrain";
 const MODEL_KEYS: &str = "upstream, mode, call_format, reasoning_calls";
-const NAMED_UPSTREAM_KEYS: &str = "url, api, api_key_env, connect_timeout_secs, first_byte_timeout_secs, idle_timeout_secs, max_reply_bytes, max_line_bytes, probe_timeout_secs, error_body_timeout_secs, mode, call_format, models, aliases, model, fallback";
+const NAMED_UPSTREAM_KEYS: &str = "url, api, api_key_env, connect_timeout_secs, first_byte_timeout_secs, idle_timeout_secs, max_reply_bytes, max_line_bytes, probe_timeout_secs, error_body_timeout_secs, constrain, mode, call_format, models, aliases, model, fallback";
 
 fn value<T: serde::de::DeserializeOwned>(
     value: &toml::Spanned<toml::de::DeValue<'_>>,

@@ -39,6 +39,8 @@ pub(crate) enum Refused {
     Tools,
     /// `response_format` (structured outputs; the format is then asked for in the prompt).
     ResponseFormat,
+    /// The contract's grammar (constrained decoding; the reply is then only parsed).
+    Grammar,
 }
 
 /// When each upstream and model last refused something (a 400 or 422 to a request that
@@ -214,6 +216,17 @@ impl Upstream for Chain {
             {
                 request.response_format = None;
             }
+            if request.grammar.is_some()
+                && self.refusals.refused(
+                    Refused::Grammar,
+                    name,
+                    model,
+                    self.remember_for,
+                    Instant::now(),
+                )
+            {
+                request.grammar = None;
+            }
             match client.chat(request).await {
                 Ok(stream) => return Ok(stream),
                 Err(err) if falls_back(&err) => {
@@ -231,6 +244,10 @@ impl Upstream for Chain {
 
     fn format_refused(&self) {
         self.remember(Refused::ResponseFormat);
+    }
+
+    fn grammar_refused(&self) {
+        self.remember(Refused::Grammar);
     }
 }
 

@@ -8,6 +8,7 @@
 //! Anthropic JSON is known here.
 
 pub(crate) mod arguments;
+pub(crate) mod grammar;
 pub(crate) mod native;
 pub(crate) mod pipeline;
 pub(crate) mod prompt;

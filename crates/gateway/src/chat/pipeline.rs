@@ -46,6 +46,9 @@ pub(crate) fn run<U: Upstream>(
         let mut native_format = true;
         // The format was refused, and the upstream has not yet taken the request without it.
         let mut format_refused = false;
+        // The same for the grammar of the contract (constrained decoding).
+        let mut with_grammar = true;
+        let mut grammar_refused = false;
         let mut attempt: u32 = 0;
         // Usage of all attempts: retries cost tokens too.
         let mut spent = Usage::default();
@@ -53,8 +56,10 @@ pub(crate) fn run<U: Upstream>(
         let mut plain: Option<ChatRequest> = None;
         loop {
             let current = plain.as_ref().unwrap_or(&req);
-            let request = prompt::render(current, &settings, feedback.as_ref(), native_format);
+            let request =
+                prompt::render(current, &settings, feedback.as_ref(), native_format, with_grammar);
             let sent_format = request.response_format.is_some();
+            let sent_grammar = request.grammar.is_some();
             let sent_tokens = prompt::estimate_tokens(&request.system, &request.turns);
             let mut reply = match upstream.chat(request).await {
                 Ok(reply) => {
@@ -62,7 +67,18 @@ pub(crate) fn run<U: Upstream>(
                         // Without the format it was taken: the format was what it refused.
                         upstream.format_refused();
                     }
+                    if std::mem::take(&mut grammar_refused) {
+                        upstream.grammar_refused();
+                    }
                     reply
+                }
+                // A grammar goes only to upstreams that decode under one; one that refuses
+                // it anyway (an old server, a grammar it cannot compile) is asked without.
+                Err(ApiError::UpstreamRejected { status: 400 | 422, message }) if sent_grammar => {
+                    tracing::info!(message = %message, "the upstream refused the grammar; asking without it");
+                    with_grammar = false;
+                    grammar_refused = true;
+                    continue;
                 }
                 Err(ApiError::UpstreamRejected { status: 400 | 422, message }) if sent_format => {
                     tracing::info!(message = %message, "the upstream refused response_format; asking for the format in the prompt");

@@ -25,6 +25,7 @@ pub(crate) fn render(
     settings: &Settings,
     retry: Option<&Retry>,
     native_format: bool,
+    grammar: bool,
 ) -> UpstreamRequest {
     let format = settings.call_format;
     let (system, mut turns) = render_messages(req, format);
@@ -48,6 +49,18 @@ pub(crate) fn render(
     // The upstream may enforce the format itself only when no tool call can be the reply.
     let response_format =
         req.output.as_ref().filter(|_| native_format && !shows_contract(req)).map(response_format);
+    // The grammar holds the reply to the contract; a reply that answers in a format instead
+    // of calling is not in it, so not with one.
+    let grammar = (grammar && shows_contract(req) && req.output.is_none())
+        .then(|| {
+            crate::chat::grammar::for_calls(
+                &req.tools,
+                &req.tool_choice,
+                req.parallel_tool_calls,
+                format,
+            )
+        })
+        .flatten();
     UpstreamRequest {
         model: settings.upstream_model.clone(),
         system,
@@ -55,6 +68,7 @@ pub(crate) fn render(
         sampling,
         stop,
         response_format,
+        grammar,
     }
 }
 
@@ -579,7 +593,7 @@ mod tests {
 
     /// The rendered conversation as the OpenAI wire writes it.
     fn openai_messages(req: &ChatRequest) -> Vec<Value> {
-        let body = crate::upstream::openai::body(&render(req, &settings(), None, true));
+        let body = crate::upstream::openai::body(&render(req, &settings(), None, true, true), None);
         body["messages"].as_array().unwrap().clone()
     }
 
@@ -672,7 +686,7 @@ mod tests {
             if let Some(stop) = stop {
                 req.sampling.insert("stop".into(), stop);
             }
-            let rendered = render(&req, &settings(), None, true);
+            let rendered = render(&req, &settings(), None, true, true);
             assert!(!rendered.sampling.contains_key("stop"));
             rendered.stop
         };

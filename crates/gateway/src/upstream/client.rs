@@ -10,9 +10,10 @@ use reqwest::Url;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::config::{Config, UpstreamApi, UpstreamConfig, endpoints};
+use crate::config::{Config, Constrain, UpstreamApi, UpstreamConfig, endpoints};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
+use crate::upstream::constrain::{self, Dialect};
 use crate::upstream::reply::{self, Payload, ReplyLimits};
 use crate::upstream::{
     Unreadable, Upstream, UpstreamEvent, UpstreamRequest, UpstreamStream, anthropic, openai,
@@ -50,6 +51,11 @@ pub(crate) struct UpstreamClient {
     /// How long an error status's body may take (the idle timeout too, if shorter).
     error_body_within: Duration,
     metrics: Arc<Metrics>,
+    /// Constrained decoding as configured (`upstream.constrain`).
+    constrain: Constrain,
+    /// With `constrain = "auto"`: whether the upstream turned out to be llama.cpp's server,
+    /// once it answered `GET /props` (asked before the first request with a grammar).
+    detected: Arc<tokio::sync::OnceCell<Option<Dialect>>>,
 }
 
 /// A URL as logs show it: no user, password or query (which may carry a key).
@@ -195,6 +201,8 @@ impl UpstreamClient {
             probe_within: Config::secs(config.probe_timeout_secs),
             error_body_within: Config::secs(config.error_body_timeout_secs),
             metrics,
+            constrain: config.constrain,
+            detected: Arc::default(),
         })
     }
 
@@ -501,6 +509,50 @@ impl UpstreamClient {
             .unwrap_or_default())
     }
 
+    /// Whether this upstream decodes under the contract's grammar (`upstream.constrain`).
+    pub(crate) async fn takes_grammar(&self) -> bool {
+        !self.is_anthropic() && self.dialect().await.is_some()
+    }
+
+    /// How this upstream takes a grammar, if it does: as configured, or for `auto` whether
+    /// it answers `GET /props` as llama.cpp's server does. An answer (any status) is kept;
+    /// no answer is asked again with the next grammar.
+    async fn dialect(&self) -> Option<Dialect> {
+        match self.constrain {
+            Constrain::Off => return None,
+            Constrain::Auto => {}
+            named => return Dialect::named(named),
+        }
+        let found = self
+            .detected
+            .get_or_try_init(|| async {
+                let started = Instant::now();
+                let request = self.http.get(constrain::props_url(&self.endpoint));
+                let answer = tokio::time::timeout(
+                    self.probe_within,
+                    self.send_to(request, started, self.probe_within),
+                )
+                .await;
+                let response = match answer {
+                    Ok(Ok(response)) => response,
+                    Ok(Err(ApiError::UpstreamRejected { .. })) => return Ok(None),
+                    _ => return Err(()),
+                };
+                let body = tokio::time::timeout(self.probe_within, response.bytes()).await;
+                let props = match body {
+                    Ok(Ok(bytes)) if bytes.len() <= self.limits.max_reply => {
+                        serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null)
+                    }
+                    _ => Value::Null,
+                };
+                let dialect = constrain::is_llama_cpp(&props).then_some(Dialect::LlamaCpp);
+                tracing::info!(upstream = %self.shown, ?dialect, "constrained decoding (constrain = auto)");
+                Ok(dialect)
+            })
+            .await;
+        found.ok().copied().flatten()
+    }
+
     /// Whether the upstream answers at all, with its own credentials accepted: any answer to
     /// `GET …/models` but a server error, 401 or 403 (an upstream without a model list
     /// answers 404, and is up: a 404 says only that something answers at that address).
@@ -528,7 +580,12 @@ impl Upstream for UpstreamClient {
     /// Sends the rendered chat in the upstream's wire and decodes the reply into events.
     async fn chat(&self, request: UpstreamRequest) -> Result<UpstreamStream, ApiError> {
         let anthropic = self.is_anthropic();
-        let body = if anthropic { anthropic::body(&request) } else { openai::body(&request) };
+        let body = if anthropic {
+            anthropic::body(&request)
+        } else {
+            let dialect = if request.grammar.is_some() { self.dialect().await } else { None };
+            openai::body(&request, dialect)
+        };
         let mut payloads = self.send_chat(&body).await?;
         let mut cap = OutputCap::new(self.limits.max_reply, &self.shown);
         let this = self.clone();

@@ -13,6 +13,7 @@ use crate::error::ApiError;
 
 pub(crate) mod anthropic;
 pub(crate) mod client;
+pub(crate) mod constrain;
 pub(crate) mod openai;
 pub(crate) mod reply;
 pub(crate) mod sse_decode;
@@ -49,6 +50,9 @@ pub(crate) struct UpstreamRequest {
     /// `response_format`; the Anthropic wire sends a schema as `output_config.format`), when
     /// it may: only without tools in play.
     pub(crate) response_format: Option<Value>,
+    /// A GBNF grammar of the reply the tool contract asks for (`chat::grammar`), for an
+    /// upstream that decodes under one (`upstream.constrain`); others never see it.
+    pub(crate) grammar: Option<String>,
 }
 
 /// Why the upstream says its reply ended.
@@ -141,4 +145,8 @@ pub(crate) trait Upstream: Send + Sync + 'static {
     /// The last request's `response_format` was refused (a 400 or 422) and the same request
     /// without it was taken: later requests need not offer it. Nothing by default.
     fn format_refused(&self) {}
+
+    /// The last request's grammar was refused (a 400 or 422) and the same request without it
+    /// was taken: later requests need not offer one. Nothing by default.
+    fn grammar_refused(&self) {}
 }

@@ -4,12 +4,14 @@
 use serde_json::{Value, json};
 
 use crate::chat::Usage;
+use crate::upstream::constrain::Dialect;
 use crate::upstream::{
     CallDelta, FinishReason, Role, Unreadable, UpstreamEvent, UpstreamRequest, shape_of, text_field,
 };
 
-/// The request as a streaming Chat Completions body (no `tools`).
-pub(crate) fn body(request: &UpstreamRequest) -> Value {
+/// The request as a streaming Chat Completions body (no `tools`), with its grammar in the
+/// upstream's dialect when it has one.
+pub(crate) fn body(request: &UpstreamRequest, dialect: Option<Dialect>) -> Value {
     let mut messages = Vec::with_capacity(request.turns.len() + 1);
     if !request.system.is_empty() {
         messages.push(json!({"role": "system", "content": request.system}));
@@ -32,6 +34,9 @@ pub(crate) fn body(request: &UpstreamRequest) -> Value {
     }
     if let Some(format) = &request.response_format {
         body.insert("response_format".into(), format.clone());
+    }
+    if let (Some(grammar), Some(dialect)) = (&request.grammar, dialect) {
+        dialect.insert(&mut body, grammar);
     }
     body.insert("stream".into(), Value::Bool(true));
     body.insert("stream_options".into(), json!({"include_usage": true}));

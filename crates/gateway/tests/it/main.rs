@@ -15,6 +15,8 @@
 //!   before the first byte, in-band errors after it, client disconnect cancelling upstream.
 //! - `anthropic`: Anthropic Messages on the same pipeline: blocks, the stream event grammar,
 //!   `tool_choice`, tool results with `is_error`, auth and error shapes, `count_tokens`, models.
+//! - `constrain`: constrained decoding: a forced choice carries the grammar of its calls in
+//!   the upstream's field; a refused grammar is dropped and remembered.
 //! - `modes`: `native` passes requests through; `auto` falls back to emulation when the
 //!   upstream rejects tools.
 //! - `faults`: upstream faults (refused, 429/5xx with and without `retry-after`, timeouts,
@@ -61,6 +63,7 @@
 
 mod anthropic;
 mod common;
+mod constrain;
 mod errors;
 mod exposure;
 mod fail_closed;

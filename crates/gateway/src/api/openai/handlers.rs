@@ -102,6 +102,16 @@ async fn handle(state: AppState, headers: &HeaderMap, body: Body) -> Result<Resp
         Mode::Auto if !parsed.chat.tools.is_empty() && routed.chain.refused(Refused::Tools) => {
             tracing::debug!(upstream = %first, "this upstream refused native tools lately; emulating");
         }
+        // A forced choice is emulated under the contract's grammar where the upstream decodes
+        // under one: then a call to the right tool, fitting its schema, is certain, while
+        // native tool calling may answer without one.
+        Mode::Auto
+            if matches!(parsed.chat.tool_choice, ToolChoice::Required | ToolChoice::Named(_))
+                && !routed.chain.refused(Refused::Grammar)
+                && client.takes_grammar().await =>
+        {
+            tracing::debug!(upstream = %first, "a forced tool choice; emulating under a grammar");
+        }
         Mode::Auto if !parsed.chat.tools.is_empty() => {
             let native =
                 try_native(&state, &routed.chain, &value, parsed.stream, allowed, repair).await?;
