@@ -500,6 +500,25 @@ def test_smollm_required_under_the_grammar_calls_a_declared_tool(smollm: Rig, st
 
 
 @needs_qwen
+def test_the_readme_example_is_a_call_on_the_first_attempt(qwen: Rig) -> None:
+    """The README's first example as written (one tool, this question): the model's first
+    reply is the call. (It used to be empty: the contract showed the tool results' marker,
+    the model began its reply with a result it made up, and the marker is a stop sequence.)"""
+    tools = [{"type": "function", "function": {"name": "get_weather",
+              "description": "The current weather in a city.",
+              "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                             "required": ["city"]}}}]
+    client = openai_client(qwen.gateway)
+    n0 = len(qwen.proxy.exchanges)
+    reply = client.chat.completions.create(model="qwen", temperature=0, tools=tools,
+        messages=[{"role": "user", "content": "What is the weather in Paris?"}])
+    calls = reply.choices[0].message.tool_calls or []
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in calls] == [
+        ("get_weather", {"city": "Paris"})], reply
+    assert len(qwen.proxy.exchanges) - n0 == 1, [e.text for e in qwen.proxy.exchanges[n0:]]
+
+
+@needs_qwen
 @pytest.mark.parametrize("question", [
     "What is 2+2?",
     "Write a haiku about the sea.",

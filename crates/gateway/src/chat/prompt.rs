@@ -99,7 +99,10 @@ fn format_contract(output: &OutputFormat, with_tools: bool) -> String {
 }
 
 /// How a tool result begins in the prompt. It is a stop sequence too: small models go on after
-/// their call and invent its result in this form, which must not reach the client.
+/// their call and invent its result in this form, which must not reach the client. The
+/// contract does not show it: shown there, a small model began its reply with it (a result
+/// of a call it never made), and the stop sequence left the reply empty (issue 24: every
+/// README example's first reply was empty and asked for again).
 const RESULT_MARKER: &str = "Result of call";
 
 /// OpenAI accepts at most this many stop sequences.
@@ -463,8 +466,8 @@ fn tool_contract(
         "To call a tool, write {block}, exactly in this form:\n{}\n\n\
          Rules:\n\
          - Use only the tool names listed above. The arguments must follow the tool's schema.\n\
-         - When you call tools, write the calls and stop. The results come back in the next message, as \
-         \"Result of call <id> (<tool name>): ...\". Then continue: answer the user, or call another tool.\n",
+         - When you call tools, write the calls and stop: the tools run, and their results come back to you \
+         in the next message. Then continue: answer the user, or call another tool.\n",
         syntax.template
     ));
     if parallel {
@@ -647,6 +650,16 @@ mod tests {
         assert!(result.starts_with("Result of call call_1 (get_weather):"));
         let quoted = toolshim_parse::parse(result, &toolshim_parse::Config::default());
         assert!(quoted.calls.is_empty(), "call syntax in results is neutralized: {result}");
+    }
+
+    #[test]
+    fn the_contract_does_not_show_the_result_marker() {
+        // Shown there, a small model began its reply with a result it made up, and the
+        // marker, a stop sequence, left the reply empty.
+        let req = request(vec![Message::User("Weather in Paris?".into())]);
+        let rendered = render(&req, &settings(), None, true, true);
+        assert!(!rendered.system.contains(RESULT_MARKER), "{}", rendered.system);
+        assert!(rendered.stop.iter().any(|s| s == RESULT_MARKER));
     }
 
     #[test]
