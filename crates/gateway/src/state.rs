@@ -203,28 +203,14 @@ impl Upstream for Chain {
         for (link, (name, client, model)) in self.links.iter().enumerate() {
             let mut request = request.clone();
             request.model.clone_from(model);
+            let refused =
+                |what| self.refusals.refused(what, name, model, self.remember_for, Instant::now());
             // An upstream that refused the format lately gets it in the prompt alone (the
-            // prompt always asks for it).
-            if request.response_format.is_some()
-                && self.refusals.refused(
-                    Refused::ResponseFormat,
-                    name,
-                    model,
-                    self.remember_for,
-                    Instant::now(),
-                )
-            {
+            // prompt always asks for it); one that refused the grammar, the prompt alone.
+            if request.response_format.is_some() && refused(Refused::ResponseFormat) {
                 request.response_format = None;
             }
-            if request.grammar.is_some()
-                && self.refusals.refused(
-                    Refused::Grammar,
-                    name,
-                    model,
-                    self.remember_for,
-                    Instant::now(),
-                )
-            {
+            if request.grammar.is_some() && refused(Refused::Grammar) {
                 request.grammar = None;
             }
             match client.chat(request).await {

@@ -538,13 +538,19 @@ impl UpstreamClient {
                     Ok(Err(ApiError::UpstreamRejected { .. })) => return Ok(None),
                     _ => return Err(()),
                 };
-                let body = tokio::time::timeout(self.probe_within, response.bytes()).await;
-                let props = match body {
-                    Ok(Ok(bytes)) if bytes.len() <= self.limits.max_reply => {
-                        serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null)
+                // Read within the probe's time and up to the reply cap; past either, it is
+                // not llama.cpp's answer.
+                let mut chunks = response.bytes_stream();
+                let mut bytes = Vec::new();
+                let deadline = started + self.probe_within;
+                while let Ok(Some(Ok(chunk))) = tokio::time::timeout_at(deadline, chunks.next()).await {
+                    bytes.extend_from_slice(&chunk);
+                    if bytes.len() > self.limits.max_reply {
+                        bytes.clear();
+                        break;
                     }
-                    _ => Value::Null,
-                };
+                }
+                let props = serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null);
                 let dialect = constrain::is_llama_cpp(&props).then_some(Dialect::LlamaCpp);
                 tracing::info!(upstream = %self.shown, ?dialect, "constrained decoding (constrain = auto)");
                 Ok(dialect)
