@@ -17,7 +17,7 @@ pub enum Support {
     Missing(&'static str),
 }
 
-/// A model-native tool-call format (ids as in the catalog `F1`–`F38`, `L1`–`L15`).
+/// A model-native tool-call format (ids as in the catalog `F1`–`F38`, `L1`–`L19`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Format {
@@ -129,6 +129,10 @@ pub const MODELS: &[(&str, &str)] = &[
     ("llm-jp-4", "llm_jp4"),
     ("iquest", "iquest_coder"),
     ("mirothinker", "mirothinker"),
+    ("cwm", "cwm"),
+    ("hyperclovax", "hyperclovax"),
+    ("pangu", "openpangu"),
+    ("rwkv", "rwkv"),
     ("longcat", "longcat"),
     ("minicpm", "minicpm5"),
     ("dots", "dots"),
@@ -506,9 +510,40 @@ pub(crate) const FORMATS: &[Format] = &[
             "the call's name is the tool name; the server name is dropped, so a tool declared as SERVER-TOOL is not matched",
         ),
     },
+    Format {
+        catalog: "L16",
+        id: "cwm",
+        dialects: &["cwm", "json"],
+        models: "Meta CWM (Code World Model)",
+        read_by: "native pair <tool: NAME> … </tool> with free-form input: a JSON object is the arguments, other text the tool's one parameter (else `command`)",
+        support: Support::Partial(
+            "the name is the tag's label, as Meta's prompting guide writes it (vLLM's cwm parser reads it from the first word of the body instead)",
+        ),
+    },
+    full(
+        "L17",
+        "hyperclovax",
+        &["hyperclovax", "json"],
+        "NAVER HyperCLOVAX-SEED-Think-14B",
+        "native pairs ` -> tool/function_call\\n` (and <|im_start|>assistant before it) + JSON list, to <|im_end|>",
+    ),
+    full(
+        "L18",
+        "openpangu",
+        &["openpangu", "lfm2", "json"],
+        "Huawei openPangu",
+        "native pair [unused11] + JSON list + [unused12] (or <|tool_call_start|>)",
+    ),
+    full(
+        "L19",
+        "rwkv",
+        &["rwkv", "fenced", "json"],
+        "RWKV tool-calling fine-tunes",
+        "native pair **Tool Call:** before a ```json fence",
+    ),
 ];
 
-/// Every catalogued model-native format (`F1`–`F38`, `L1`–`L15`) and how far toolshim
+/// Every catalogued model-native format (`F1`–`F38`, `L1`–`L19`) and how far toolshim
 /// reads it.
 pub fn formats() -> &'static [Format] {
     FORMATS

@@ -52,6 +52,9 @@ pub(crate) enum Field {
         tokens: &'static ArgTokens,
         ends: &'static [&'static str],
     },
+    /// Free-form input up to an end marker of the pair (`ends`), the value of `key` unless
+    /// the tool says which parameter it fills; JSON object arguments when it is one.
+    Freeform { key: &'static str, text: String, ends: &'static [&'static str] },
 }
 
 impl Field {
@@ -65,6 +68,7 @@ impl Field {
             | Field::Ignored { close, .. } => close,
             Field::TokenKey { tokens, .. } => tokens.value,
             Field::TokenValue { tokens, .. } => tokens.end,
+            Field::Freeform { ends, .. } => ends.first().copied().unwrap_or_default(),
         }
     }
 
@@ -77,7 +81,8 @@ impl Field {
             | Field::KeyType { text, .. }
             | Field::Ignored { text, .. }
             | Field::TokenKey { text, .. }
-            | Field::TokenValue { text, .. } => text,
+            | Field::TokenValue { text, .. }
+            | Field::Freeform { text, .. } => text,
         }
     }
 }
@@ -107,6 +112,9 @@ impl Body {
             Field::TokenKey { .. } | Field::TokenValue { .. } => {
                 return self.step_token_field(field, rest, ctx, eof);
             }
+            Field::Freeform { key, text, ends } => {
+                return self.step_freeform(key, text, ends, rest, ctx, eof);
+            }
             _ => {}
         }
         let upto = scan_until_close(rest, field.close(), eof);
@@ -135,7 +143,9 @@ impl Body {
         let padded = *padding == Padding::Newlines;
         let after_newline = text.is_empty() || text.ends_with('\n');
         let mut enclosing: [&'static str; MAX_ENCLOSING] = [""; MAX_ENCLOSING];
-        let names = self.markup.frames.iter().rev().filter_map(Elem::close_name);
+        let loose = self.markup.loose_close();
+        let names =
+            loose.into_iter().chain(self.markup.frames.iter().rev().filter_map(Elem::close_name));
         for (slot, name) in enclosing.iter_mut().zip(names) {
             *slot = name;
         }
@@ -261,6 +271,7 @@ impl Body {
                 self.write_param(&key, &text, None, Padding::None, ctx);
             }
             Field::TokenKey { .. } | Field::Ignored { .. } => {}
+            Field::Freeform { key, text, .. } => self.write_freeform(key, &text, ctx),
             Field::CallName { text, at, .. } => {
                 self.close_open_calls(at, ctx);
                 let mut call = ctx.open_call(at);
@@ -294,6 +305,12 @@ impl Body {
             }
             Field::TokenValue { key, text, .. } => {
                 self.write_param(&key, &text, None, Padding::None, ctx);
+                if let Some(call) = self.current_call() {
+                    call.cut_off(Cut::Value);
+                }
+            }
+            Field::Freeform { key, text, .. } => {
+                self.write_freeform(key, &text, ctx);
                 if let Some(call) = self.current_call() {
                     call.cut_off(Cut::Value);
                 }
@@ -424,6 +441,102 @@ impl Body {
             }
         }
     }
+}
+
+impl Body {
+    /// Reads free-form input: leading whitespace, then JSON arguments (left to the JSON
+    /// reader) or raw text up to an end marker of the pair, which the markup reader takes.
+    fn step_freeform(
+        &mut self,
+        key: &'static str,
+        mut text: String,
+        ends: &'static [&'static str],
+        rest: &str,
+        ctx: &mut Ctx<'_, '_>,
+        eof: bool,
+    ) -> Step {
+        let mut ws = 0;
+        if text.is_empty() {
+            ws = rest.bytes().take_while(u8::is_ascii_whitespace).count();
+            match rest.as_bytes().get(ws) {
+                // JSON object arguments: the JSON reader takes them from here.
+                Some(b'{') => return Ok(Took::Go(ws)),
+                None if !eof => {
+                    self.reading = Reading::Field(Field::Freeform { key, text, ends });
+                    return if ws == 0 { Err(Need) } else { Ok(Took::Go(ws)) };
+                }
+                _ => {}
+            }
+        }
+        let rest = rest.get(ws..).unwrap_or_default();
+        let upto = find_end(rest, ends, eof);
+        text.push_str(rest.get(..upto.text).unwrap_or_default());
+        match upto.found {
+            Some(_) => {
+                self.write_freeform(key, &text, ctx);
+                Ok(Took::Go(ws + upto.text))
+            }
+            None if eof => {
+                self.field_cut(Field::Freeform { key, text, ends }, ctx);
+                Ok(Took::Go(ws + upto.text))
+            }
+            None => {
+                let took = ws + upto.text;
+                self.reading = Reading::Field(Field::Freeform { key, text, ends });
+                if took == 0 { Err(Need) } else { Ok(Took::Go(took)) }
+            }
+        }
+    }
+
+    /// Writes free-form input, trimmed, as the value of the parameter it fills: the tool's
+    /// one parameter, or its one required one, else `key`. Without a schema for that
+    /// parameter the text is a string.
+    fn write_freeform(&mut self, key: &str, text: &str, ctx: &mut Ctx<'_, '_>) {
+        let text = text.trim();
+        let Some(call) = self.current_call() else { return };
+        if text.is_empty() {
+            return;
+        }
+        call.bind_tool(ctx.config());
+        let tool = call.args.tool();
+        let key = match tool {
+            Some(tool) if tool.param_names().len() == 1 => tool.param_names().first().cloned(),
+            Some(tool) if tool.required().len() == 1 => tool.required().first().cloned(),
+            _ => None,
+        }
+        .unwrap_or_else(|| key.to_owned());
+        let typed = tool.is_some_and(|tool| tool.param_type(&key) != ParamType::Any);
+        self.write_param(&key, text, (!typed).then_some(true), Padding::None, ctx);
+    }
+}
+
+/// The first of `ends` in `rest` (any byte may start one), holding back a possible partial
+/// end marker at its end.
+fn find_end(rest: &str, ends: &[&str], eof: bool) -> TokenUpto {
+    let mut first = [false; 256];
+    for end in ends {
+        if let Some(slot) = end.as_bytes().first().and_then(|b| first.get_mut(usize::from(*b))) {
+            *slot = true;
+        }
+    }
+    let bytes = rest.as_bytes();
+    for (at, b) in bytes.iter().enumerate() {
+        if !first.get(usize::from(*b)).copied().unwrap_or(false) {
+            continue;
+        }
+        let tail = rest.get(at..).unwrap_or_default();
+        let mut partial = false;
+        for (idx, end) in ends.iter().enumerate() {
+            if tail.starts_with(end) {
+                return TokenUpto { text: at, found: Some((idx, end.len())) };
+            }
+            partial |= !eof && tail.len() < end.len() && end.starts_with(tail);
+        }
+        if partial {
+            return TokenUpto { text: at, found: None };
+        }
+    }
+    TokenUpto { text: rest.len(), found: None }
 }
 
 /// How far a field between tokens goes: `text` bytes are surely its text, and `found`

@@ -70,6 +70,22 @@ pub(super) enum Elem {
     Pair(PairRef),
 }
 
+impl Markup {
+    /// The end tag that closes the innermost call as expected when it has no end tag of
+    /// its own: a call opened by `<func_name>` outside any pair ends at `</func_call>`.
+    pub(super) fn loose_close(&self) -> Option<&'static str> {
+        let bare = matches!(self.frames.last(), Some(Elem::Call { close: None, .. }))
+            && !self.frames.iter().any(|f| matches!(f, Elem::Pair(_)));
+        if !bare {
+            return None;
+        }
+        TAGS.iter().find_map(|(_, role)| match role {
+            Role::CallName { closed_by } => Some(*closed_by),
+            _ => None,
+        })
+    }
+}
+
 impl Elem {
     pub(super) fn close_name(&self) -> Option<&'static str> {
         match self {

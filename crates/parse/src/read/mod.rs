@@ -517,8 +517,9 @@ impl Body {
             || (ctx.pending_is_named()
                 && !matches!(rest.as_bytes().first(), Some(b'}' | b']'))
                 && matches!(self.markup.frames.last(), Some(Elem::Container { held: true, .. })));
-        let in_broken_call =
-            after_json && self.markup.frames.last().and_then(Elem::close_name).is_some();
+        let in_broken_call = after_json
+            && (self.markup.frames.last().and_then(Elem::close_name).is_some()
+                || self.markup.loose_close().is_some());
         let withdrawn = broken.is_some_and(|(_, withdrawn)| withdrawn);
         if !in_section && !in_broken_call {
             return Ok(Took::End(0));
@@ -585,6 +586,13 @@ impl Body {
                 call.id = named.id;
                 ctx.resolve(&mut call);
                 self.markup.frames.push(Elem::Call { close: None, call: Some(call) });
+                if let (PairBody::Freeform { key }, PairRef::Native(row)) = (pair.body(), pair) {
+                    self.reading = Reading::Field(Field::Freeform {
+                        key,
+                        text: String::new(),
+                        ends: row.ends,
+                    });
+                }
                 Ok(Some(Took::Go(named.len)))
             }
             PairStep::Name => Ok(None),

@@ -66,6 +66,10 @@ pub(crate) enum Body {
     NamespacedMarkup(&'static str),
     /// Arguments as key/value pairs between tokens, values raw and typed by the schema.
     ArgTokens(&'static ArgTokens),
+    /// Free-form input up to the end marker (Meta CWM's `<tool: NAME>\nINPUT\n</tool>`):
+    /// a JSON object is the arguments; any other text, trimmed, is the value of the tool's
+    /// one parameter (or its one required one), else of `key`.
+    Freeform { key: &'static str },
 }
 
 /// The tokens of key/value arguments: `key KEY value VALUE end` (Solar Open 2's
@@ -273,8 +277,13 @@ static PLAMO_CALL: Pair = Pair {
 static SOLAR_ARGS: ArgTokens =
     ArgTokens { key: "<|tool_arg:start|>", value: "<|tool_arg:value|>", end: "<|tool_arg:end|>" };
 
+/// HyperCLOVAX-SEED-Think-14B: the assistant turn's header ` -> tool/function_call\n`,
+/// then a JSON list of calls, then `<|im_end|>`; a reply that began as text ends that turn
+/// and opens a new one for the calls.
+static HYPERCLOVAX: Pair = pair("hyperclovax", "-> tool/function_call\n", &["<|im_end|>"]);
+
 /// Every native pair, in the order the registry tries them.
-pub(crate) static PAIRS: [&Pair; 35] = [
+pub(crate) static PAIRS: [&Pair; 42] = [
     &pair("longcat", "<longcat_tool_call>", &["</longcat_tool_call>"]),
     // Step-Audio 2: `<tool_call>function\nNAME\n{json}</tool_call>` (before the markup
     // reader's `<tool_call>`, which the registry tries after every pair).
@@ -362,6 +371,19 @@ pub(crate) static PAIRS: [&Pair; 35] = [
         &[&KIMI_CALL],
     ),
     &KIMI_CALL,
+    // Meta CWM: `<tool: NAME>\nINPUT\n</tool>`, the input free-form.
+    &Pair {
+        body: Body::Freeform { key: "command" },
+        ..named("cwm", "<tool:", &["</tool>"], "", &[Marker::Consume(">")])
+    },
+    &Pair { start: "<|im_end|>\n<|im_start|>assistant -> tool/function_call\n", ..HYPERCLOVAX },
+    &Pair { start: "<|im_start|>assistant -> tool/function_call\n", ..HYPERCLOVAX },
+    &Pair { start: " -> tool/function_call\n", opens: Opens::AtStart, ..HYPERCLOVAX },
+    &HYPERCLOVAX,
+    // openPangu: `[unused11][{json}, …][unused12]` (its `<|tool_call_start|>` form is LFM2's).
+    &pair("openpangu", "[unused11]", &["[unused12]"]),
+    // RWKV: a `**Tool Call:**` line before a ```json fence holding the call.
+    &pair("rwkv", "**Tool Call:**", &[]),
     &section(
         "plamo3",
         "<|plamo:begin_tool_requests:plamo|>",

@@ -69,6 +69,18 @@ SGLANG_PARSERS: dict[str, str] = {
     "apertus2509": "apertus",
     "cohere_command4": "cohere",
     "hunyuan": "hunyuan_v3",
+    "iquest_q1": "iquest_coder",
+    # Formats SGLang has no detector for: their toolshim ids.
+    "step_audio2": "step_audio2",
+    "solar_open2": "solar_open2",
+    "plamo3": "plamo3",
+    "llm_jp4": "llm_jp4",
+    "iquest_coder": "iquest_coder",
+    "mirothinker": "mirothinker",
+    "cwm": "cwm",
+    "hyperclovax": "hyperclovax",
+    "openpangu": "openpangu",
+    "rwkv": "rwkv",
 }
 
 
