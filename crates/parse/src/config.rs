@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use crate::dialect::Dialects;
+use crate::error::Error;
 use crate::tools::ToolSet;
 
 /// What happens to the text of a call to a tool that is not in the tool list.
@@ -139,5 +140,18 @@ impl Config {
     /// Default settings with a tool list.
     pub fn with_tools(tools: ToolSet) -> Config {
         Config { tools: Some(Arc::new(tools)), ..Config::default() }
+    }
+
+    /// Default settings that read the one format a format file describes: a Hugging Face
+    /// `response_template` (bare, or the `tokenizer_config.json` that holds it) or
+    /// toolshim's own rows ([`Dialects::from_format_file`]). A template whose reasoning
+    /// has no open marker (the prompt opens it) sets [`Config::reasoning_open`].
+    pub fn format_from_template(text: &str) -> Result<Config, Error> {
+        let loaded = crate::rows::file::load(text)?;
+        Ok(Config {
+            dialects: loaded.dialects,
+            reasoning_open: loaded.reasoning_open,
+            ..Config::default()
+        })
     }
 }

@@ -9,7 +9,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::rows::native::{Opens, PAIRS, Pair};
+use crate::error::{Error, ErrorKind};
+use crate::rows::native::{Opens, PAIRS, Row};
 
 /// The built-in dialects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -193,7 +194,7 @@ pub(crate) enum Entry {
     Builtin(Builtin),
     Pair(Arc<TagPair>),
     /// A model-native format's marker pair; the id is the format's.
-    Native(&'static Pair),
+    Native(Row),
     Custom(Arc<dyn Dialect>),
 }
 
@@ -202,7 +203,7 @@ impl Entry {
         match self {
             Entry::Builtin(builtin) => builtin.id(),
             Entry::Pair(pair) => pair.id(),
-            Entry::Native(pair) => pair.id,
+            Entry::Native(pair) => &pair.id,
             Entry::Custom(custom) => custom.id(),
         }
     }
@@ -212,7 +213,7 @@ impl Entry {
         match self {
             Entry::Builtin(_) => None,
             Entry::Pair(pair) => Some(pair.start()),
-            Entry::Native(pair) if pair.opens == Opens::Anywhere => Some(pair.start),
+            Entry::Native(pair) if pair.opens == Opens::Anywhere => Some(&*pair.start),
             Entry::Native(_) => None,
             Entry::Custom(custom) => Some(custom.start()),
         }
@@ -220,9 +221,9 @@ impl Entry {
     }
 
     /// The start marker of a native pair that opens only at the start of the output.
-    pub(crate) fn start_only_marker(&self) -> Option<&'static str> {
+    pub(crate) fn start_only_marker(&self) -> Option<&str> {
         match self {
-            Entry::Native(pair) if pair.opens == Opens::AtStart => Some(pair.start),
+            Entry::Native(pair) if pair.opens == Opens::AtStart => Some(&pair.start),
             _ => None,
         }
     }
@@ -258,8 +259,8 @@ impl Default for Dialects {
     fn default() -> Dialects {
         let mut dialects = Dialects { entries: Vec::new(), on: 0 };
         // Model-native markers first: they are the most specific.
-        for pair in PAIRS {
-            dialects.entries.push(Entry::Native(pair));
+        for pair in PAIRS.iter() {
+            dialects.entries.push(Entry::Native(Row::clone(pair)));
         }
         for builtin in Builtin::ALL {
             if builtin != Builtin::FreeText {
@@ -343,6 +344,38 @@ impl Dialects {
         }
     }
 
+    /// Reads a registry from a format file: toolshim's own rows written as data (JSON, or
+    /// TOML with the `toml` feature), as [`Dialects::to_format_file`] writes them, or a
+    /// Hugging Face `response_template` (bare, or inside the `tokenizer_config.json` that
+    /// ships it). The rows it builds are the same typed rows the built-in formats are made
+    /// of. Anything the parser cannot read is an [`crate::ErrorKind::InvalidFormat`] error
+    /// whose [`crate::Error::field`] names the field.
+    ///
+    /// ```
+    /// use toolshim_parse::{parse, Config, Dialects};
+    ///
+    /// let template = r#"{"fields": {"tool_calls": {
+    ///     "open": "<call>", "close": "</call>", "content": "json",
+    ///     "transform": {"type": "function", "function": "{content}"}}}}"#;
+    /// let mut config = Config::default();
+    /// config.dialects = Dialects::from_format_file(template)?;
+    /// let parsed = parse(r#"Sure.<call>{"name": "f", "arguments": {"n": 1}}</call>"#, &config);
+    /// assert_eq!(parsed.calls[0].arguments, r#"{"n":1}"#);
+    /// # Ok::<(), toolshim_parse::Error>(())
+    /// ```
+    pub fn from_format_file(text: &str) -> Result<Dialects, Error> {
+        crate::rows::file::load(text).map(|loaded| loaded.dialects)
+    }
+
+    /// This registry written as a format file (toolshim's rows, as JSON), which
+    /// [`Dialects::from_format_file`] reads back into the same registry. A custom
+    /// [`Dialect`] is code, not data: a registry holding one is an error.
+    pub fn to_format_file(&self) -> Result<String, Error> {
+        let value = crate::rows::file::write(self)?;
+        serde_json::to_string_pretty(&value)
+            .map_err(|err| Error::new(ErrorKind::InvalidFormat, err.to_string()))
+    }
+
     /// The ids, in order.
     pub fn ids(&self) -> impl Iterator<Item = &str> {
         self.entries.iter().map(Entry::id)
@@ -355,6 +388,14 @@ impl Dialects {
 
     pub(crate) fn entries(&self) -> &[Entry] {
         &self.entries
+    }
+
+    /// Adds an entry at the end of the order.
+    pub(crate) fn push(&mut self, entry: Entry) {
+        if let Entry::Builtin(builtin) = entry {
+            self.on |= bit(builtin);
+        }
+        self.entries.push(entry);
     }
 }
 

@@ -17,6 +17,8 @@ pub struct Error {
     kind: ErrorKind,
     /// The byte of the input (a tool list's text) the error is about, when there is one.
     offset: Option<usize>,
+    /// The field of a format file the error is about, when there is one.
+    field: Option<String>,
     message: String,
 }
 
@@ -30,11 +32,20 @@ pub enum ErrorKind {
     DuplicateTool,
     /// A configuration value is out of range.
     InvalidConfig,
+    /// A format file (toolshim's rows, or a `response_template`) is malformed, or asks for
+    /// something the parser cannot read; [`Error::field`] names the field.
+    InvalidFormat,
 }
 
 impl Error {
     pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
-        Error { kind, offset: None, message: message.into() }
+        Error { kind, offset: None, field: None, message: message.into() }
+    }
+
+    /// The error is about this field of a format file.
+    pub(crate) fn with_field(mut self, field: &str) -> Error {
+        self.field = Some(field.to_owned());
+        self
     }
 
     /// The error is about this byte of the input.
@@ -52,6 +63,12 @@ impl Error {
     /// when it is about one; compute a line and column from the input when you need them.
     pub fn offset(&self) -> Option<usize> {
         self.offset
+    }
+
+    /// The field of a format file the error is about (`fields.tool_calls.open_pattern`,
+    /// `dialects[2].pair.head`), when it is about one.
+    pub fn field(&self) -> Option<&str> {
+        self.field.as_deref()
     }
 }
 

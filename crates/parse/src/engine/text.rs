@@ -53,10 +53,11 @@ pub(crate) enum Lead {
 fn leading_call(rest: &str, eof: bool, config: &Config) -> Look<(usize, usize)> {
     let Some(tools) = config.tools.as_deref() else { return Ok(None) };
     let leading = config.dialects.entries().iter().find_map(|entry| match entry {
-        Entry::Native(pair) => pair.leading,
+        Entry::Native(pair) => pair.leading.as_ref(),
         _ => None,
     });
     let Some(Leading { end }) = leading else { return Ok(None) };
+    let end: &str = end;
     let b = rest.as_bytes();
     let n = b
         .iter()

@@ -104,7 +104,7 @@ pub(crate) struct Reader {
     top_scalar: bool,
     /// The token that opens and closes raw strings (Gemma 4's `<|"|>`), when the format
     /// has one. Its first byte occurs in it once only.
-    string_token: Option<&'static str>,
+    string_token: Option<std::sync::Arc<str>>,
 }
 
 const LEFT_DOUBLE: char = '\u{201C}';
@@ -174,7 +174,7 @@ impl Reader {
 
     /// Sets the token that opens and closes raw strings (the format's literal syntax:
     /// unquoted keys are then no repair either).
-    pub(crate) fn set_string_token(&mut self, token: Option<&'static str>) {
+    pub(crate) fn set_string_token(&mut self, token: Option<std::sync::Arc<str>>) {
         self.string_token = token.filter(|t| !t.is_empty() && t.len() < usize::from(u8::MAX));
     }
 
@@ -240,7 +240,7 @@ impl Reader {
                     i += self.token_string(input, i, key, escape, sink);
                 }
                 Lex::TokenOpen { key, k } => {
-                    let token = self.string_token.unwrap_or_default().as_bytes();
+                    let token = self.string_token.as_deref().unwrap_or_default().as_bytes();
                     if token.get(usize::from(k)) != Some(&b) {
                         return Status::Invalid(i);
                     }
@@ -396,7 +396,7 @@ impl Reader {
         let mut closed = Closed::Nothing;
         match std::mem::replace(&mut self.lex, Lex::Structural) {
             Lex::Str { key: false, escape, .. } => {
-                if let (Escape::Token(k), Some(token)) = (escape, self.string_token) {
+                if let (Escape::Token(k), Some(token)) = (escape, self.string_token.as_deref()) {
                     sink.str_part(token.get(..usize::from(k)).unwrap_or_default(), false);
                 }
                 self.flush_surrogate(false, sink);
@@ -445,7 +445,7 @@ impl Reader {
         escape: Escape,
         sink: &mut impl Sink,
     ) -> usize {
-        let Some(token) = self.string_token else {
+        let Some(token) = self.string_token.clone() else {
             self.lex = Lex::Structural;
             return 0;
         };
@@ -732,7 +732,7 @@ impl Reader {
     }
 
     fn start_key(&mut self, input: &str, i: usize, b: u8, sink: &mut impl Sink) -> Step {
-        if self.string_token.is_some_and(|t| t.as_bytes().first() == Some(&b)) {
+        if self.string_token.as_deref().is_some_and(|t| t.as_bytes().first() == Some(&b)) {
             self.lex = Lex::TokenOpen { key: true, k: 1 };
             return Step::Consumed(1);
         }
@@ -822,7 +822,7 @@ impl Reader {
                 }
                 _ => Step::Invalid,
             },
-            _ if self.string_token.is_some_and(|t| t.as_bytes().first() == Some(&b)) => {
+            _ if self.string_token.as_deref().is_some_and(|t| t.as_bytes().first() == Some(&b)) => {
                 self.lex = Lex::TokenOpen { key: false, k: 1 };
                 Step::Consumed(1)
             }

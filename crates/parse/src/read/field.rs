@@ -14,7 +14,7 @@ use crate::read::tag::{
 use crate::read::value::{Padding, elements_json};
 use crate::read::{Body, Reading};
 use crate::rows::markup::says_string;
-use crate::rows::native::{ArgTokens, Body as PairBody};
+use crate::rows::native::{ArgTokens, Body as PairBody, Pair, Row, Text};
 use crate::tools::ParamType;
 
 /// A field being read, up to its end tag `close`.
@@ -42,19 +42,22 @@ pub(crate) enum Field {
     KeyType { text: String, close: &'static str },
     /// A field whose text is not part of the call (MCP's `<server_name>`).
     Ignored { close: &'static str, text: String },
-    /// A key between argument tokens, up to the value token.
-    TokenKey { text: String, tokens: &'static ArgTokens },
+    /// A key between argument tokens (the pair's), up to the value token.
+    TokenKey { text: String, pair: Row },
     /// A value between argument tokens, up to the end token (or, where that is missing,
-    /// the next key token or an end marker of the pair, `ends`).
-    TokenValue {
-        key: String,
-        text: String,
-        tokens: &'static ArgTokens,
-        ends: &'static [&'static str],
-    },
-    /// Free-form input up to an end marker of the pair (`ends`), the value of `key` unless
+    /// the next key token or an end marker of the pair).
+    TokenValue { key: String, text: String, pair: Row },
+    /// Free-form input up to an end marker of the pair: the value of the pair's key unless
     /// the tool says which parameter it fills; JSON object arguments when it is one.
-    Freeform { key: &'static str, text: String, ends: &'static [&'static str] },
+    Freeform { text: String, pair: Row },
+}
+
+/// The argument tokens of a pair whose arguments are token pairs.
+fn tokens_of(pair: &Pair) -> Option<&ArgTokens> {
+    match &pair.body {
+        PairBody::ArgTokens(tokens) => Some(tokens),
+        _ => None,
+    }
 }
 
 impl Field {
@@ -66,9 +69,9 @@ impl Field {
             | Field::Key { close, .. }
             | Field::KeyType { close, .. }
             | Field::Ignored { close, .. } => close,
-            Field::TokenKey { tokens, .. } => tokens.value,
-            Field::TokenValue { tokens, .. } => tokens.end,
-            Field::Freeform { ends, .. } => ends.first().copied().unwrap_or_default(),
+            Field::TokenKey { pair, .. } => tokens_of(pair).map_or("", |tokens| &tokens.value),
+            Field::TokenValue { pair, .. } => tokens_of(pair).map_or("", |tokens| &tokens.end),
+            Field::Freeform { pair, .. } => pair.ends.first().map_or("", |end| &**end),
         }
     }
 
@@ -112,8 +115,8 @@ impl Body {
             Field::TokenKey { .. } | Field::TokenValue { .. } => {
                 return self.step_token_field(field, rest, ctx, eof);
             }
-            Field::Freeform { key, text, ends } => {
-                return self.step_freeform(key, text, ends, rest, ctx, eof);
+            Field::Freeform { text, pair } => {
+                return self.step_freeform(text, pair, rest, ctx, eof);
             }
             _ => {}
         }
@@ -149,7 +152,8 @@ impl Body {
         for (slot, name) in enclosing.iter_mut().zip(names) {
             *slot = name;
         }
-        let ends = ValueEnds { enclosing: &enclosing, padded, namespace: self.namespace_token() };
+        let namespace = self.namespace_token();
+        let ends = ValueEnds { enclosing: &enclosing, padded, namespace: namespace.as_deref() };
         if let Some(seen) = end_seen {
             let tag = seen.tag;
             let after = scan_after_end(rest, close, ends, tag, seen.scanned, eof);
@@ -231,7 +235,7 @@ impl Body {
             Field::Param { key, mut text, string, padding, .. } => {
                 // Namespaced markup writes its token before the end tag too.
                 if let Some(token) = self.namespace_token() {
-                    if text.ends_with(token) {
+                    if text.ends_with(&*token) {
                         text.truncate(text.len() - token.len());
                     }
                     // Nested elements: an object (or an array) parameter.
@@ -239,7 +243,7 @@ impl Body {
                         .current_call()
                         .and_then(|call| call.args.tool())
                         .is_some_and(|tool| tool.param_type(&key) == ParamType::Array);
-                    if let Some(json) = elements_json(&text, token, array) {
+                    if let Some(json) = elements_json(&text, &token, array) {
                         text = json;
                     }
                 }
@@ -271,7 +275,7 @@ impl Body {
                 self.write_param(&key, &text, None, Padding::None, ctx);
             }
             Field::TokenKey { .. } | Field::Ignored { .. } => {}
-            Field::Freeform { key, text, .. } => self.write_freeform(key, &text, ctx),
+            Field::Freeform { text, pair } => self.write_freeform(&pair, &text, ctx),
             Field::CallName { text, at, .. } => {
                 self.close_open_calls(at, ctx);
                 let mut call = ctx.open_call(at);
@@ -309,8 +313,8 @@ impl Body {
                     call.cut_off(Cut::Value);
                 }
             }
-            Field::Freeform { key, text, .. } => {
-                self.write_freeform(key, &text, ctx);
+            Field::Freeform { text, pair } => {
+                self.write_freeform(&pair, &text, ctx);
                 if let Some(call) = self.current_call() {
                     call.cut_off(Cut::Value);
                 }
@@ -327,29 +331,29 @@ impl Body {
         }
     }
 
-    /// The argument tokens of the innermost pair, and its end markers, when a call of it is
-    /// open.
-    fn arg_tokens(&self) -> Option<(&'static ArgTokens, &'static [&'static str])> {
+    /// The innermost pair, when its arguments are token pairs and a call of it is open.
+    fn arg_pair(&self) -> Option<&Row> {
         let pair = self.markup.frames.iter().rev().find_map(|f| match f {
-            Elem::Pair(PairRef::Native(pair)) => Some(*pair),
+            Elem::Pair(PairRef::Native(pair)) => Some(pair),
             _ => None,
         })?;
         let open_call = matches!(self.markup.frames.last(), Some(Elem::Call { call: Some(_), .. }));
-        match pair.body {
-            PairBody::ArgTokens(tokens) if open_call => Some((tokens, pair.ends)),
-            _ => None,
-        }
+        (open_call && tokens_of(pair).is_some()).then_some(pair)
     }
 
     /// A key token at the cursor, inside a call whose arguments are token pairs: the key
     /// follows. Its length.
     pub(super) fn arg_key(&mut self, rest: &str, eof: bool) -> Look<usize> {
-        let Some((tokens, _)) = self.arg_tokens() else { return Ok(None) };
-        if rest.starts_with(tokens.key) {
-            self.reading = Reading::Field(Field::TokenKey { text: String::new(), tokens });
-            return Ok(Some(tokens.key.len()));
+        let Some(pair) = self.arg_pair() else { return Ok(None) };
+        let Some(tokens) = tokens_of(pair) else { return Ok(None) };
+        let key: &str = &tokens.key;
+        if rest.starts_with(key) {
+            let len = key.len();
+            let pair = Row::clone(pair);
+            self.reading = Reading::Field(Field::TokenKey { text: String::new(), pair });
+            return Ok(Some(len));
         }
-        if !eof && rest.len() < tokens.key.len() && tokens.key.starts_with(rest) {
+        if !eof && rest.len() < key.len() && key.starts_with(rest) {
             return Err(Need);
         }
         Ok(None)
@@ -364,47 +368,44 @@ impl Body {
         eof: bool,
     ) -> Step {
         match field {
-            Field::TokenKey { mut text, tokens } => {
-                let ends = self.arg_tokens().map_or(&[][..], |(_, ends)| ends);
-                let upto = find_token(rest, [tokens.value, tokens.key].iter().chain(ends), eof);
+            Field::TokenKey { mut text, pair } => {
+                let Some(tokens) = tokens_of(&pair) else { return Ok(Took::Go(0)) };
+                let stops = [&tokens.value, &tokens.key].into_iter().chain(pair.ends.iter());
+                let upto = find_token(rest, stops, eof);
                 text.push_str(rest.get(..upto.text).unwrap_or_default());
                 match upto.found {
                     Some((0, len)) => {
                         let key = text.trim().to_owned();
-                        self.reading = Reading::Field(Field::TokenValue {
-                            key,
-                            text: String::new(),
-                            tokens,
-                            ends,
-                        });
+                        self.reading =
+                            Reading::Field(Field::TokenValue { key, text: String::new(), pair });
                         Ok(Took::Go(upto.text + len))
                     }
                     Some(_) => {
                         // A key without its value: the call lost an argument.
+                        let message = format!(
+                            "the key {:?} had no `{}` and no value",
+                            text.trim(),
+                            tokens.value
+                        );
                         if let Some(call) = self.current_call() {
-                            call.extra_notes.push((
-                                WarningCode::MissingEndMarker,
-                                format!(
-                                    "the key {:?} had no `{}` and no value",
-                                    text.trim(),
-                                    tokens.value
-                                ),
-                            ));
+                            call.extra_notes.push((WarningCode::MissingEndMarker, message));
                         }
                         Ok(Took::Go(upto.text))
                     }
                     None if eof => {
-                        self.field_cut(Field::TokenKey { text, tokens }, ctx);
+                        self.field_cut(Field::TokenKey { text, pair }, ctx);
                         Ok(Took::Go(upto.text))
                     }
                     None => {
-                        self.reading = Reading::Field(Field::TokenKey { text, tokens });
+                        self.reading = Reading::Field(Field::TokenKey { text, pair });
                         if upto.text == 0 { Err(Need) } else { Ok(Took::Go(upto.text)) }
                     }
                 }
             }
-            Field::TokenValue { key, mut text, tokens, ends } => {
-                let upto = find_token(rest, [tokens.end, tokens.key].iter().chain(ends), eof);
+            Field::TokenValue { key, mut text, pair } => {
+                let Some(tokens) = tokens_of(&pair) else { return Ok(Took::Go(0)) };
+                let stops = [&tokens.end, &tokens.key].into_iter().chain(pair.ends.iter());
+                let upto = find_token(rest, stops, eof);
                 text.push_str(rest.get(..upto.text).unwrap_or_default());
                 match upto.found {
                     Some((idx, len)) => {
@@ -413,24 +414,21 @@ impl Body {
                             return Ok(Took::Go(upto.text + len));
                         }
                         // Its end token is missing: the next key or the call's end ends it.
+                        let message = format!(
+                            "a `{}` was missing; the value ended at the next token",
+                            tokens.end
+                        );
                         if let Some(call) = self.current_call() {
-                            call.extra_notes.push((
-                                WarningCode::MissingEndMarker,
-                                format!(
-                                    "a `{}` was missing; the value ended at the next token",
-                                    tokens.end
-                                ),
-                            ));
+                            call.extra_notes.push((WarningCode::MissingEndMarker, message));
                         }
                         Ok(Took::Go(upto.text))
                     }
                     None if eof => {
-                        self.field_cut(Field::TokenValue { key, text, tokens, ends }, ctx);
+                        self.field_cut(Field::TokenValue { key, text, pair }, ctx);
                         Ok(Took::Go(upto.text))
                     }
                     None => {
-                        self.reading =
-                            Reading::Field(Field::TokenValue { key, text, tokens, ends });
+                        self.reading = Reading::Field(Field::TokenValue { key, text, pair });
                         if upto.text == 0 { Err(Need) } else { Ok(Took::Go(upto.text)) }
                     }
                 }
@@ -448,9 +446,8 @@ impl Body {
     /// reader) or raw text up to an end marker of the pair, which the markup reader takes.
     fn step_freeform(
         &mut self,
-        key: &'static str,
         mut text: String,
-        ends: &'static [&'static str],
+        pair: Row,
         rest: &str,
         ctx: &mut Ctx<'_, '_>,
         eof: bool,
@@ -462,27 +459,27 @@ impl Body {
                 // JSON object arguments: the JSON reader takes them from here.
                 Some(b'{') => return Ok(Took::Go(ws)),
                 None if !eof => {
-                    self.reading = Reading::Field(Field::Freeform { key, text, ends });
+                    self.reading = Reading::Field(Field::Freeform { text, pair });
                     return if ws == 0 { Err(Need) } else { Ok(Took::Go(ws)) };
                 }
                 _ => {}
             }
         }
         let rest = rest.get(ws..).unwrap_or_default();
-        let upto = find_end(rest, ends, eof);
+        let upto = find_token(rest, pair.ends.iter(), eof);
         text.push_str(rest.get(..upto.text).unwrap_or_default());
         match upto.found {
             Some(_) => {
-                self.write_freeform(key, &text, ctx);
+                self.write_freeform(&pair, &text, ctx);
                 Ok(Took::Go(ws + upto.text))
             }
             None if eof => {
-                self.field_cut(Field::Freeform { key, text, ends }, ctx);
+                self.field_cut(Field::Freeform { text, pair }, ctx);
                 Ok(Took::Go(ws + upto.text))
             }
             None => {
                 let took = ws + upto.text;
-                self.reading = Reading::Field(Field::Freeform { key, text, ends });
+                self.reading = Reading::Field(Field::Freeform { text, pair });
                 if took == 0 { Err(Need) } else { Ok(Took::Go(took)) }
             }
         }
@@ -491,7 +488,11 @@ impl Body {
     /// Writes free-form input, trimmed, as the value of the parameter it fills: the tool's
     /// one parameter, or its one required one, else `key`. Without a schema for that
     /// parameter the text is a string.
-    fn write_freeform(&mut self, key: &str, text: &str, ctx: &mut Ctx<'_, '_>) {
+    fn write_freeform(&mut self, pair: &Pair, text: &str, ctx: &mut Ctx<'_, '_>) {
+        let key = match &pair.body {
+            PairBody::Freeform { key } => &**key,
+            _ => "input",
+        };
         let text = text.trim();
         let Some(call) = self.current_call() else { return };
         if text.is_empty() {
@@ -510,12 +511,23 @@ impl Body {
     }
 }
 
-/// The first of `ends` in `rest` (any byte may start one), holding back a possible partial
-/// end marker at its end.
-fn find_end(rest: &str, ends: &[&str], eof: bool) -> TokenUpto {
+/// How far a field between tokens goes: `text` bytes are surely its text, and `found`
+/// is the index and length of the token after them, once one is.
+struct TokenUpto {
+    text: usize,
+    found: Option<(usize, usize)>,
+}
+
+/// Looks for the first of `tokens` in `rest`, holding back a possible partial token at
+/// its end (every byte that may still begin one).
+fn find_token<'t>(
+    rest: &str,
+    tokens: impl Iterator<Item = &'t Text> + Clone,
+    eof: bool,
+) -> TokenUpto {
     let mut first = [false; 256];
-    for end in ends {
-        if let Some(slot) = end.as_bytes().first().and_then(|b| first.get_mut(usize::from(*b))) {
+    for token in tokens.clone() {
+        if let Some(slot) = token.as_bytes().first().and_then(|b| first.get_mut(usize::from(*b))) {
             *slot = true;
         }
     }
@@ -526,40 +538,8 @@ fn find_end(rest: &str, ends: &[&str], eof: bool) -> TokenUpto {
         }
         let tail = rest.get(at..).unwrap_or_default();
         let mut partial = false;
-        for (idx, end) in ends.iter().enumerate() {
-            if tail.starts_with(end) {
-                return TokenUpto { text: at, found: Some((idx, end.len())) };
-            }
-            partial |= !eof && tail.len() < end.len() && end.starts_with(tail);
-        }
-        if partial {
-            return TokenUpto { text: at, found: None };
-        }
-    }
-    TokenUpto { text: rest.len(), found: None }
-}
-
-/// How far a field between tokens goes: `text` bytes are surely its text, and `found`
-/// is the index and length of the token after them, once one is.
-struct TokenUpto {
-    text: usize,
-    found: Option<(usize, usize)>,
-}
-
-/// Looks for the first of `tokens` in `rest`, holding back a possible partial token at
-/// its end (every `<` that may still begin one).
-fn find_token<'t>(
-    rest: &str,
-    tokens: impl Iterator<Item = &'t &'static str> + Clone,
-    eof: bool,
-) -> TokenUpto {
-    let bytes = rest.as_bytes();
-    let mut from = 0;
-    while let Some(off) = memchr::memchr(b'<', bytes.get(from..).unwrap_or_default()) {
-        let at = from + off;
-        let tail = rest.get(at..).unwrap_or_default();
-        let mut partial = false;
         for (idx, token) in tokens.clone().enumerate() {
+            let token: &str = token;
             if tail.starts_with(token) {
                 return TokenUpto { text: at, found: Some((idx, token.len())) };
             }
@@ -568,7 +548,6 @@ fn find_token<'t>(
         if partial {
             return TokenUpto { text: at, found: None };
         }
-        from = at + 1;
     }
     TokenUpto { text: rest.len(), found: None }
 }

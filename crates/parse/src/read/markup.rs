@@ -16,7 +16,7 @@ use crate::read::{Body, Reading};
 use crate::rows::markup::{
     LOOSE_CLOSERS, PARAM_KEYS, Role, STRING_FLAG, TAGS, TYPE_ATTR, VALUE_ATTR, says_string,
 };
-use crate::rows::native::Body as PairBody;
+use crate::rows::native::{Body as PairBody, Text};
 
 /// The open markup elements of a region, outermost first.
 #[derive(Debug, Default)]
@@ -263,10 +263,10 @@ impl Body {
 
     /// The namespace token of the innermost pair with namespaced markup: tags inside its
     /// calls are parameters.
-    pub(super) fn namespace_token(&self) -> Option<&'static str> {
+    pub(super) fn namespace_token(&self) -> Option<Text> {
         self.markup.frames.iter().rev().find_map(|f| match f {
             Elem::Pair(pair) => match pair.body() {
-                PairBody::NamespacedMarkup(token) => Some(token),
+                PairBody::NamespacedMarkup(token) => Some(Text::clone(token)),
                 _ => None,
             },
             _ => None,

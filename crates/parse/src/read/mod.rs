@@ -44,7 +44,7 @@ use crate::read::open::MAX_FENCE_LINE;
 use crate::read::pair::{PairRef, PairStep, end_of, pair_step, read_name};
 use crate::read::python::{Mode as PyMode, PyGroup, call_ahead, list_ahead};
 use crate::read::tag::{read_tag, same_name};
-use crate::rows::native::{Body as PairBody, Head};
+use crate::rows::native::{Body as PairBody, Head, Row, Text};
 
 pub(crate) use self::open::{Opener, open};
 
@@ -209,7 +209,7 @@ impl Body {
                         pair.start().len()
                     }
                     Some(Entry::Native(pair)) => {
-                        self.markup.frames.push(Elem::Pair(PairRef::Native(pair)));
+                        self.markup.frames.push(Elem::Pair(PairRef::Native(Row::clone(pair))));
                         pair.start.len()
                     }
                     Some(Entry::Custom(dialect)) => {
@@ -240,7 +240,7 @@ impl Body {
         };
         let token = self.markup.frames.iter().rev().find_map(|f| match f {
             Elem::Pair(pair) => match pair.body() {
-                PairBody::TokenStrings(token) => Some(token),
+                PairBody::TokenStrings(token) => Some(Text::clone(token)),
                 _ => None,
             },
             _ => None,
@@ -572,8 +572,9 @@ impl Body {
             PairStep::Ignore(len) => Ok(Some(Took::Go(len))),
             PairStep::Inner(inner) => {
                 self.close_open_calls(at, ctx);
+                let len = inner.start.len();
                 self.markup.frames.push(Elem::Pair(PairRef::Native(inner)));
-                Ok(Some(Took::Go(inner.start.len())))
+                Ok(Some(Took::Go(len)))
             }
             PairStep::Name if innermost => {
                 let head = pair.head();
@@ -586,12 +587,9 @@ impl Body {
                 call.id = named.id;
                 ctx.resolve(&mut call);
                 self.markup.frames.push(Elem::Call { close: None, call: Some(call) });
-                if let (PairBody::Freeform { key }, PairRef::Native(row)) = (pair.body(), pair) {
-                    self.reading = Reading::Field(Field::Freeform {
-                        key,
-                        text: String::new(),
-                        ends: row.ends,
-                    });
+                if let (PairBody::Freeform { .. }, PairRef::Native(row)) = (pair.body(), pair) {
+                    let pair = Row::clone(row);
+                    self.reading = Reading::Field(Field::Freeform { text: String::new(), pair });
                 }
                 Ok(Some(Took::Go(named.len)))
             }
@@ -616,7 +614,7 @@ impl Body {
                 let fenced_only = self.markup.frames.iter().all(|f| matches!(f, Elem::Fence));
                 self.env.begin_value(if fenced_only { Origin::Bare } else { Origin::Marked }, ctx);
                 self.env.single_key = self.markup.frames.iter().any(
-                    |f| matches!(f, Elem::Pair(pair) if pair.body() == PairBody::NamedObjects),
+                    |f| matches!(f, Elem::Pair(pair) if *pair.body() == PairBody::NamedObjects),
                 );
             }
         }

@@ -6,26 +6,29 @@ use std::sync::Arc;
 
 use crate::dialect::TagPair;
 use crate::engine::step::{Look, Need};
-use crate::rows::native::{Body, Head, Marker, NameForm, Pair};
+use crate::rows::native::{Body, Head, Marker, NameForm, Row, Text};
 
 /// An open pair: a native row, or a custom [`TagPair`] (JSON body, no head).
 #[derive(Debug, Clone)]
 pub(crate) enum PairRef {
-    Native(&'static Pair),
+    Native(Row),
     Custom(Arc<TagPair>),
 }
+
+static CALLS_HEAD: Head = Head::Calls;
+static CALLS_BODY: Body = Body::Calls;
 
 impl PairRef {
     pub(crate) fn start(&self) -> &str {
         match self {
-            PairRef::Native(pair) => pair.start,
+            PairRef::Native(pair) => &pair.start,
             PairRef::Custom(pair) => pair.start(),
         }
     }
 
-    fn ends(&self) -> &[&'static str] {
+    fn ends(&self) -> &[Text] {
         match self {
-            PairRef::Native(pair) => pair.ends,
+            PairRef::Native(pair) => &pair.ends,
             PairRef::Custom(_) => &[],
         }
     }
@@ -38,17 +41,17 @@ impl PairRef {
         }
     }
 
-    pub(crate) fn head(&self) -> Head {
+    pub(crate) fn head(&self) -> &Head {
         match self {
-            PairRef::Native(pair) => pair.head,
-            PairRef::Custom(_) => Head::Calls,
+            PairRef::Native(pair) => &pair.head,
+            PairRef::Custom(_) => &CALLS_HEAD,
         }
     }
 
-    pub(crate) fn body(&self) -> Body {
+    pub(crate) fn body(&self) -> &Body {
         match self {
-            PairRef::Native(pair) => pair.body,
-            PairRef::Custom(_) => Body::Calls,
+            PairRef::Native(pair) => &pair.body,
+            PairRef::Custom(_) => &CALLS_BODY,
         }
     }
 
@@ -58,30 +61,30 @@ impl PairRef {
         !self.ends().is_empty() && !self.inner().is_empty()
     }
 
-    fn inner(&self) -> &'static [&'static Pair] {
+    fn inner(&self) -> &[Row] {
         match self {
-            PairRef::Native(pair) => pair.inner,
+            PairRef::Native(pair) => &pair.inner,
             PairRef::Custom(_) => &[],
         }
     }
 
     /// Tokens that carry nothing: the row's, and a namespace token.
-    fn skips(&self) -> impl Iterator<Item = &'static str> {
-        let (skip, namespace): (&'static [&'static str], _) = match self {
-            PairRef::Native(pair) => match pair.body {
-                Body::NamespacedMarkup(token) => (pair.skip, Some(token)),
-                _ => (pair.skip, None),
+    fn skips(&self) -> impl Iterator<Item = &str> {
+        let (skip, namespace): (&[Text], _) = match self {
+            PairRef::Native(pair) => match &pair.body {
+                Body::NamespacedMarkup(token) => (&pair.skip, Some(&**token)),
+                _ => (&pair.skip, None),
             },
             PairRef::Custom(_) => (&[], None),
         };
-        skip.iter().copied().chain(namespace)
+        skip.iter().map(|text| &**text).chain(namespace)
     }
 }
 
 /// Whether `rest` starts with an end marker of `pair`: its length.
 pub(crate) fn end_of(pair: &PairRef, rest: &str, eof: bool) -> Look<usize> {
     let custom = pair.custom_end();
-    for end in pair.ends().iter().copied().chain(custom) {
+    for end in pair.ends().iter().map(|end| &**end).chain(custom) {
         if rest.starts_with(end) {
             return Ok(Some(end.len()));
         }
@@ -99,13 +102,13 @@ pub(crate) enum PairStep {
     /// A token that carries nothing (inside a call, too): skip it.
     Ignore(usize),
     /// An inner pair opens.
-    Inner(&'static Pair),
+    Inner(Row),
     /// A name head may begin here.
     Name,
 }
 
 /// The prefix and end markers of the pair's name heads, if it has any.
-fn head_markers(head: Head) -> Option<(&'static str, &'static [Marker])> {
+fn head_markers(head: &Head) -> Option<(&str, &[Marker])> {
     match head {
         Head::Calls => None,
         Head::Name { prefix, ends, .. } => Some((prefix, ends)),
@@ -125,9 +128,9 @@ pub(crate) fn pair_step(pair: &PairRef, rest: &str, eof: bool) -> Look<PairStep>
         }
     }
     for inner in pair.inner() {
-        let marker = inner.start;
+        let marker: &str = &inner.start;
         if rest.starts_with(marker) {
-            return Ok(Some(PairStep::Inner(inner)));
+            return Ok(Some(PairStep::Inner(Row::clone(inner))));
         }
         if !eof && rest.len() < marker.len() && marker.starts_with(rest) {
             return Err(Need);
@@ -178,10 +181,10 @@ const MAX_HEAD: usize = 512;
 const MARKER_SLACK: usize = 64;
 
 /// What ends the name in a head.
-enum NameEnd {
-    Marker(Marker),
+enum NameEnd<'r> {
+    Marker(&'r Marker),
     /// The id marker: the id runs to the next name end.
-    Id(&'static str),
+    Id(&'r str),
 }
 
 /// Reads `[prefix] NAME [ID_MARKER ID] END` at the start of `rest`.
@@ -189,7 +192,7 @@ pub(crate) fn read_name(pair: &PairRef, rest: &str, eof: bool) -> Look<NameHead>
     let head = pair.head();
     let Some((prefix, ends)) = head_markers(head) else { return Ok(None) };
     let (id_marker, form) = match head {
-        Head::Name { id, form, .. } => (id, form),
+        Head::Name { id, form, .. } => (id.as_deref(), *form),
         Head::Calls | Head::Recipient { .. } => (None, NameForm::Plain),
     };
     let mut at = 0;
@@ -200,12 +203,19 @@ pub(crate) fn read_name(pair: &PairRef, rest: &str, eof: bool) -> Look<NameHead>
     // The first name end (or id marker) that occurs.
     let candidates = ends
         .iter()
-        .map(|&marker| (marker.text(), NameEnd::Marker(marker)))
+        .map(|marker| (marker.text(), NameEnd::Marker(marker)))
         .chain(id_marker.map(|id| (id, NameEnd::Id(id))));
     let Some((found, end)) = earliest(text, candidates) else {
         return undecided(text, eof);
     };
     let raw = text.get(..found).unwrap_or_default().trim();
+    let raw = match form {
+        // The word the head starts with; the rest of the head carries nothing.
+        NameForm::Word => {
+            raw.get(..raw.bytes().take_while(|&b| is_word_byte(b)).count()).unwrap_or_default()
+        }
+        NameForm::Plain | NameForm::Indexed => raw,
+    };
     if raw.is_empty()
         || raw.contains(['<', '>', '"', '{', '}'])
         || raw.contains(char::is_whitespace)
@@ -219,7 +229,7 @@ pub(crate) fn read_name(pair: &PairRef, rest: &str, eof: bool) -> Look<NameHead>
             // `NAME[CALL_ID]ID[ARGS]`: the id runs to the next name end.
             let after = text.get(found + marker.len()..).unwrap_or_default();
             let Some((k, name_end)) =
-                earliest(after, ends.iter().map(|&marker| (marker.text(), marker)))
+                earliest(after, ends.iter().map(|marker| (marker.text(), marker)))
             else {
                 return undecided(after, eof);
             };
@@ -229,7 +239,7 @@ pub(crate) fn read_name(pair: &PairRef, rest: &str, eof: bool) -> Look<NameHead>
         NameEnd::Marker(marker) => len += marker.consumed(),
     }
     let (name, split_id) = match form {
-        NameForm::Plain => (raw.to_owned(), None),
+        NameForm::Plain | NameForm::Word => (raw.to_owned(), None),
         NameForm::Indexed => split_name(raw),
     };
     Ok(Some(NameHead { name, id: id.or(split_id), len }))
@@ -243,7 +253,7 @@ fn undecided<T>(text: &str, eof: bool) -> Look<T> {
 }
 
 /// The first of `markers` that starts within the head limit of `text`: where, and which.
-fn earliest<T>(text: &str, markers: impl Iterator<Item = (&'static str, T)>) -> Option<(usize, T)> {
+fn earliest<'m, T>(text: &str, markers: impl Iterator<Item = (&'m str, T)>) -> Option<(usize, T)> {
     let mut window = text.len().min(MAX_HEAD + MARKER_SLACK);
     while !text.is_char_boundary(window) {
         window -= 1;
@@ -258,6 +268,11 @@ fn earliest<T>(text: &str, markers: impl Iterator<Item = (&'static str, T)>) -> 
         }
     }
     best.filter(|(found, _)| *found <= MAX_HEAD)
+}
+
+/// A byte of a name a [`NameForm::Word`] head reads.
+fn is_word_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')
 }
 
 /// `functions.get_weather:0` → (`get_weather`, id `functions.get_weather:0`).

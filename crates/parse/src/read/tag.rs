@@ -384,7 +384,7 @@ pub(crate) struct ValueEnds<'a> {
     /// `<|close|>argument<|sep|>`, is text: [`scan_after_end`]).
     pub(crate) padded: bool,
     /// A token written before every tag (MiniMax-M3's `]<]minimax[>[`).
-    pub(crate) namespace: Option<&'static str>,
+    pub(crate) namespace: Option<&'a str>,
 }
 
 /// How a field's value ended.

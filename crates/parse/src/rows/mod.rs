@@ -3,7 +3,9 @@
 //! the readers branch on the typed columns of these rows, never on a format's name.
 
 pub(crate) mod envelope;
+pub(crate) mod file;
 pub(crate) mod label;
 pub(crate) mod markup;
 pub(crate) mod native;
 pub(crate) mod reasoning;
+pub(crate) mod template;

@@ -4,6 +4,9 @@
 /// at chunk sizes 1, 2, 3, 7 and a seeded random chunking, checked against its header
 /// expectation, and snapshotted in `snapshots/`. Also the file format and grammar.
 mod corpus;
+/// Format files: every built-in format written as data and read back parses the corpus
+/// the same; published response_templates load; what rows cannot express names its field.
+mod format_file;
 /// The catalog of model-native formats (`formats()`): every id listed once, documented,
 /// and each format read has three corpus cases.
 mod formats;
