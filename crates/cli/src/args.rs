@@ -131,8 +131,21 @@ pub(crate) struct ParseArgs {
     ///
     /// Without it every format is recognized from the text itself. `--list-formats` prints the
     /// ids.
-    #[arg(long, value_name = "ID", conflicts_with_all = ["dialects", "model"])]
+    #[arg(long, value_name = "ID", conflicts_with_all = ["dialects", "model", "format_file"])]
     pub(crate) format: Option<String>,
+
+    /// Read only the format a format file describes: a Hugging Face `response_template`
+    /// (bare, or the model's `tokenizer_config.json` holding one) or toolshim's own rows as
+    /// JSON or TOML (`--export-format` writes them)
+    ///
+    /// What the parser cannot express is an error naming the template's field.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["dialects", "model"])]
+    pub(crate) format_file: Option<PathBuf>,
+
+    /// Print a catalogued format (an id or catalog id, or `default` for every format at once)
+    /// as a format file of toolshim's rows, then exit
+    #[arg(long, value_name = "ID")]
+    pub(crate) export_format: Option<String>,
 
     /// Read the format this model writes, from a table of common model ids (`--list-formats`)
     ///
@@ -269,8 +282,8 @@ Exit codes:
   0  success, whatever the model wrote (model output never fails, even with a \"failed\" outcome)
   1  the output could not be written (or an internal error)
   2  usage error: a bad flag, --chunk-size 0, an empty --exit-tools name, an unknown
-     --dialects id, an unknown --format, an unreadable or non-UTF-8 input, or an unreadable or invalid --tools
-     file; the message says what to fix
+     --dialects id, an unknown --format, an unreadable or invalid --format-file, an unreadable or
+     non-UTF-8 input, or an unreadable or invalid --tools file; the message says what to fix
   A closed standard output (`toolshim parse … | head`) exits 0 quietly.";
 
 fn chunk_size(text: &str) -> Result<NonZeroUsize, String> {

@@ -34,6 +34,9 @@ use serde_json::{Value, value::RawValue};
 
 #[path = "../benches/dos.rs"]
 mod dos;
+/// `--format-file` and `--export-format`.
+#[path = "cli/format_file.rs"]
+mod format_file;
 #[path = "../benches/loadgen.rs"]
 mod loadgen;
 

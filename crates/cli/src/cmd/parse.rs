@@ -34,6 +34,15 @@ pub(crate) fn run(args: &ParseArgs) -> anyhow::Result<()> {
             .and_then(|()| stdout.flush())
             .context("cannot write the output");
     }
+    if let Some(id) = &args.export_format {
+        let mut text = export_format(id)?;
+        text.push('\n');
+        let mut stdout = io::stdout().lock();
+        return stdout
+            .write_all(text.as_bytes())
+            .and_then(|()| stdout.flush())
+            .context("cannot write the output");
+    }
     // The tools come first: a bad --tools file is reported before we block on stdin.
     let (config, agent) = config(args)?;
     let input = read_input(args.input.as_deref())?;
@@ -90,6 +99,16 @@ fn config(args: &ParseArgs) -> anyhow::Result<(Config, Option<AgentTools>)> {
             dialects.add(builtin);
         }
         config.dialects = dialects;
+    }
+    if let Some(path) = &args.format_file {
+        let shown = path.display();
+        let text = std::fs::read_to_string(path).map_err(|err| {
+            UsageError::new(format!("--format-file {shown}: cannot read the file: {err}"))
+        })?;
+        let loaded = Config::format_from_template(&text)
+            .map_err(|err| UsageError::new(format!("--format-file {shown}: {err}")))?;
+        config.dialects = loaded.dialects;
+        config.reasoning_open |= loaded.reasoning_open;
     }
     if let Some(id) = &args.format {
         let format = Format::find(id).ok_or_else(|| {
@@ -279,6 +298,27 @@ fn render_parsed(
 /// One event as a compact JSON object with a `"type"` key first.
 fn render_event(event: &Event) -> anyhow::Result<String> {
     Ok(serde_json::to_string(event)?)
+}
+
+/// `--export-format ID`: the format's registry as a format file.
+fn export_format(id: &str) -> anyhow::Result<String> {
+    let dialects = match id {
+        "default" => Some(Dialects::default()),
+        _ => {
+            let format = Format::find(id).ok_or_else(|| {
+                let ids: Vec<&str> = formats().iter().map(|f| f.id).collect();
+                UsageError::new(format!(
+                    "--export-format: unknown format `{id}`; known: default, {}",
+                    ids.join(", ")
+                ))
+            })?;
+            format.dialects()
+        }
+    };
+    let dialects = dialects.ok_or_else(|| {
+        UsageError::new(format!("--export-format: `{id}` is not read yet, so it has no rows"))
+    })?;
+    Ok(dialects.to_format_file()?)
 }
 
 /// The `--list-formats` table: every catalogued format, then the model table.
