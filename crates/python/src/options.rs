@@ -16,6 +16,7 @@ use crate::value_error;
 
 /// The keyword options besides `tools`, `format` and `model`, as `toolshim parse` has them.
 const KNOWN: &[&str] = &[
+    "format_file",
     "dialects",
     "tag_pairs",
     "free_text",
@@ -34,6 +35,8 @@ pub(crate) struct Options {
     tools: Option<ToolSet>,
     format: Option<String>,
     model: Option<String>,
+    /// The text of a format file: read from a path, or a template given as a dict.
+    format_file: Option<String>,
     dialects: Option<Vec<String>>,
     tag_pairs: Vec<(String, String)>,
     free_text: bool,
@@ -77,6 +80,7 @@ impl Options {
                 continue;
             }
             match key.as_str() {
+                "format_file" => read.format_file = Some(format_file_text(&value)?),
                 "dialects" => read.dialects = Some(value.extract()?),
                 "tag_pairs" => read.tag_pairs = value.extract()?,
                 "free_text" => read.free_text = value.extract()?,
@@ -112,6 +116,13 @@ impl Options {
         if self.model.is_some() && self.dialects.is_some() {
             return Err(value_error("model: give model or dialects, not both"));
         }
+        if self.format_file.is_some()
+            && (self.format.is_some() || self.dialects.is_some() || self.model.is_some())
+        {
+            return Err(value_error(
+                "format_file: give format_file alone, without format, dialects or model",
+            ));
+        }
         let agent = match &self.exit_tools {
             None => None,
             Some(exit) => {
@@ -144,6 +155,13 @@ impl Options {
         if let Some(id) = &self.format {
             config.dialects = format_dialects(id)?;
         }
+        let mut reasoning_open = self.reasoning_open;
+        if let Some(text) = &self.format_file {
+            let loaded = Config::format_from_template(text)
+                .map_err(|err| value_error(format!("format_file: {err}")))?;
+            config.dialects = loaded.dialects;
+            reasoning_open |= loaded.reasoning_open;
+        }
         if let Some(dialects) =
             self.model.as_deref().and_then(Format::for_model).and_then(Format::dialects)
         {
@@ -160,7 +178,7 @@ impl Options {
         for (start, end) in self.tag_pairs {
             config.dialects.add_pair(TagPair::new(start, end));
         }
-        config.reasoning_open = self.reasoning_open;
+        config.reasoning_open = reasoning_open;
         if self.reasoning_calls {
             config.reasoning_calls = ReasoningCalls::Allow;
         }
@@ -175,6 +193,20 @@ impl Options {
         }
         Ok(Built { config, agent })
     }
+}
+
+/// A format file: the text of the file at a path (`str` or `os.PathLike`), or a template
+/// given as a dict (a `response_template` already read, as vLLM's tokenizers hold it).
+fn format_file_text(value: &Bound<'_, PyAny>) -> PyResult<String> {
+    if value.is_instance_of::<PyDict>() {
+        let json = to_json(value, 0).map_err(|why| value_error(format!("format_file: {why}")))?;
+        return Ok(json.to_string());
+    }
+    let path: std::path::PathBuf = value.extract().map_err(|_| {
+        PyTypeError::new_err("format_file: expected a path (str or os.PathLike) or a dict")
+    })?;
+    std::fs::read_to_string(&path)
+        .map_err(|err| value_error(format!("format_file: cannot read {}: {err}", path.display())))
 }
 
 /// A tools list from Python: its JSON text, or lists, dicts and scalars (objects with a

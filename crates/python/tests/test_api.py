@@ -256,3 +256,27 @@ def test_the_package_is_typed():
     assert root.joinpath("_toolshim.pyi").is_file()
     assert toolshim.__version__ == "0.1.0"
     assert "Warning" not in toolshim.__all__ and toolshim.Warning is not Warning
+
+
+TEMPLATES = CORPUS.parent / "templates"
+GEMMA_OUT = '<|tool_call>call:get_weather{city:<|"|>Paris<|"|>,days:2}<tool_call|>'
+
+
+def test_format_file_reads_a_template_by_path_or_as_a_dict():
+    path = TEMPLATES / "gemma4.json"
+    for source in (path, str(path), json.loads(path.read_text())):
+        parsed = toolshim.parse(GEMMA_OUT, WEATHER, format_file=source)
+        assert [(c.name, c.arguments) for c in parsed.calls] == [("get_weather", {"city": "Paris", "days": 2})]
+    stream = toolshim.StreamParser(WEATHER, format_file=path)
+    events = [e for chunk in GEMMA_OUT for e in stream.feed(chunk)] + stream.finish()
+    assert toolshim.Parsed.from_events(events).calls == toolshim.parse(GEMMA_OUT, WEATHER, format_file=path).calls
+
+
+def test_format_file_errors_name_the_field(tmp_path):
+    bad = {"fields": {"tool_calls": {"open": "<c>", "content": "kv-lines"}}}
+    with pytest.raises(ValueError, match="fields.tool_calls.content"):
+        toolshim.parse("x", format_file=bad)
+    with pytest.raises(ValueError, match="cannot read"):
+        toolshim.parse("x", format_file=tmp_path / "missing.json")
+    with pytest.raises(ValueError, match="format_file alone"):
+        toolshim.parse("x", format="hermes", format_file=TEMPLATES / "gemma4.json")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -97,3 +98,11 @@ def test_parser_names_map_to_formats():
 def test_a_bad_tools_list_raises_when_the_parser_is_made():
     with pytest.raises(ValueError, match="declared twice"):
         FunctionCallParser([{"name": "a"}, {"name": "a"}], "hermes")
+
+
+def test_a_format_file_path_is_a_parser_name_and_an_option():
+    template = str(Path(__file__).resolve().parents[2] / "parse" / "tests" / "templates" / "gemma4.json")
+    out = '<|tool_call>call:get_time{timezone:<|"|>UTC<|"|>}<tool_call|>'
+    for parser in (FunctionCallParser(TOOLS, template), FunctionCallParser(TOOLS, "toolshim", format_file=template)):
+        _, calls = parser.parse_non_stream(out)
+        assert [(c.name, c.parameters) for c in calls] == [("get_time", '{"timezone":"UTC"}')]

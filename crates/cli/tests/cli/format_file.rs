@@ -61,7 +61,10 @@ fn every_exported_format_reads_back_through_format_file() {
     std::fs::create_dir_all(&dir).expect("a temporary directory");
     let cases = [
         ("gemma4", "<|tool_call>call:f{a:<|\"|>x<|\"|>}<tool_call|>"),
-        ("kimi_k2", "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{\"a\": \"x\"}<|tool_call_end|><|tool_calls_section_end|>"),
+        (
+            "kimi_k2",
+            "<|tool_calls_section_begin|><|tool_call_begin|>functions.f:0<|tool_call_argument_begin|>{\"a\": \"x\"}<|tool_call_end|><|tool_calls_section_end|>",
+        ),
         ("cwm", "<tool: f>\n{\"a\": \"x\"}\n</tool>"),
         ("default", "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": \"x\"}}</tool_call>"),
     ];

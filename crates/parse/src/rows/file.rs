@@ -18,6 +18,9 @@
 //!
 //! Only `id` and `start` of a row are required. Every text is non-empty (a head's prefix
 //! may be), at most [`MAX_TEXT`] bytes; a name head's markers at most [`MAX_HEAD_MARKER`].
+//! A start marker is at least two characters and, where it opens anywhere, begins with a
+//! visible one: whitespace before a call belongs to the text, and a one-character marker
+//! would open inside every JSON value (the random-file properties found both).
 
 use serde_json::{Map, Value, json};
 
@@ -164,9 +167,19 @@ fn read_row(value: &Value, field: &str, rows: &mut usize, depth: usize) -> Resul
         Some(Some("at_start")) => Opens::AtStart,
         Some(_) => return Err(invalid(&at("opens"), "expected \"anywhere\" or \"at_start\"")),
     };
+    let start = text(row.get("start"), &at("start"))?;
+    if start.chars().count() < 2 {
+        return Err(invalid(&at("start"), "a start marker is at least two characters"));
+    }
+    if start.starts_with(|c: char| c.is_whitespace()) && opens == Opens::Anywhere {
+        return Err(invalid(
+            &at("start"),
+            "a start marker that opens anywhere begins with a visible character (whitespace before a call is the text's or the template's)",
+        ));
+    }
     Ok(Row::new(Pair {
         id: text(row.get("id"), &at("id"))?,
-        start: text(row.get("start"), &at("start"))?,
+        start,
         ends: texts(row.get("ends"), &at("ends"))?,
         head: read_head(row.get("head"), &at("head"))?,
         body: read_body(row.get("body"), &at("body"))?,

@@ -338,6 +338,19 @@ fn tool_calls(field: &Map<String, Value>, scope: &str) -> Result<Vec<Row>, Error
         None => literals(field, "close", scope)?,
     };
     let body = body(field, &calls, scope)?;
+    // Whitespace before a call is the text's: a start marker begins with what is visible,
+    // and is at least two characters (one would be read inside every JSON value).
+    let starts: Vec<Text> = starts
+        .into_iter()
+        .map(|start| match start.trim_start() {
+            trimmed if trimmed.len() == start.len() => start,
+            trimmed => Text::from(trimmed),
+        })
+        .collect();
+    if starts.iter().any(|start| start.chars().count() < 2) {
+        let key = if field.contains_key("open_pattern") { "open_pattern" } else { "open" };
+        return Err(invalid(&at(key), "the start marker is at least two visible characters"));
+    }
     Ok(starts
         .into_iter()
         .map(|start| {

@@ -1,5 +1,6 @@
 """Type stubs of the extension module (the Rust crate crates/python)."""
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Literal, final
 
@@ -231,6 +232,7 @@ def parse(
     *,
     format: str | None = None,
     model: str | None = None,
+    format_file: str | os.PathLike[str] | Mapping[str, Any] | None = None,
     dialects: Sequence[str] | None = None,
     tag_pairs: Sequence[tuple[str, str]] | None = None,
     free_text: bool = False,
@@ -246,7 +248,10 @@ def parse(
     warnings.
 
     The options are those of ``toolshim parse``: ``format`` pins a model-native format
-    (``formats()``), ``model`` picks the one a model writes, ``dialects`` picks the generic
+    (``formats()``), ``model`` picks the one a model writes, ``format_file`` reads the one a
+    format file describes (a path to a Hugging Face ``response_template``, the
+    ``tokenizer_config.json`` holding one, or toolshim's rows as JSON or TOML; or a template
+    as a dict; what toolshim cannot read raises ValueError naming the field), ``dialects`` picks the generic
     dialects (markup, fenced, python, keyvalue, react, json, free_text), ``tag_pairs`` adds
     custom markers with a JSON body, ``free_text`` guesses a call from prose (needs tools),
     ``reasoning_open`` starts inside ``<think>``, ``reasoning_calls`` uses calls written in
@@ -269,6 +274,7 @@ class StreamParser:
         *,
         format: str | None = None,
         model: str | None = None,
+        format_file: str | os.PathLike[str] | Mapping[str, Any] | None = None,
         dialects: Sequence[str] | None = None,
         tag_pairs: Sequence[tuple[str, str]] | None = None,
         free_text: bool = False,

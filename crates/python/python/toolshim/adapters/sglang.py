@@ -16,7 +16,9 @@ As in SGLang, a streamed call comes as one item with its name (``parameters == "
 items with fragments of its arguments; ``tool_index`` is the call's index in the output. In
 ``parse_non_stream`` it is the tool's index in ``tools`` (-1 for a tool not in it), as SGLang
 sets it. ``tool_call_parser`` is SGLang's parser name (``qwen25``, ``deepseekv31``, …), a
-toolshim format id, or ``"toolshim"`` (every format). Reasoning the parser sees stays in the
+toolshim format id, ``"toolshim"`` (every format), or a path to a format file (a
+``response_template``, a ``tokenizer_config.json`` holding one, or toolshim's rows; a name
+ending in ``.json`` or ``.toml``), as is ``format_file=PATH``. Reasoning the parser sees stays in the
 normal text as ``<think>…</think>``, as with SGLang's detectors (its reasoning parser runs
 first). Only the standard library and toolshim are imported; SGLang only for ``ToolCallItem``.
 """
@@ -115,7 +117,9 @@ class FunctionCallParser:
         self.tools = tools
         self._tools = tools_list(tools)
         self._options = dict(options)
-        if tool_call_parser and tool_call_parser != "toolshim":
+        if tool_call_parser and tool_call_parser.endswith((".json", ".toml")):
+            self._options.setdefault("format_file", tool_call_parser)
+        elif tool_call_parser and tool_call_parser != "toolshim" and "format_file" not in options:
             fid = SGLANG_PARSERS.get(tool_call_parser, tool_call_parser)
             self._options.setdefault("format", fid)
         # The tools list is checked now: a bad one raises ValueError here, not mid-stream.

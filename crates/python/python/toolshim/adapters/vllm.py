@@ -11,7 +11,10 @@ Importing this module imports vLLM and registers, with vLLM's ``ToolParserManage
   ``toolshim.format_for_model`` reads it), or every format toolshim knows when the name is not
   in its model table;
 - ``toolshim_<format>`` for each format toolshim reads (``toolshim_hermes``,
-  ``toolshim_qwen3_coder``, ``toolshim_deepseek_v31``, …): that format only.
+  ``toolshim_qwen3_coder``, ``toolshim_deepseek_v31``, …): that format only;
+- ``toolshim_template``: the format a format file describes: the file at the path in
+  ``TOOLSHIM_FORMAT_FILE`` (a ``response_template``, a ``tokenizer_config.json`` holding one,
+  or toolshim's rows), else the ``response_template`` the checkpoint's tokenizer ships.
 
 The parser answers with vLLM's own types (``ExtractedToolCallInformation``, ``DeltaMessage``,
 ``DeltaToolCall``, ``DeltaFunctionCall``, ``ToolCall``, ``FunctionCall``). Streaming feeds only
@@ -24,6 +27,7 @@ vLLM's own tool parsers. Written and tested against vLLM 0.33.0.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -73,6 +77,8 @@ class ToolshimToolParser(ToolParser):
     engine_based_streaming = True
     #: The toolshim format id this class reads; None picks it from the model's name.
     toolshim_format: str | None = None
+    #: Read the format a format file describes (``toolshim_template``).
+    toolshim_template: bool = False
 
     def __init__(self, tokenizer: Any, tools: Any = None) -> None:
         super().__init__(tokenizer, tools)
@@ -80,11 +86,14 @@ class ToolshimToolParser(ToolParser):
         self._model: str | None = getattr(tokenizer, "name_or_path", None) or None
         self._stream: toolshim.StreamParser | None = None
         self._text = ReasoningAsText()
+        self._format_file: Any = _format_file(tokenizer) if self.toolshim_template else None
 
     # -- settings
 
     def _options(self, request: Any) -> tuple[Any, dict[str, Any]]:
         tools = self._tools if self._tools is not None else tools_list(getattr(request, "tools", None))
+        if self._format_file is not None:
+            return tools, {"format_file": self._format_file}
         if self.toolshim_format is not None:
             return tools, {"format": self.toolshim_format}
         model = self._model
@@ -186,15 +195,35 @@ class ToolshimToolParser(ToolParser):
         return DeltaMessage(content=text or None, tool_calls=calls)
 
 
+def _format_file(tokenizer: Any) -> Any:
+    """The format file of ``toolshim_template``: ``TOOLSHIM_FORMAT_FILE``'s path, else the
+    tokenizer's ``response_template`` (as vLLM's own response_template parser finds it)."""
+    path = os.environ.get("TOOLSHIM_FORMAT_FILE")
+    if path:
+        return path
+    template = getattr(tokenizer, "response_template", None)
+    if not isinstance(template, dict):
+        template = (getattr(tokenizer, "init_kwargs", None) or {}).get("response_template")
+    if not isinstance(template, dict):
+        raise ValueError(
+            "toolshim_template: set TOOLSHIM_FORMAT_FILE to a format file, or serve a model "
+            "whose tokenizer_config.json has a response_template"
+        )
+    return template
+
+
 def parser_names() -> list[str]:
-    """The names this module registers: ``toolshim`` and ``toolshim_<format>``."""
+    """The names this module registers: ``toolshim``, ``toolshim_template`` and
+    ``toolshim_<format>``."""
     readable = [f.id for f in toolshim.formats() if f.support != "missing"]
-    return ["toolshim", *(f"toolshim_{fid}" for fid in readable)]
+    return ["toolshim", "toolshim_template", *(f"toolshim_{fid}" for fid in readable)]
 
 
 def _register() -> None:
     ToolParserManager.register_module(name="toolshim", module=ToolshimToolParser)
-    for name in parser_names()[1:]:
+    template = type("ToolshimTemplateToolParser", (ToolshimToolParser,), {"toolshim_template": True})
+    ToolParserManager.register_module(name="toolshim_template", module=template)
+    for name in parser_names()[2:]:
         fid = name.removeprefix("toolshim_")
         cls = type(f"ToolshimToolParser_{fid}", (ToolshimToolParser,), {"toolshim_format": fid})
         ToolParserManager.register_module(name=name, module=cls)
