@@ -237,7 +237,8 @@ a value names where it came from: the file and line, the variable or the flag):
   and the model list), error_body_timeout_secs [10], max_reply_bytes [16 MiB],
   max_line_bytes [4 MiB], constrain (auto, off, llama.cpp, vllm or sglang [auto]: a forced
   tool choice is decoded under a grammar of the tools' schemas; auto: llama.cpp servers)
-  [models.NAME] upstream (the name the upstream knows), mode, call_format, reasoning_calls
+  [models.NAME] upstream (the name the upstream knows), mode, call_format, reasoning_calls,
+  format_file (a response_template or toolshim's rows: its replies are read in that format)
   several upstreams, routed by the client's model name:
   [upstreams.NAME] the [upstream] keys, plus models (exact names or patterns such as
   claude-*), aliases (a table: client name = upstream name), model, mode, call_format,

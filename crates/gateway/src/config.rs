@@ -224,6 +224,39 @@ pub struct ModelConfig {
     pub call_format: Option<CallFormat>,
     /// Calls inside this model's reasoning (default: the top-level `reasoning_calls`).
     pub reasoning_calls: Option<ReasoningCalls>,
+    /// The one call format this model's replies are read in, from a format file (a
+    /// `response_template`, the `tokenizer_config.json` holding one, or toolshim's rows):
+    /// read when the configuration loads.
+    pub format_file: Option<FormatFile>,
+}
+
+/// A format file, read: its path and the parser settings it gives.
+#[derive(Debug, Clone)]
+pub struct FormatFile {
+    /// The file, as the configuration names it.
+    pub path: std::path::PathBuf,
+    /// The registry and reasoning setting the file describes.
+    pub(crate) parse: toolshim_parse::Config,
+}
+
+/// Two format files are the same file: settings compare them by path.
+impl PartialEq for FormatFile {
+    fn eq(&self, other: &FormatFile) -> bool {
+        self.path == other.path
+    }
+}
+
+impl Eq for FormatFile {}
+
+impl FormatFile {
+    /// Reads and loads a format file; the error says why it cannot be used.
+    pub fn load(path: std::path::PathBuf) -> Result<FormatFile, String> {
+        let text = std::fs::read_to_string(&path)
+            .map_err(|err| format!("cannot read `{}`: {err}", path.display()))?;
+        let parse = toolshim_parse::Config::format_from_template(&text)
+            .map_err(|err| format!("`{}`: {err}", path.display()))?;
+        Ok(FormatFile { path, parse })
+    }
 }
 
 impl Default for Config {
@@ -780,7 +813,7 @@ struct Walk<'a, 'p> {
 /// The keys a config file may have at each level.
 const TOP_KEYS: &str = "listen, api_keys, mode, call_format, reasoning_calls, default_upstream, native_refusal_secs, max_retries, check_arguments, native_repair, body_limit_bytes, drain_timeout_secs, max_connections, header_read_timeout_secs, body_read_timeout_secs, keep_alive_timeout_secs, stream_keepalive_secs, readyz_cache_secs, [upstream], [upstreams.NAME], [models.NAME]";
 const UPSTREAM_KEYS: &str = "url, api, api_key_env, connect_timeout_secs, first_byte_timeout_secs, idle_timeout_secs, max_reply_bytes, max_line_bytes, probe_timeout_secs, error_body_timeout_secs, constrain";
-const MODEL_KEYS: &str = "upstream, mode, call_format, reasoning_calls";
+const MODEL_KEYS: &str = "upstream, mode, call_format, reasoning_calls, format_file";
 const NAMED_UPSTREAM_KEYS: &str = "url, api, api_key_env, connect_timeout_secs, first_byte_timeout_secs, idle_timeout_secs, max_reply_bytes, max_line_bytes, probe_timeout_secs, error_body_timeout_secs, constrain, mode, call_format, models, aliases, model, fallback";
 
 fn value<T: serde::de::DeserializeOwned>(
@@ -903,6 +936,7 @@ impl Walk<'_, '_> {
                     "mode" => model.mode = Some(value(item)?),
                     "call_format" => model.call_format = Some(value(item)?),
                     "reasoning_calls" => model.reasoning_calls = Some(value(item)?),
+                    "format_file" => model.format_file = Some(FormatFile::load(value(item)?)?),
                     _ => return Ok(false),
                 }
             }

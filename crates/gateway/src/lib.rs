@@ -36,8 +36,8 @@ use tokio_util::sync::CancellationToken;
 use tower_http::catch_panic::CatchPanicLayer;
 
 pub use crate::config::{
-    CallFormat, Config, Constrain, Layer, Mode, ModelConfig, NamedUpstream, Origin, Origins,
-    Overrides, ReasoningCalls, UpstreamApi, UpstreamConfig,
+    CallFormat, Config, Constrain, FormatFile, Layer, Mode, ModelConfig, NamedUpstream, Origin,
+    Origins, Overrides, ReasoningCalls, UpstreamApi, UpstreamConfig,
 };
 pub use crate::error::{ApiError, AuthFailure};
 pub use crate::server::ServeReport;

@@ -2,7 +2,7 @@
 //! the upstream named `default`: which upstream serves a client model, under which name, in
 //! which mode, and which upstreams to fall back to.
 
-use crate::config::{CallFormat, Config, LEGACY, Mode, NamedUpstream, ReasoningCalls};
+use crate::config::{CallFormat, Config, FormatFile, LEGACY, Mode, NamedUpstream, ReasoningCalls};
 
 /// How a client model is served.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,6 +13,8 @@ pub(crate) struct Route {
     pub(crate) mode: Mode,
     pub(crate) call_format: CallFormat,
     pub(crate) reasoning_calls: ReasoningCalls,
+    /// The model's format file, read.
+    pub(crate) format_file: Option<FormatFile>,
 }
 
 /// Whether `name` matches `pattern`, where `*` stands for any run of characters.
@@ -91,6 +93,7 @@ impl Config {
                 .or_else(|| named.and_then(|n| n.call_format))
                 .unwrap_or(self.call_format),
             reasoning_calls: entry.and_then(|e| e.reasoning_calls).unwrap_or(self.reasoning_calls),
+            format_file: entry.and_then(|e| e.format_file.clone()),
         })
     }
 

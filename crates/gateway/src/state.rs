@@ -294,6 +294,7 @@ impl AppState {
                 call_format: route.call_format,
                 max_retries: self.config.max_retries,
                 reasoning_calls: route.reasoning_calls,
+                format_file: route.format_file,
                 check_arguments: self.config.check_arguments,
             },
         })

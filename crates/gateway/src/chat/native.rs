@@ -36,7 +36,9 @@ impl NativeReply {
         reasoning_calls: ReasoningCalls,
     ) -> NativeReply {
         let engaged = !req.tools.is_empty() && req.tool_choice != ToolChoice::None;
-        let mut shaper = Shaper::new(req, declared, engaged, reasoning_calls);
+        // A model answering natively has its own parser upstream: the calls it leaves in the
+        // text are read in every format.
+        let mut shaper = Shaper::new(req, declared, engaged, reasoning_calls, None);
         // No retry: a repaired call that breaks its schema goes out as written, except to a
         // strict tool.
         shaper.check_arguments(false);

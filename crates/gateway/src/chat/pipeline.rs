@@ -91,7 +91,9 @@ pub(crate) fn run<U: Upstream>(
                     return;
                 }
             };
-            let mut shaper = Shaper::new(current, &tools, engaged, settings.reasoning_calls);
+            let format_file = settings.format_file.as_ref();
+            let mut shaper =
+                Shaper::new(current, &tools, engaged, settings.reasoning_calls, format_file);
             if settings.check_arguments {
                 shaper.check_arguments(attempt < max_retries);
             }
@@ -354,6 +356,7 @@ mod tests {
             call_format: CallFormat::ToolCall,
             max_retries: 1,
             reasoning_calls: ReasoningCalls::Ignore,
+            format_file: None,
             check_arguments: true,
         }
     }

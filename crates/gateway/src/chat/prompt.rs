@@ -590,6 +590,7 @@ mod tests {
             call_format: CallFormat::ToolCall,
             max_retries: 1,
             reasoning_calls: crate::config::ReasoningCalls::Ignore,
+            format_file: None,
             check_arguments: true,
         }
     }

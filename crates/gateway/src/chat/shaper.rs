@@ -10,7 +10,7 @@ use toolshim_parse::{
 
 use crate::chat::arguments;
 use crate::chat::types::{ChatEvent, ChatRequest, OutputFormat, RetryReason, ToolChoice, ToolSpec};
-use crate::config::ReasoningCalls;
+use crate::config::{FormatFile, ReasoningCalls};
 use crate::error::ApiError;
 
 /// Text that could still turn out to be a refusal is held until it is this long.
@@ -210,8 +210,13 @@ impl Shaper {
         declared: &DeclaredTools,
         engaged: bool,
         reasoning_calls: ReasoningCalls,
+        format_file: Option<&FormatFile>,
     ) -> Shaper {
         let mut config = ParseConfig::default();
+        if let Some(file) = format_file {
+            config.dialects = file.parse.dialects.clone();
+            config.reasoning_open = file.parse.reasoning_open;
+        }
         config.reasoning_calls = match reasoning_calls {
             ReasoningCalls::Ignore => toolshim_parse::ReasoningCalls::Ignore,
             ReasoningCalls::Allow => toolshim_parse::ReasoningCalls::Allow,
@@ -618,7 +623,7 @@ mod tests {
             output: None,
         };
         let mut shaper =
-            Shaper::new(&req, &DeclaredTools::default(), false, ReasoningCalls::Ignore);
+            Shaper::new(&req, &DeclaredTools::default(), false, ReasoningCalls::Ignore, None);
         let reply =
             "<think>Plan.</think><tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>";
         let mut out = Vec::new();

@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 pub(crate) use crate::chat::schema::OutputFormat;
-use crate::config::{CallFormat, ReasoningCalls};
+use crate::config::{CallFormat, FormatFile, ReasoningCalls};
 
 /// A chat request in the gateway's own terms.
 #[derive(Debug, Clone)]
@@ -38,6 +38,8 @@ pub(crate) struct Settings {
     pub(crate) max_retries: u32,
     /// Whether calls inside reasoning count.
     pub(crate) reasoning_calls: ReasoningCalls,
+    /// The model's format file: its calls are read in that format only.
+    pub(crate) format_file: Option<FormatFile>,
     /// Whether calls' arguments are checked against their tools' schemas.
     pub(crate) check_arguments: bool,
 }

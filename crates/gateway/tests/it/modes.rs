@@ -315,3 +315,46 @@ async fn native_mode_narrows_allowed_tools_and_drops_other_calls() {
     assert_eq!(choice["finish_reason"], "stop");
     assert_eq!(gw.upstream.requests()[1]["tool_choice"], "required");
 }
+
+/// `[models.NAME] format_file`: the model's replies are read in the format its file
+/// describes (here Gemma 4's published response_template), and only in it; a file that
+/// cannot be read, or asks for what the parser cannot express, is a configuration problem.
+#[tokio::test]
+async fn a_models_format_file_reads_its_replies_in_that_format_only() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../parse/tests/templates/gemma4.json");
+    let file = toolshim_gateway::FormatFile::load(path.clone()).unwrap();
+    let gw = spawn_gateway(|config| {
+        config.mode = Mode::Emulate;
+        let entry = config.models.entry(MODEL.into()).or_default();
+        entry.format_file = Some(file);
+    })
+    .await;
+    gw.upstream.push(Reply::text(
+        "Checking.<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>,days:2}<tool_call|>",
+    ));
+    let completion = gw.complete(&request("Weather in Paris?")).await;
+    let message = &completion["choices"][0]["message"];
+    let calls = message["tool_calls"].as_array().unwrap();
+    assert_eq!(args(&calls[0]), json!({"city": "Paris", "days": 2}), "{completion}");
+    assert_eq!(message["content"], "Checking.", "{completion}");
+    // A Hermes block is not this model's format: it stays text.
+    gw.upstream.push(Reply::text(hermes("get_weather", json!({"city": "Oslo"}))));
+    let completion = gw.complete(&request("Weather in Oslo?")).await;
+    assert!(completion["choices"][0]["message"]["tool_calls"].is_null(), "{completion}");
+
+    let toml = |file: &str| {
+        format!("[upstream]\nurl = \"http://127.0.0.1:1\"\n[models.m]\nformat_file = {file:?}\n")
+    };
+    let shown = path.to_string_lossy().into_owned();
+    assert!(toolshim_gateway::Config::from_toml(&toml(&shown), "t.toml").is_ok());
+    let problems = toolshim_gateway::Config::from_toml(&toml("no-such-file.json"), "t.toml")
+        .err()
+        .unwrap_or_default();
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("models.m.format_file") && p.contains("no-such-file.json")),
+        "{problems:?}"
+    );
+}

@@ -39,7 +39,7 @@ fn call(name: &str) -> String {
 /// What the client would get from `reply`, fed in small pieces as a stream arrives.
 fn shape(reply: &str) -> (Vec<ChatEvent>, Shaper) {
     let tools = parser_wider_than_the_request();
-    let mut shaper = Shaper::new(&request(), &tools, true, ReasoningCalls::Ignore);
+    let mut shaper = Shaper::new(&request(), &tools, true, ReasoningCalls::Ignore, None);
     let mut out = Vec::new();
     let chars: Vec<char> = reply.chars().collect();
     for piece in chars.chunks(3) {
