@@ -36,13 +36,13 @@ pub enum Event {
     CallEnd {
         /// The call that ended.
         call_idx: usize,
-        /// The finished call.
-        call: ToolCall,
+        /// The finished call (boxed: it is large, and an event goes out per chunk).
+        call: Box<ToolCall>,
     },
     /// Tool-call syntax named a tool that is not in the tool list.
-    Rejected(Rejected),
+    Rejected(Box<Rejected>),
     /// Something was repaired, coerced or could not be used; see [`WarningCode`].
-    Warning(Warning),
+    Warning(Box<Warning>),
 }
 
 /// A finished tool call.
@@ -197,22 +197,31 @@ impl Parsed {
             Event::Text(text) => self.content.push_str(&text),
             Event::Reasoning(text) => self.reasoning.push_str(&text),
             Event::CallStart { .. } | Event::ArgsDelta { .. } => {}
-            Event::CallEnd { call, .. } => {
-                self.saw_tool_syntax = true;
-                match call.complete {
-                    true => self.calls.push(call),
-                    false => self.incomplete.push(call),
-                }
-            }
-            Event::Rejected(rejected) => {
-                self.saw_tool_syntax = true;
-                self.rejected.push(rejected);
-            }
-            Event::Warning(warning) => {
-                self.saw_tool_syntax |= warning.code.shows_tool_syntax();
-                self.warnings.push(warning);
-            }
+            Event::CallEnd { call, .. } => self.push_call(*call),
+            Event::Rejected(rejected) => self.push_rejected(*rejected),
+            Event::Warning(warning) => self.push_warning(*warning),
         }
+    }
+
+    /// Folds a finished call (what a `CallEnd` event carries).
+    pub(crate) fn push_call(&mut self, call: ToolCall) {
+        self.saw_tool_syntax = true;
+        match call.complete {
+            true => self.calls.push(call),
+            false => self.incomplete.push(call),
+        }
+    }
+
+    /// Folds a rejected call.
+    pub(crate) fn push_rejected(&mut self, rejected: Rejected) {
+        self.saw_tool_syntax = true;
+        self.rejected.push(rejected);
+    }
+
+    /// Folds a warning.
+    pub(crate) fn push_warning(&mut self, warning: Warning) {
+        self.saw_tool_syntax |= warning.code.shows_tool_syntax();
+        self.warnings.push(warning);
     }
 
     /// Folds a sequence of events (the same as collecting them).
@@ -459,6 +468,13 @@ impl PartialEq<String> for Fragment {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An event goes out per chunk: large payloads are boxed, so moving one stays cheap
+    /// (it was 104 bytes with `CallEnd` carrying its `ToolCall` inline).
+    #[test]
+    fn an_event_is_at_most_64_bytes() {
+        assert!(size_of::<Event>() <= 64, "{} bytes", size_of::<Event>());
+    }
 
     #[test]
     fn fragments_keep_their_text_at_every_length() {

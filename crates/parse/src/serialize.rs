@@ -120,7 +120,7 @@ impl Serialize for Event {
             Event::CallEnd { call_idx, call } => {
                 object.serialize_entry("type", "call_end")?;
                 object.serialize_entry("call_idx", call_idx)?;
-                object.serialize_entry("call", call)?;
+                object.serialize_entry("call", &**call)?;
                 object.serialize_entry("complete", &call.complete)?;
             }
             Event::Rejected(rejected) => {
@@ -242,23 +242,23 @@ mod tests {
                 r#"{"type":"args_delta","call_idx":0,"json":"{\"city\":\"Pa"}"#,
             ),
             (
-                Event::CallEnd { call_idx: 0, call: call(None, "f", r#"{"big":1e400}"#) },
+                Event::CallEnd { call_idx: 0, call: Box::new(call(None, "f", r#"{"big":1e400}"#)) },
                 r#"{"type":"call_end","call_idx":0,"call":{"id":null,"name":"f","arguments":{"big":1e400}},"complete":true}"#,
             ),
             (
-                Event::Rejected(Rejected {
+                Event::Rejected(Box::new(Rejected {
                     name: "x".to_owned(),
                     reason: "unknown".to_owned(),
                     span: 0..1,
-                }),
+                })),
                 r#"{"type":"rejected","name":"x","reason":"unknown"}"#,
             ),
             (
-                Event::Warning(warning(WarningCode::Truncated, "cut", Some(1))),
+                Event::Warning(Box::new(warning(WarningCode::Truncated, "cut", Some(1)))),
                 r#"{"type":"warning","code":"truncated","message":"cut","call_idx":1}"#,
             ),
             (
-                Event::Warning(warning(WarningCode::MalformedCall, "bad", None)),
+                Event::Warning(Box::new(warning(WarningCode::MalformedCall, "bad", None))),
                 r#"{"type":"warning","code":"malformed_call","message":"bad","call_idx":null}"#,
             ),
         ];
@@ -272,7 +272,7 @@ mod tests {
         let parsed = Parsed { calls: vec![call(None, "f", r#"{"a":"#)], ..Parsed::default() };
         let err = serde_json::to_string(&parsed).unwrap_err();
         assert!(err.to_string().contains("internal error"), "{err}");
-        let event = Event::CallEnd { call_idx: 0, call: call(None, "f", "") };
+        let event = Event::CallEnd { call_idx: 0, call: Box::new(call(None, "f", "")) };
         assert!(serde_json::to_string(&event).is_err());
     }
 

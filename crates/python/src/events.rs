@@ -221,7 +221,7 @@ impl PyCallEnd {
 
 impl PyCallEnd {
     fn event(&self) -> Event {
-        Event::CallEnd { call_idx: self.call_idx, call: self.call.get().call().clone() }
+        Event::CallEnd { call_idx: self.call_idx, call: Box::new(self.call.get().call().clone()) }
     }
 }
 
@@ -267,11 +267,11 @@ fn event_object(py: Python<'_>, event: Event) -> PyResult<Option<Py<PyAny>>> {
             Py::new(py, PyArgsDelta { call_idx, json: json.into_string() })?.into_any()
         }
         Event::CallEnd { call_idx, call } => {
-            let call = Py::new(py, PyToolCall::new(call))?;
+            let call = Py::new(py, PyToolCall::new(*call))?;
             Py::new(py, PyCallEnd { call_idx, call })?.into_any()
         }
-        Event::Rejected(rejected) => Py::new(py, PyRejected::new(rejected))?.into_any(),
-        Event::Warning(warning) => Py::new(py, PyWarning::new(warning))?.into_any(),
+        Event::Rejected(rejected) => Py::new(py, PyRejected::new(*rejected))?.into_any(),
+        Event::Warning(warning) => Py::new(py, PyWarning::new(*warning))?.into_any(),
         // An event this build does not know yet: `Parsed` folds it on the Rust side only.
         _ => return Ok(None),
     };

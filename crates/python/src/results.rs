@@ -150,7 +150,7 @@ impl PyRejected {
     }
 
     pub(crate) fn event(&self) -> Event {
-        Event::Rejected(self.rejected.clone())
+        Event::Rejected(Box::new(self.rejected.clone()))
     }
 }
 
@@ -209,7 +209,7 @@ impl PyWarning {
     }
 
     pub(crate) fn event(&self) -> Event {
-        Event::Warning(self.warning.clone())
+        Event::Warning(Box::new(self.warning.clone()))
     }
 
     fn key(&self) -> (&str, &str, Option<usize>) {

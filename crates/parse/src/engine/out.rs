@@ -252,8 +252,8 @@ impl<'a> Out<'a> {
     ) {
         let warning = Warning { code, message, call_idx, span };
         match &mut self.dest {
-            Dest::Events { events, .. } => events.push(Event::Warning(warning)),
-            Dest::Parsed(parsed) => parsed.push(Event::Warning(warning)),
+            Dest::Events { events, .. } => events.push(Event::Warning(Box::new(warning))),
+            Dest::Parsed(parsed) => parsed.push_warning(warning),
             Dest::Muted(_) => {}
         }
     }
@@ -290,8 +290,10 @@ impl<'a> Out<'a> {
 
     pub(in crate::engine) fn call_end(&mut self, call_idx: usize, call: ToolCall) {
         match &mut self.dest {
-            Dest::Events { events, .. } => events.push(Event::CallEnd { call_idx, call }),
-            Dest::Parsed(parsed) => parsed.push(Event::CallEnd { call_idx, call }),
+            Dest::Events { events, .. } => {
+                events.push(Event::CallEnd { call_idx, call: Box::new(call) });
+            }
+            Dest::Parsed(parsed) => parsed.push_call(call),
             Dest::Muted(_) => {}
         }
     }
@@ -300,11 +302,11 @@ impl<'a> Out<'a> {
         match &mut self.dest {
             Dest::Events { events, .. } => {
                 *self.structured = true;
-                events.push(Event::Rejected(rejected));
+                events.push(Event::Rejected(Box::new(rejected)));
             }
             Dest::Parsed(parsed) => {
                 *self.structured = true;
-                parsed.push(Event::Rejected(rejected));
+                parsed.push_rejected(rejected);
             }
             Dest::Muted(seen) => note(seen, &rejected.name),
         }
