@@ -1243,7 +1243,7 @@ fn list_formats_prints_every_catalog_id_and_the_model_table() {
     for n in 1..=38 {
         assert!(text.contains(&format!(" F{n} ")), "F{n} missing:\n{text}");
     }
-    for n in 1..=19 {
+    for n in 1..=20 {
         assert!(text.contains(&format!(" L{n} ")), "L{n} missing");
     }
     assert!(text.contains("qwen3-coder") && text.contains("qwen3_coder"), "{text}");

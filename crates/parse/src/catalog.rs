@@ -17,7 +17,7 @@ pub enum Support {
     Missing(&'static str),
 }
 
-/// A model-native tool-call format (ids as in the catalog `F1`–`F38`, `L1`–`L19`).
+/// A model-native tool-call format (ids as in the catalog `F1`–`F38`, `L1`–`L20`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Format {
@@ -130,6 +130,7 @@ pub const MODELS: &[(&str, &str)] = &[
     ("iquest", "iquest_coder"),
     ("mirothinker", "mirothinker"),
     ("cwm", "cwm"),
+    ("hy-v4", "hunyuan_v4"),
     ("hyperclovax", "hyperclovax"),
     ("pangu", "openpangu"),
     ("rwkv", "rwkv"),
@@ -541,9 +542,19 @@ pub(crate) const FORMATS: &[Format] = &[
         "RWKV tool-calling fine-tunes",
         "native pair **Tool Call:** before a ```json fence",
     ),
+    Format {
+        catalog: "L20",
+        id: "hunyuan_v4",
+        dialects: &["markup"],
+        models: "Tencent Hunyuan HY-V4",
+        read_by: "markup <tool_calls:SUFFIX><tool_call:SUFFIX>NAME<arg_key:SUFFIX>…<arg_value:SUFFIX>… (the per-checkpoint hex suffix on every tag is dropped)",
+        support: Support::Partial(
+            "its suffixed reasoning tags (<think:SUFFIX>) stay text: reasoning markers are literals",
+        ),
+    },
 ];
 
-/// Every catalogued model-native format (`F1`–`F38`, `L1`–`L19`) and how far toolshim
+/// Every catalogued model-native format (`F1`–`F38`, `L1`–`L20`) and how far toolshim
 /// reads it.
 pub fn formats() -> &'static [Format] {
     FORMATS

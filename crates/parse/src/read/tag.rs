@@ -58,10 +58,20 @@ pub(crate) fn tag_prefix(s: &str, eof: bool) -> Result<usize, Need> {
 }
 
 /// A tag name without its namespace: `seed:tool_call` → `tool_call`.
+///
+/// A suffix after the name is no namespace: Hunyuan HY-V4 writes a per-checkpoint one on
+/// every tag (`tool_call:6124c78e` → `tool_call`), hex digits with at least one digit.
 pub(crate) fn local_name(name: &str) -> &str {
     // Names are short: a plain loop beats a call to `memrchr`.
     match name.bytes().rposition(|b| b == b':') {
-        Some(at) => name.get(at + 1..).unwrap_or(name),
+        Some(at) => {
+            let (head, tail) =
+                (name.get(..at).unwrap_or_default(), name.get(at + 1..).unwrap_or(name));
+            let suffix = (4..=16).contains(&tail.len())
+                && tail.bytes().all(|b| b.is_ascii_hexdigit())
+                && tail.bytes().any(|b| b.is_ascii_digit());
+            if suffix && !head.is_empty() { local_name(head) } else { tail }
+        }
         None => name,
     }
 }

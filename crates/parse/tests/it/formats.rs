@@ -7,9 +7,9 @@ use toolshim_parse::{Format, Support, formats};
 
 use crate::corpus::corpus_dir;
 
-/// The catalog ids of `F1`–`F38` and `L1`–`L19`.
+/// The catalog ids of `F1`–`F38` and `L1`–`L20`.
 fn catalog_ids() -> Vec<String> {
-    (1..=38).map(|n| format!("F{n}")).chain((1..=19).map(|n| format!("L{n}"))).collect()
+    (1..=38).map(|n| format!("F{n}")).chain((1..=20).map(|n| format!("L{n}"))).collect()
 }
 
 #[test]

@@ -83,6 +83,7 @@ SGLANG_PARSERS: dict[str, str] = {
     "hyperclovax": "hyperclovax",
     "openpangu": "openpangu",
     "rwkv": "rwkv",
+    "hunyuan_v4": "hunyuan_v4",
 }
 
 
