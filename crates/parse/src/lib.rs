@@ -50,6 +50,18 @@
 //! assert_eq!(parsed.calls[0].arguments, r#"{"n":1}"#);
 //! ```
 //!
+//! # Formats as data
+//!
+//! A model-native format is rows of one table, and the same rows can be read at run time
+//! from a format file: a Hugging Face `response_template` (bare, or in the
+//! `tokenizer_config.json` that ships it) or toolshim's own rows as JSON (TOML with the
+//! `toml` feature), as [`Dialects::to_format_file`] writes any registry
+//! ([`Dialects::from_format_file`], [`Config::format_from_template`]). What the parser
+//! cannot express is an [`ErrorKind::InvalidFormat`] error whose [`Error::field`] names the
+//! template's field: content parsed as `kv-lines`, patterns with alternations, optional
+//! groups or anchors, reasoning markers it has no row for, fields other than `thinking`,
+//! `content` and `tool_calls`. Loaded rows keep every guarantee of the built-in ones.
+//!
 //! # Which text is a call
 //!
 //! - **One call per piece of syntax.** A region (a tag, a fence, a bracket, a labelled or
