@@ -47,24 +47,24 @@ pub enum CallFormat {
     Xml,
 }
 
-/// Whether, and how, an upstream is asked to hold its sampling to the tool contract's grammar
-/// (constrained decoding) in emulation.
+/// Which engine serves an upstream, for what only some engines do: decode under a grammar
+/// (`constrain`) and continue a final assistant message (`prefill`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
-pub enum Constrain {
-    /// llama.cpp's server, recognized by its `GET /props`, gets a grammar; others none.
+pub enum Engine {
+    /// llama.cpp's server, recognized by its `GET /props`, gets it; others do not.
     #[default]
     #[serde(rename = "auto")]
     Auto,
-    /// No grammar.
+    /// Never.
     #[serde(rename = "off")]
     Off,
-    /// llama.cpp's `grammar` field.
+    /// llama.cpp's server: `grammar`; a final assistant message is continued as it is.
     #[serde(rename = "llama.cpp", alias = "llama-cpp", alias = "llamacpp")]
     LlamaCpp,
-    /// vLLM's `structured_outputs.grammar`.
+    /// vLLM: `structured_outputs.grammar`; `continue_final_message`.
     #[serde(rename = "vllm")]
     Vllm,
-    /// SGLang's `ebnf`.
+    /// SGLang: `ebnf`; `continue_final_message`.
     #[serde(rename = "sglang")]
     Sglang,
 }
@@ -114,6 +114,14 @@ pub struct Config {
     /// Whether a native reply to a request with tools is read for calls the upstream left in
     /// its text (Chat Completions in `native` and `auto` modes).
     pub native_repair: bool,
+    /// The most calls continuation may add to a reply whose calls were read from its text
+    /// (parallel calls a small model leaves out), on upstreams that continue a final
+    /// assistant message (`prefill`); 0 turns it off.
+    pub continue_calls: u32,
+    /// Whether a call read from a reply's text whose required arguments hold numbers given
+    /// nowhere (in the conversation or the tool list) is dropped as a guess, under
+    /// `tool_choice: auto`; a reply left with nothing is asked for again without tools.
+    pub check_grounding: bool,
     /// The largest request body accepted, in bytes.
     pub body_limit_bytes: usize,
     /// How long in-flight requests may take to finish after a shutdown signal, in seconds.
@@ -189,7 +197,10 @@ pub struct UpstreamConfig {
     pub error_body_timeout_secs: f64,
     /// Constrained decoding in emulation: `auto` (a grammar for llama.cpp servers), `off`,
     /// `llama.cpp`, `vllm` or `sglang`.
-    pub constrain: Constrain,
+    pub constrain: Engine,
+    /// Continuing a final assistant message (for parallel calls by continuation): `auto`
+    /// (llama.cpp servers), `off`, `llama.cpp`, `vllm` or `sglang`.
+    pub prefill: Engine,
 }
 
 /// One more upstream (`[upstreams.NAME]`): the endpoint, how it is used, and the models it
@@ -275,6 +286,8 @@ impl Default for Config {
             max_retries: 1,
             check_arguments: true,
             native_repair: true,
+            continue_calls: 8,
+            check_grounding: true,
             body_limit_bytes: 16 << 20,
             drain_timeout_secs: 30.0,
             max_connections: 4096,
@@ -300,7 +313,8 @@ impl Default for UpstreamConfig {
             max_line_bytes: 4 << 20,
             probe_timeout_secs: 10.0,
             error_body_timeout_secs: 10.0,
-            constrain: Constrain::Auto,
+            constrain: Engine::Auto,
+            prefill: Engine::Auto,
         }
     }
 }

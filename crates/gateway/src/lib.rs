@@ -36,7 +36,7 @@ use tokio_util::sync::CancellationToken;
 use tower_http::catch_panic::CatchPanicLayer;
 
 pub use crate::config::{
-    CallFormat, Config, Constrain, FormatFile, Layer, Mode, ModelConfig, NamedUpstream, Origin,
+    CallFormat, Config, Engine, FormatFile, Layer, Mode, ModelConfig, NamedUpstream, Origin,
     Origins, Overrides, ReasoningCalls, UpstreamApi, UpstreamConfig,
 };
 pub use crate::error::{ApiError, AuthFailure};

@@ -20,6 +20,8 @@ pub(crate) const REFUSALS: &str = "toolshim_refusals";
 pub(crate) const PARSE_FAILURES: &str = "toolshim_parse_failures";
 pub(crate) const UPSTREAM_REPAIRS: &str = "toolshim_upstream_repairs";
 pub(crate) const HOSTED_TOOLS_LEFT_OUT: &str = "toolshim_hosted_tools_left_out";
+pub(crate) const CONTINUATIONS: &str = "toolshim_continuations";
+pub(crate) const GUESSED_CALLS: &str = "toolshim_guessed_calls";
 
 /// The gateway's metrics.
 #[derive(Debug)]
@@ -35,6 +37,8 @@ pub(crate) struct Metrics {
     parse_failures: Counter,
     upstream_repairs: Family<Labels, Counter>,
     hosted_tools: Family<Labels, Counter>,
+    continuations: Family<Labels, Counter>,
+    guessed_calls: Counter,
 }
 
 fn seconds_histogram() -> Histogram {
@@ -56,6 +60,8 @@ impl Metrics {
         let parse_failures = Counter::default();
         let upstream_repairs = Family::<Labels, Counter>::default();
         let hosted_tools = Family::<Labels, Counter>::default();
+        let continuations = Family::<Labels, Counter>::default();
+        let guessed_calls = Counter::default();
         registry.register(REQUESTS, "HTTP requests by route and status class", requests.clone());
         registry.register(REQUEST_SECONDS, "Request latency by route", latency.clone());
         registry.register(
@@ -90,6 +96,16 @@ impl Metrics {
             "Hosted tools in Responses requests (web_search, file_search, …) left out of the prompt, by type",
             hosted_tools.clone(),
         );
+        registry.register(
+            CONTINUATIONS,
+            "Continuations of a reply for one more call, by result (kept; repeat, unasked_value, nothing_new: the call was not kept; no_call; failed)",
+            continuations.clone(),
+        );
+        registry.register(
+            GUESSED_CALLS,
+            "Calls dropped because their required arguments hold numbers given nowhere in the conversation or the tool list",
+            guessed_calls.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -102,7 +118,18 @@ impl Metrics {
             parse_failures,
             upstream_repairs,
             hosted_tools,
+            continuations,
+            guessed_calls,
         }
+    }
+
+    /// One continuation and its result (`kept`, a `continuation::Stop`, `no_call`, `failed`).
+    pub(crate) fn continuation(&self, result: &'static str) {
+        self.continuations.get_or_create(&vec![("result", result.to_owned())]).inc();
+    }
+
+    pub(crate) fn guessed_calls(&self, n: usize) {
+        self.guessed_calls.inc_by(n as u64);
     }
 
     pub(crate) fn request(&self, route: &str, status: u16, elapsed: Duration) {

@@ -235,6 +235,13 @@ impl Upstream for Chain {
     fn grammar_refused(&self) {
         self.remember(Refused::Grammar);
     }
+
+    async fn continues(&self) -> bool {
+        match self.links.first() {
+            Some((_, client, _)) => client.prefill_dialect().await.is_some(),
+            None => false,
+        }
+    }
 }
 
 impl AppState {
@@ -296,6 +303,8 @@ impl AppState {
                 reasoning_calls: route.reasoning_calls,
                 format_file: route.format_file,
                 check_arguments: self.config.check_arguments,
+                check_grounding: self.config.check_grounding,
+                continue_calls: self.config.continue_calls,
             },
         })
     }

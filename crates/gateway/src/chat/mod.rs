@@ -8,7 +8,9 @@
 //! Anthropic JSON is known here.
 
 pub(crate) mod arguments;
+pub(crate) mod continuation;
 pub(crate) mod grammar;
+pub(crate) mod grounding;
 pub(crate) mod native;
 pub(crate) mod pipeline;
 pub(crate) mod prompt;

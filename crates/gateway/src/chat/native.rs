@@ -2,12 +2,66 @@
 //! is folded into chat events. Its own calls pass as they are; its text goes through the
 //! shaper, so call syntax the upstream's parser missed (a small model that writes its calls
 //! as fenced or bare JSON instead of its template's tags) becomes calls too, under the same
-//! policy as emulated ones. Nothing is asked for again here.
+//! policy as emulated ones. Nothing is asked for again here; what may follow the reply (a
+//! plain answer for one that only guessed, continuations for one whose calls were read from
+//! its text) is `finish`'s answer, for the caller to send.
 
-use crate::chat::shaper::{DeclaredTools, Shaper, new_call_id};
+use std::sync::Arc;
+
+use crate::chat::continuation::{Follow, may_continue};
+use crate::chat::grounding::Grounding;
+use crate::chat::shaper::{DeclaredTools, Judge, Shaper, new_call_id};
 use crate::chat::types::{ChatEvent, ChatRequest, Finish, Outcome, ToolChoice, Usage};
 use crate::config::ReasoningCalls;
 use crate::upstream::{CallDelta, FinishReason, UpstreamEvent};
+
+/// What may follow a reply (`check_grounding`, `continue_calls`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Followups {
+    /// Calls whose required arguments hold numbers given nowhere are dropped as guesses.
+    pub(crate) check_grounding: bool,
+    /// The most calls continuations may add (0: none).
+    pub(crate) continue_calls: u32,
+}
+
+impl Followups {
+    /// Nothing follows.
+    pub(crate) const NONE: Followups = Followups { check_grounding: false, continue_calls: 0 };
+
+    /// What the request's tools are judged against, when anything will use it.
+    pub(crate) fn grounding(self, req: &ChatRequest) -> Option<Arc<Grounding>> {
+        let engaged = !req.tools.is_empty() && req.tool_choice != ToolChoice::None;
+        (engaged && (self.check_grounding || self.continue_calls > 0))
+            .then(|| Arc::new(Grounding::of(req)))
+    }
+
+    /// The judge of a reply's calls: guesses are dropped under `tool_choice: auto`.
+    pub(crate) fn judge(
+        self,
+        req: &ChatRequest,
+        grounding: Option<&Arc<Grounding>>,
+    ) -> Option<Judge> {
+        grounding
+            .filter(|_| self.check_grounding && req.tool_choice == ToolChoice::Auto)
+            .map(|g| Judge::Grounding(Arc::clone(g)))
+    }
+}
+
+/// What comes after a reply.
+#[derive(Debug)]
+pub(crate) enum Next {
+    /// Nothing: the reply is whole.
+    Done,
+    /// The reply's only calls were guesses and it showed nothing: a plain answer is asked
+    /// for, without tools.
+    Plain,
+    /// The reply's calls were read from its text: continuations may add more.
+    Continue(Follow),
+}
+
+/// The most text of a reply kept for a continuation to start from; a longer reply is not
+/// continued.
+pub(crate) const MAX_CONTINUED_REPLY: usize = 1 << 20;
 
 /// A native call as its pieces arrive.
 #[derive(Debug, Default)]
@@ -27,6 +81,12 @@ pub(crate) struct NativeReply {
     calls: Vec<(usize, NativeCall)>,
     finish: Option<FinishReason>,
     usage: Usage,
+    /// The reply's text as the upstream wrote it (up to `MAX_CONTINUED_REPLY`), for a
+    /// continuation to start from.
+    raw: String,
+    followups: Followups,
+    grounding: Option<Arc<Grounding>>,
+    req: ChatRequest,
 }
 
 impl NativeReply {
@@ -34,6 +94,7 @@ impl NativeReply {
         req: &ChatRequest,
         declared: &DeclaredTools,
         reasoning_calls: ReasoningCalls,
+        followups: Followups,
     ) -> NativeReply {
         let engaged = !req.tools.is_empty() && req.tool_choice != ToolChoice::None;
         // A model answering natively has its own parser upstream: the calls it leaves in the
@@ -42,6 +103,10 @@ impl NativeReply {
         // No retry: a repaired call that breaks its schema goes out as written, except to a
         // strict tool.
         shaper.check_arguments(false);
+        let grounding = followups.grounding(req);
+        if let Some(judge) = followups.judge(req, grounding.as_ref()) {
+            shaper.judge_calls(judge);
+        }
         NativeReply {
             shaper,
             declared: declared.clone(),
@@ -50,12 +115,21 @@ impl NativeReply {
             calls: Vec::new(),
             finish: None,
             usage: Usage::default(),
+            raw: String::new(),
+            followups,
+            grounding,
+            req: req.clone(),
         }
     }
 
     pub(crate) fn feed(&mut self, event: UpstreamEvent, out: &mut Vec<ChatEvent>) {
         match event {
-            UpstreamEvent::Text(text) => self.shaper.feed(&text, out),
+            UpstreamEvent::Text(text) => {
+                if self.raw.len() <= MAX_CONTINUED_REPLY {
+                    self.raw.push_str(&text);
+                }
+                self.shaper.feed(&text, out);
+            }
             UpstreamEvent::Reasoning(text) => {
                 if self.show_reasoning {
                     out.push(ChatEvent::Reasoning(text));
@@ -86,10 +160,12 @@ impl NativeReply {
         }
     }
 
-    /// What the shaper still holds, the native calls (whole, after the repaired ones), and
-    /// how the reply ended.
-    pub(crate) fn finish(mut self, out: &mut Vec<ChatEvent>) {
+    /// What the shaper still holds and the native calls (whole, after the repaired ones);
+    /// how the reply ended, and what comes after it. The caller sends `Done` with the
+    /// outcome once what comes after has run.
+    pub(crate) fn finish(&mut self, out: &mut Vec<ChatEvent>) -> (Outcome, Next) {
         self.shaper.finish(out);
+        let native_calls = !self.calls.is_empty();
         let mut n_calls = self.shaper.n_calls();
         for (_, call) in std::mem::take(&mut self.calls) {
             if !self.declared.declares(&call.name) {
@@ -115,8 +191,40 @@ impl NativeReply {
         } else {
             Finish::Stop
         };
-        tracing::info!(calls = n_calls, repaired = self.shaper.n_calls(), "native reply finished");
-        out.push(ChatEvent::Done(Outcome { finish, usage: self.usage, retried: Usage::default() }));
+        let guesses = self.shaper.guesses().len();
+        tracing::info!(
+            calls = n_calls,
+            repaired = self.shaper.n_calls(),
+            guesses,
+            "native reply finished"
+        );
+        let outcome = Outcome { finish, usage: self.usage, retried: Usage::default() };
+        let next = if guesses > 0 && n_calls == 0 && self.shaper.nothing_shown() {
+            Next::Plain
+        } else if let Some(follow) = self.follow(native_calls) {
+            Next::Continue(follow)
+        } else {
+            Next::Done
+        };
+        (outcome, next)
+    }
+
+    /// How many calls were dropped as guesses so far.
+    pub(crate) fn guesses(&self) -> usize {
+        self.shaper.guesses().len()
+    }
+
+    /// The continuations of a whole reply whose calls were all read from its text.
+    fn follow(&self, native_calls: bool) -> Option<Follow> {
+        let whole = !self.shaper.incomplete_call()
+            && self.finish != Some(FinishReason::Length)
+            && self.raw.len() <= MAX_CONTINUED_REPLY;
+        let sent = self.shaper.sent();
+        if native_calls || !whole || !may_continue(&self.req, sent, self.shaper.n_calls()) {
+            return None;
+        }
+        let grounding = self.grounding.as_ref()?;
+        Follow::new(&self.raw, sent, Arc::clone(grounding), self.followups.continue_calls)
     }
 }
 
@@ -148,12 +256,13 @@ mod tests {
     fn fold(events: Vec<UpstreamEvent>) -> Vec<ChatEvent> {
         let req = request();
         let declared = DeclaredTools::new(&req.tools).unwrap();
-        let mut reply = NativeReply::new(&req, &declared, ReasoningCalls::Ignore);
+        let mut reply = NativeReply::new(&req, &declared, ReasoningCalls::Ignore, Followups::NONE);
         let mut out = Vec::new();
         for event in events {
             reply.feed(event, &mut out);
         }
-        reply.finish(&mut out);
+        let (outcome, _) = reply.finish(&mut out);
+        out.push(ChatEvent::Done(outcome));
         out
     }
 

@@ -7,6 +7,8 @@ use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
 
+use crate::chat::continuation::{Follow, may_continue};
+use crate::chat::native::Followups;
 use crate::chat::prompt;
 use crate::chat::shaper::{DeclaredTools, Shaper};
 use crate::chat::types::{
@@ -35,6 +37,11 @@ pub(crate) fn run<U: Upstream>(
             }
         };
         let max_retries = settings.max_retries;
+        let followups = Followups {
+            check_grounding: settings.check_grounding,
+            continue_calls: settings.continue_calls,
+        };
+        let grounding = followups.grounding(&req);
         // Reasoning reaches only the clients that asked for it (the shaper keeps the
         // parser's to itself otherwise; the upstream's own is dropped below).
         let show_reasoning = req.show_reasoning;
@@ -96,6 +103,9 @@ pub(crate) fn run<U: Upstream>(
                 Shaper::new(current, &tools, engaged, settings.reasoning_calls, format_file);
             if settings.check_arguments {
                 shaper.check_arguments(attempt < max_retries);
+            }
+            if let Some(judge) = followups.judge(current, grounding.as_ref()) {
+                shaper.judge_calls(judge);
             }
             let mut held: Vec<ChatEvent> = Vec::new();
             let mut committed = false;
@@ -191,6 +201,18 @@ pub(crate) fn run<U: Upstream>(
             if !committed {
                 if let Some(reason) = problem {
                     metrics.retry(reason.as_str(), attempt < max_retries);
+                    metrics.guessed_calls(shaper.guesses().len());
+                    // The only calls were guesses: no correction mends a call the request
+                    // gives no values for. Ask for a plain answer, without tools.
+                    if reason == RetryReason::GuessedArguments && plain.is_none() {
+                        tracing::info!(attempt, "the reply's only calls were guesses; asking for a plain answer");
+                        attempt += 1;
+                        feedback = None;
+                        let mut without_tools = req.clone();
+                        without_tools.tool_choice = ToolChoice::None;
+                        plain = Some(without_tools);
+                        continue;
+                    }
                     if attempt < max_retries {
                         tracing::info!(reason = reason.as_str(), attempt, "emulated reply rejected; asking the upstream again");
                         attempt += 1;
@@ -253,19 +275,86 @@ pub(crate) fn run<U: Upstream>(
                 yield Err(incomplete(attempt, &raw));
                 return;
             }
-            let finish = if truncated && (shaper.incomplete_call() || shaper.n_calls() == 0) {
+            // Calls read from the reply's text: continuations may add the ones a small model
+            // leaves out (`chat::continuation`).
+            let mut n_calls = shaper.n_calls();
+            let follow = (!truncated
+                && plain.is_none()
+                && may_continue(current, shaper.sent(), n_calls)
+                && upstream.continues().await)
+                .then_some(grounding.as_ref())
+                .flatten()
+                .and_then(|g| Follow::new(&raw, shaper.sent(), Arc::clone(g), settings.continue_calls));
+            if let Some(mut follow) = follow {
+                while let Some(prefix) = follow.next_prefix() {
+                    let mut request = prompt::render(current, &settings, None, native_format, false);
+                    continued_request(&mut request, prefix, follow.max_tokens());
+                    let shape = (current, &tools, &settings);
+                    for event in round(&upstream, request, &mut follow, shape, &metrics).await {
+                        n_calls += usize::from(matches!(event, ChatEvent::CallEnd { .. }));
+                        yield Ok(event);
+                    }
+                }
+                spent.add(follow.usage());
+            }
+            let finish = if truncated && (shaper.incomplete_call() || n_calls == 0) {
                 Finish::Length
-            } else if shaper.n_calls() > 0 {
+            } else if n_calls > 0 {
                 Finish::ToolCalls { forced: matches!(req.tool_choice, ToolChoice::Named(_)) }
             } else {
                 Finish::Stop
             };
-            metrics.calls(shaper.n_calls());
-            tracing::info!(engaged, calls = shaper.n_calls(), attempt, "reply finished");
+            metrics.calls(n_calls);
+            tracing::info!(engaged, calls = n_calls, attempt, "reply finished");
             yield Ok(ChatEvent::Done(Outcome { finish, usage: spent, retried }));
             return;
         }
     }
+}
+
+/// An emulated request continued from `prefix`, at most `max_tokens` long.
+fn continued_request(
+    request: &mut crate::upstream::UpstreamRequest,
+    prefix: &str,
+    max_tokens: u64,
+) {
+    request.prefill = Some(prefix.to_owned());
+    request.sampling.remove("max_completion_tokens");
+    request.sampling.insert("max_tokens".into(), serde_json::Value::from(max_tokens));
+}
+
+/// One continuation of an emulated reply: the kept call's events, if any.
+async fn round<U: Upstream>(
+    upstream: &U,
+    request: crate::upstream::UpstreamRequest,
+    follow: &mut Follow,
+    (req, tools, settings): (&ChatRequest, &DeclaredTools, &Settings),
+    metrics: &Metrics,
+) -> Vec<ChatEvent> {
+    let mut reply = match upstream.chat(request).await {
+        Ok(reply) => reply,
+        Err(err) => {
+            follow.failed(&err, metrics);
+            return Vec::new();
+        }
+    };
+    let format_file = settings.format_file.as_ref();
+    let mut round = follow.round(req, tools, settings.reasoning_calls, format_file);
+    while let Some(item) = reply.next().await {
+        match item {
+            Ok(event) => {
+                if round.feed(event) {
+                    break;
+                }
+            }
+            Err(err) => {
+                round.broke(&err);
+                break;
+            }
+        }
+    }
+    round.end();
+    follow.end_round(round, metrics)
 }
 
 /// The error for a call that ended incomplete with no token limit to blame; like
@@ -358,6 +447,8 @@ mod tests {
             reasoning_calls: ReasoningCalls::Ignore,
             format_file: None,
             check_arguments: true,
+            check_grounding: true,
+            continue_calls: 8,
         }
     }
 

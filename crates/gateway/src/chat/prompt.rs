@@ -69,6 +69,7 @@ pub(crate) fn render(
         stop,
         response_format,
         grammar,
+        prefill: None,
     }
 }
 
@@ -563,6 +564,10 @@ fn correction(req: &ChatRequest, retry: &Retry, format: CallFormat) -> String {
             "The arguments of your tool call do not fit the tool's parameters: {}. Call the tool again with arguments that fit: real values for the request, the parameters' exact names, nothing the schema does not declare.",
             retry.detail.as_deref().unwrap_or("they break its schema")
         ),
+        RetryReason::GuessedArguments => {
+            "Your tool call holds values that appear nowhere in the conversation: a call needs the values the user gave. If the request does not give them, or no tool fits it, answer in plain text."
+                .to_owned()
+        }
         RetryReason::Empty => format!(
             "Your reply was empty. Tool results are never yours to write: call a tool by writing {}, or answer in plain text.",
             syntax.block
@@ -592,12 +597,15 @@ mod tests {
             reasoning_calls: crate::config::ReasoningCalls::Ignore,
             format_file: None,
             check_arguments: true,
+            check_grounding: true,
+            continue_calls: 8,
         }
     }
 
     /// The rendered conversation as the OpenAI wire writes it.
     fn openai_messages(req: &ChatRequest) -> Vec<Value> {
-        let body = crate::upstream::openai::body(&render(req, &settings(), None, true, true), None);
+        let body =
+            crate::upstream::openai::body(&render(req, &settings(), None, true, true), None, None);
         body["messages"].as_array().unwrap().clone()
     }
 

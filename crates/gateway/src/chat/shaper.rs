@@ -9,6 +9,8 @@ use toolshim_parse::{
 };
 
 use crate::chat::arguments;
+use crate::chat::continuation::{self, Made, Stop};
+use crate::chat::grounding::Grounding;
 use crate::chat::types::{ChatEvent, ChatRequest, OutputFormat, RetryReason, ToolChoice, ToolSpec};
 use crate::config::{FormatFile, ReasoningCalls};
 use crate::error::ApiError;
@@ -148,7 +150,31 @@ struct Pending {
     arguments: String,
     /// Where it went: the forwarded index (`None`: dropped by policy, or held).
     index: Option<usize>,
+    /// Held until it ends: its tool is strict, or a judge decides.
     held: bool,
+    /// Its tool is strict (and the check is on): one that does not fit never goes out.
+    strict: bool,
+}
+
+/// Who decides, when a call ends, whether it goes out at all (the call is held until then).
+#[derive(Debug, Clone)]
+pub(crate) enum Judge {
+    /// A call whose required arguments hold numbers given nowhere is a guess: it is dropped
+    /// (`Grounding::guessed`), and the caller may ask for a plain answer instead.
+    Grounding(Arc<Grounding>),
+    /// A continued call (`continuation`): kept only if it adds what the user asked for
+    /// after the reply's calls so far. Only the first call is judged (`judged`); any later
+    /// one is not sent.
+    Continuation { grounding: Arc<Grounding>, earlier: Vec<Made>, judged: bool },
+}
+
+/// A call that went to the client: what a continuation starts from.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Sent {
+    pub(crate) name: String,
+    pub(crate) arguments: String,
+    /// The bytes of the reply the call was read from.
+    pub(crate) span: std::ops::Range<usize>,
 }
 
 /// Whether and how calls' arguments are checked against their tools' schemas.
@@ -202,6 +228,16 @@ pub(crate) struct Shaper {
     answer: String,
     /// What is wrong with the finished answer.
     output_problem: Option<String>,
+    /// Decides whether ended calls go out (they are held until they end); none: all do.
+    judge: Option<Judge>,
+    /// Calls dropped as guesses, each as `tool: key = value, …`.
+    guesses: Vec<String>,
+    /// Why the judge dropped a continued call.
+    stopped: Option<Stop>,
+    /// The calls that went out whole, in order.
+    sent: Vec<Sent>,
+    /// Calls the parser ended or rejected, whatever became of them.
+    calls_ended: usize,
 }
 
 impl Shaper {
@@ -252,7 +288,37 @@ impl Shaper {
             output: req.output.clone(),
             answer: String::new(),
             output_problem: None,
+            judge: None,
+            guesses: Vec::new(),
+            stopped: None,
+            sent: Vec::new(),
+            calls_ended: 0,
         }
+    }
+
+    /// Holds every call until it ends, for `judge` to decide whether it goes out.
+    pub(crate) fn judge_calls(&mut self, judge: Judge) {
+        self.judge = Some(judge);
+    }
+
+    /// The calls dropped as guesses (`Judge::Grounding`).
+    pub(crate) fn guesses(&self) -> &[String] {
+        &self.guesses
+    }
+
+    /// Why a continued call was not kept (`Judge::Continuation`).
+    pub(crate) fn stopped(&self) -> Option<&Stop> {
+        self.stopped.as_ref()
+    }
+
+    /// The calls that went out whole, with where they were in the reply.
+    pub(crate) fn sent(&self) -> &[Sent] {
+        &self.sent
+    }
+
+    /// How many calls the parser ended or rejected so far.
+    pub(crate) fn calls_ended(&self) -> usize {
+        self.calls_ended
     }
 
     /// Checks every call's arguments against its tool's schema before it goes out. While
@@ -349,10 +415,17 @@ impl Shaper {
                         continue;
                     }
                     let strict = self.declared.specs.get(&name).is_some_and(|spec| spec.strict);
-                    let held = strict && self.check != ArgumentCheck::Off;
+                    let strict = strict && self.check != ArgumentCheck::Off;
+                    let judged = match (&self.judge, self.declared.specs.get(&name)) {
+                        (Some(Judge::Grounding(_)), Some(spec)) => Grounding::may_guess(spec),
+                        (Some(Judge::Grounding(_)), None) | (None, _) => false,
+                        (Some(Judge::Continuation { .. }), _) => true,
+                    };
+                    let held = strict || judged;
                     let index = if held { None } else { self.start_call(&name, out) };
                     if let Some(slot) = self.pending.get_mut(call_idx) {
-                        *slot = Some(Pending { name, arguments: String::new(), index, held });
+                        *slot =
+                            Some(Pending { name, arguments: String::new(), index, held, strict });
                     }
                 }
                 Event::ArgsDelta { call_idx, json } => {
@@ -364,14 +437,16 @@ impl Shaper {
                     }
                 }
                 Event::CallEnd { call_idx, call, .. } => {
+                    self.calls_ended += 1;
                     if !call.complete {
                         self.incomplete_call = true;
                     }
                     if let Some(pending) = self.pending.get_mut(call_idx).and_then(Option::take) {
-                        self.end_call(pending, call.complete, out);
+                        self.end_call(pending, call.complete, call.span.clone(), out);
                     }
                 }
                 Event::Rejected(rejected) => {
+                    self.calls_ended += 1;
                     tracing::debug!(name = %rejected.name, "the model called an unknown tool");
                     self.rejected += 1;
                 }
@@ -415,8 +490,15 @@ impl Shaper {
 
     /// A call the parser ended: checked against its tool's schema. While the reply may be
     /// asked for again, what is wrong is kept for `problem` (what went out of the call is
-    /// still held by the pipeline). A held call (to a strict tool) goes out only if it fits.
-    fn end_call(&mut self, call: Pending, complete: bool, out: &mut Vec<ChatEvent>) {
+    /// still held by the pipeline). A held call goes out only if it fits (to a strict tool)
+    /// and the judge, if any, lets it.
+    fn end_call(
+        &mut self,
+        call: Pending,
+        complete: bool,
+        span: std::ops::Range<usize>,
+        out: &mut Vec<ChatEvent>,
+    ) {
         let faults = match (self.check, complete, self.declared.specs.get(&call.name)) {
             (ArgumentCheck::Off, ..) | (_, false, _) | (_, _, None) => Vec::new(),
             (_, true, Some(spec)) => arguments::faults(spec, &call.arguments),
@@ -427,7 +509,9 @@ impl Shaper {
             if self.check == ArgumentCheck::Retry {
                 self.argument_faults.extend(faults.iter().map(|f| format!("`{}`: {f}", call.name)));
             }
-            if call.held {
+            // Held for a retry, or for good when its tool is strict; a call held only for
+            // the judge goes on to it when no retry can come.
+            if call.held && (call.strict || self.check == ArgumentCheck::Retry) {
                 if self.check == ArgumentCheck::Final {
                     tracing::warn!(tool = %call.name, "dropped a call that breaks its strict tool's schema");
                     self.rejected += 1;
@@ -435,11 +519,14 @@ impl Shaper {
                 return;
             }
         }
+        if call.held && complete && !self.judged(&call) {
+            return;
+        }
         let index = match (call.held, call.index) {
             (true, _) => match self.start_call(&call.name, out) {
                 Some(index) => {
                     if !call.arguments.is_empty() {
-                        out.push(ChatEvent::CallArgs { index, json: call.arguments });
+                        out.push(ChatEvent::CallArgs { index, json: call.arguments.clone() });
                     }
                     index
                 }
@@ -449,6 +536,45 @@ impl Shaper {
             (false, None) => return,
         };
         out.push(ChatEvent::CallEnd { index, complete });
+        if complete {
+            self.sent.push(Sent { name: call.name, arguments: call.arguments, span });
+        }
+    }
+
+    /// Whether the judge lets an ended call go out; what it dropped is noted.
+    fn judged(&mut self, call: &Pending) -> bool {
+        match &mut self.judge {
+            None => true,
+            Some(Judge::Grounding(grounding)) => {
+                let guessed = match self.declared.specs.get(&call.name) {
+                    Some(spec) => grounding.guessed(spec, &call.arguments),
+                    None => Vec::new(),
+                };
+                if guessed.is_empty() {
+                    return true;
+                }
+                tracing::info!(tool = %call.name, guessed = %guessed.join(", "),
+                    "dropped a call whose required arguments hold numbers given nowhere");
+                self.guesses.push(format!("{}: {}", call.name, guessed.join(", ")));
+                false
+            }
+            Some(Judge::Continuation { judged: true, .. }) => false,
+            Some(Judge::Continuation { grounding, earlier, judged }) => {
+                *judged = true;
+                let next = Made::new(&call.name, &call.arguments);
+                match continuation::judge(&next, earlier, grounding) {
+                    Ok(()) => {
+                        earlier.push(next);
+                        true
+                    }
+                    Err(stop) => {
+                        tracing::debug!(tool = %call.name, stop = stop.as_str(), "a continued call was not kept");
+                        self.stopped.get_or_insert(stop);
+                        false
+                    }
+                }
+            }
+        }
     }
 
     /// What exactly was wrong, for the correction a retry sends: the answer's format, or the
@@ -518,6 +644,9 @@ impl Shaper {
         }
         if self.n_calls > 0 {
             return None;
+        }
+        if !self.guesses.is_empty() && self.nothing_shown() {
+            return Some(RetryReason::GuessedArguments);
         }
         if self.rejected > 0 {
             return Some(RetryReason::UnknownTool);

@@ -42,6 +42,11 @@ pub(crate) struct Settings {
     pub(crate) format_file: Option<FormatFile>,
     /// Whether calls' arguments are checked against their tools' schemas.
     pub(crate) check_arguments: bool,
+    /// Whether calls whose required arguments hold numbers given nowhere are dropped as
+    /// guesses (`check_grounding`).
+    pub(crate) check_grounding: bool,
+    /// The most calls continuations may add to a reply (`continue_calls`; 0: none).
+    pub(crate) continue_calls: u32,
 }
 
 /// One message of the conversation.
@@ -136,6 +141,14 @@ pub(crate) struct Usage {
     pub(crate) completion_tokens: u64,
 }
 
+impl Usage {
+    /// Adds what `other` cost.
+    pub(crate) fn add(&mut self, other: Usage) {
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+    }
+}
+
 /// Why a reply is asked for again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RetryReason {
@@ -151,6 +164,8 @@ pub(crate) enum RetryReason {
     InvalidOutput,
     /// A call's arguments do not fit its tool's schema.
     InvalidArguments,
+    /// The reply's only calls hold required numbers given nowhere: guesses, dropped.
+    GuessedArguments,
 }
 
 /// A reply that is asked for again: what the model wrote, why, and what exactly was wrong.
@@ -172,6 +187,7 @@ impl RetryReason {
             RetryReason::Empty => "empty",
             RetryReason::InvalidOutput => "invalid_output",
             RetryReason::InvalidArguments => "invalid_arguments",
+            RetryReason::GuessedArguments => "guessed_arguments",
         }
     }
 }

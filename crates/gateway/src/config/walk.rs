@@ -21,6 +21,7 @@ fn upstream_field(
         "probe_timeout_secs" => upstream.probe_timeout_secs = value(item)?,
         "error_body_timeout_secs" => upstream.error_body_timeout_secs = value(item)?,
         "constrain" => upstream.constrain = value(item)?,
+        "prefill" => upstream.prefill = value(item)?,
         _ => return Ok(false),
     }
     Ok(true)
@@ -36,10 +37,10 @@ pub(super) struct Walk<'a, 'p> {
 }
 
 /// The keys a config file may have at each level.
-const TOP_KEYS: &str = "listen, api_keys, mode, call_format, reasoning_calls, default_upstream, native_refusal_secs, max_retries, check_arguments, native_repair, body_limit_bytes, drain_timeout_secs, max_connections, header_read_timeout_secs, body_read_timeout_secs, keep_alive_timeout_secs, stream_keepalive_secs, readyz_cache_secs, [upstream], [upstreams.NAME], [models.NAME]";
-const UPSTREAM_KEYS: &str = "url, api, api_key_env, connect_timeout_secs, first_byte_timeout_secs, idle_timeout_secs, max_reply_bytes, max_line_bytes, probe_timeout_secs, error_body_timeout_secs, constrain";
+const TOP_KEYS: &str = "listen, api_keys, mode, call_format, reasoning_calls, default_upstream, native_refusal_secs, max_retries, check_arguments, native_repair, continue_calls, check_grounding, body_limit_bytes, drain_timeout_secs, max_connections, header_read_timeout_secs, body_read_timeout_secs, keep_alive_timeout_secs, stream_keepalive_secs, readyz_cache_secs, [upstream], [upstreams.NAME], [models.NAME]";
+const UPSTREAM_KEYS: &str = "url, api, api_key_env, connect_timeout_secs, first_byte_timeout_secs, idle_timeout_secs, max_reply_bytes, max_line_bytes, probe_timeout_secs, error_body_timeout_secs, constrain, prefill";
 const MODEL_KEYS: &str = "upstream, mode, call_format, reasoning_calls, format_file";
-const NAMED_UPSTREAM_KEYS: &str = "url, api, api_key_env, connect_timeout_secs, first_byte_timeout_secs, idle_timeout_secs, max_reply_bytes, max_line_bytes, probe_timeout_secs, error_body_timeout_secs, constrain, mode, call_format, models, aliases, model, fallback";
+const NAMED_UPSTREAM_KEYS: &str = "url, api, api_key_env, connect_timeout_secs, first_byte_timeout_secs, idle_timeout_secs, max_reply_bytes, max_line_bytes, probe_timeout_secs, error_body_timeout_secs, constrain, prefill, mode, call_format, models, aliases, model, fallback";
 
 fn value<T: serde::de::DeserializeOwned>(
     value: &toml::Spanned<toml::de::DeValue<'_>>,
@@ -128,6 +129,8 @@ impl Walk<'_, '_> {
             ["max_retries"] => config.max_retries = value(item)?,
             ["check_arguments"] => config.check_arguments = value(item)?,
             ["native_repair"] => config.native_repair = value(item)?,
+            ["continue_calls"] => config.continue_calls = value(item)?,
+            ["check_grounding"] => config.check_grounding = value(item)?,
             ["body_limit_bytes"] => config.body_limit_bytes = value(item)?,
             ["drain_timeout_secs"] => config.drain_timeout_secs = value(item)?,
             ["max_connections"] => config.max_connections = value(item)?,

@@ -10,7 +10,7 @@ use reqwest::Url;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::config::{Config, Constrain, UpstreamApi, UpstreamConfig, endpoints};
+use crate::config::{Config, Engine, UpstreamApi, UpstreamConfig, endpoints};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::upstream::constrain::{self, Dialect};
@@ -52,9 +52,11 @@ pub(crate) struct UpstreamClient {
     error_body_within: Duration,
     metrics: Arc<Metrics>,
     /// Constrained decoding as configured (`upstream.constrain`).
-    constrain: Constrain,
-    /// With `constrain = "auto"`: whether the upstream turned out to be llama.cpp's server,
-    /// once it answered `GET /props` (asked before the first request with a grammar).
+    constrain: Engine,
+    /// Continuing a final assistant message as configured (`upstream.prefill`).
+    prefill: Engine,
+    /// For `auto`: whether the upstream turned out to be llama.cpp's server, once it
+    /// answered `GET /props` (asked before the first request that needs to know).
     detected: Arc<tokio::sync::OnceCell<Option<Dialect>>>,
 }
 
@@ -202,6 +204,7 @@ impl UpstreamClient {
             error_body_within: Config::secs(config.error_body_timeout_secs),
             metrics,
             constrain: config.constrain,
+            prefill: config.prefill,
             detected: Arc::default(),
         })
     }
@@ -511,16 +514,31 @@ impl UpstreamClient {
 
     /// Whether this upstream decodes under the contract's grammar (`upstream.constrain`).
     pub(crate) async fn takes_grammar(&self) -> bool {
-        !self.is_anthropic() && self.dialect().await.is_some()
+        self.dialect().await.is_some()
     }
 
-    /// How this upstream takes a grammar, if it does: as configured, or for `auto` whether
-    /// it answers `GET /props` as llama.cpp's server does. An answer (any status) is kept;
-    /// no answer is asked again with the next grammar.
+    /// How this upstream takes a grammar, if it does.
     async fn dialect(&self) -> Option<Dialect> {
-        match self.constrain {
-            Constrain::Off => return None,
-            Constrain::Auto => {}
+        self.engine(self.constrain).await
+    }
+
+    /// How this upstream continues a final assistant message, if it does
+    /// (`upstream.prefill`).
+    pub(crate) async fn prefill_dialect(&self) -> Option<Dialect> {
+        self.engine(self.prefill).await
+    }
+
+    /// The engine a setting says the upstream is, for what only some engines do: as
+    /// configured, or for `auto` whether it answers `GET /props` as llama.cpp's server does.
+    /// An answer (any status) is kept; no answer is asked again next time. An upstream of
+    /// the Anthropic kind is none of these.
+    async fn engine(&self, setting: Engine) -> Option<Dialect> {
+        if self.is_anthropic() {
+            return None;
+        }
+        match setting {
+            Engine::Off => return None,
+            Engine::Auto => {}
             named => return Dialect::named(named),
         }
         let found = self
@@ -552,7 +570,7 @@ impl UpstreamClient {
                 }
                 let props = serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null);
                 let dialect = constrain::is_llama_cpp(&props).then_some(Dialect::LlamaCpp);
-                tracing::info!(upstream = %self.shown, ?dialect, "constrained decoding (constrain = auto)");
+                tracing::info!(upstream = %self.shown, ?dialect, "the upstream's engine (GET /props)");
                 Ok(dialect)
             })
             .await;
@@ -589,8 +607,10 @@ impl Upstream for UpstreamClient {
         let body = if anthropic {
             anthropic::body(&request)
         } else {
-            let dialect = if request.grammar.is_some() { self.dialect().await } else { None };
-            openai::body(&request, dialect)
+            let grammar = if request.grammar.is_some() { self.dialect().await } else { None };
+            let prefill =
+                if request.prefill.is_some() { self.prefill_dialect().await } else { None };
+            openai::body(&request, grammar, prefill)
         };
         let mut payloads = self.send_chat(&body).await?;
         let mut cap = OutputCap::new(self.limits.max_reply, &self.shown);

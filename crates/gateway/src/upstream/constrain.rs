@@ -1,11 +1,12 @@
-//! Constrained decoding, per upstream: which request field carries the tool contract's
-//! grammar (`chat::grammar`), and, with `constrain = "auto"`, whether the upstream is a
-//! llama.cpp server (it answers `GET /props` with its generation settings).
+//! What differs by engine, per upstream: which request field carries the tool contract's
+//! grammar (`chat::grammar`), how a final assistant message is continued
+//! (`chat::continuation`), and, for `auto`, whether the upstream is a llama.cpp server (it
+//! answers `GET /props` with its generation settings).
 
 use reqwest::Url;
 use serde_json::{Map, Value, json};
 
-use crate::config::Constrain;
+use crate::config::Engine;
 
 /// How an upstream takes a grammar in a Chat Completions request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,12 +21,24 @@ pub(crate) enum Dialect {
 
 impl Dialect {
     /// The dialect a setting names outright; `None` for `auto` (detected) and `off`.
-    pub(crate) fn named(setting: Constrain) -> Option<Dialect> {
+    pub(crate) fn named(setting: Engine) -> Option<Dialect> {
         match setting {
-            Constrain::LlamaCpp => Some(Dialect::LlamaCpp),
-            Constrain::Vllm => Some(Dialect::Vllm),
-            Constrain::Sglang => Some(Dialect::Sglang),
-            Constrain::Auto | Constrain::Off => None,
+            Engine::LlamaCpp => Some(Dialect::LlamaCpp),
+            Engine::Vllm => Some(Dialect::Vllm),
+            Engine::Sglang => Some(Dialect::Sglang),
+            Engine::Auto | Engine::Off => None,
+        }
+    }
+
+    /// Marks the last message of a Chat Completions body as one to continue: llama.cpp's
+    /// server does so by itself; vLLM and SGLang are told.
+    pub(crate) fn continue_final(self, body: &mut Map<String, Value>) {
+        match self {
+            Dialect::LlamaCpp => {}
+            Dialect::Vllm | Dialect::Sglang => {
+                body.insert("continue_final_message".into(), Value::Bool(true));
+                body.insert("add_generation_prompt".into(), Value::Bool(false));
+            }
         }
     }
 
@@ -76,9 +89,9 @@ mod tests {
             dialect.insert(&mut body, "root ::= \"a\"");
             assert_eq!(Value::Object(body), expected);
         }
-        assert_eq!(Dialect::named(Constrain::Auto), None);
-        assert_eq!(Dialect::named(Constrain::Off), None);
-        assert_eq!(Dialect::named(Constrain::Vllm), Some(Dialect::Vllm));
+        assert_eq!(Dialect::named(Engine::Auto), None);
+        assert_eq!(Dialect::named(Engine::Off), None);
+        assert_eq!(Dialect::named(Engine::Vllm), Some(Dialect::Vllm));
     }
 
     #[test]

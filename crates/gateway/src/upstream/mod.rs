@@ -53,6 +53,9 @@ pub(crate) struct UpstreamRequest {
     /// A GBNF grammar of the reply the tool contract asks for (`chat::grammar`), for an
     /// upstream that decodes under one (`upstream.constrain`); others never see it.
     pub(crate) grammar: Option<String>,
+    /// The start of the assistant's reply, for the upstream to continue
+    /// (`chat::continuation`; only for an upstream that does, `upstream.prefill`).
+    pub(crate) prefill: Option<String>,
 }
 
 /// Why the upstream says its reply ended.
@@ -149,4 +152,10 @@ pub(crate) trait Upstream: Send + Sync + 'static {
     /// The last request's grammar was refused (a 400 or 422) and the same request without it
     /// was taken: later requests need not offer one. Nothing by default.
     fn grammar_refused(&self) {}
+
+    /// Whether the upstream continues a final assistant message (`UpstreamRequest::prefill`).
+    /// No by default.
+    fn continues(&self) -> impl Future<Output = bool> + Send {
+        async { false }
+    }
 }

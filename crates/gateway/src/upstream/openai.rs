@@ -11,7 +11,11 @@ use crate::upstream::{
 
 /// The request as a streaming Chat Completions body (no `tools`), with its grammar in the
 /// upstream's dialect when it has one.
-pub(crate) fn body(request: &UpstreamRequest, dialect: Option<Dialect>) -> Value {
+pub(crate) fn body(
+    request: &UpstreamRequest,
+    grammar: Option<Dialect>,
+    prefill: Option<Dialect>,
+) -> Value {
     let mut messages = Vec::with_capacity(request.turns.len() + 1);
     if !request.system.is_empty() {
         messages.push(json!({"role": "system", "content": request.system}));
@@ -22,6 +26,10 @@ pub(crate) fn body(request: &UpstreamRequest, dialect: Option<Dialect>) -> Value
             Role::Assistant => "assistant",
         };
         messages.push(json!({"role": role, "content": turn.text}));
+    }
+    let prefill = request.prefill.as_deref().zip(prefill);
+    if let Some((text, _)) = prefill {
+        messages.push(json!({"role": "assistant", "content": text}));
     }
     let mut body = serde_json::Map::new();
     body.insert("model".into(), Value::String(request.model.clone()));
@@ -35,12 +43,46 @@ pub(crate) fn body(request: &UpstreamRequest, dialect: Option<Dialect>) -> Value
     if let Some(format) = &request.response_format {
         body.insert("response_format".into(), format.clone());
     }
-    if let (Some(grammar), Some(dialect)) = (&request.grammar, dialect) {
+    if let (Some(grammar), Some(dialect)) = (&request.grammar, grammar) {
         dialect.insert(&mut body, grammar);
+    }
+    if let Some((_, dialect)) = prefill {
+        dialect.continue_final(&mut body);
     }
     body.insert("stream".into(), Value::Bool(true));
     body.insert("stream_options".into(), json!({"include_usage": true}));
     Value::Object(body)
+}
+
+/// A relayed Chat Completions body continued from `prefix` (`chat::continuation`): the
+/// assistant message to continue appended, streamed (so that it can be left once its first
+/// call ended), at most `max_tokens`, no log probabilities.
+pub(crate) fn continued(body: &Value, prefix: &str, dialect: Dialect, max_tokens: u64) -> Value {
+    let mut body = body.clone();
+    if let Some(messages) = body.get_mut("messages").and_then(Value::as_array_mut) {
+        messages.push(json!({"role": "assistant", "content": prefix}));
+    }
+    if let Some(object) = body.as_object_mut() {
+        for key in ["logprobs", "top_logprobs", "n", "max_completion_tokens"] {
+            object.remove(key);
+        }
+        object.insert("max_tokens".into(), json!(max_tokens));
+        object.insert("stream".into(), Value::Bool(true));
+        object.insert("stream_options".into(), json!({"include_usage": true}));
+        dialect.continue_final(object);
+    }
+    body
+}
+
+/// A relayed Chat Completions body without its tools, for a plain answer.
+pub(crate) fn without_tools(body: &Value) -> Value {
+    let mut body = body.clone();
+    if let Some(object) = body.as_object_mut() {
+        for key in ["tools", "tool_choice", "parallel_tool_calls", "functions", "function_call"] {
+            object.remove(key);
+        }
+    }
+    body
 }
 
 fn usage_of(value: &Value) -> Option<Usage> {

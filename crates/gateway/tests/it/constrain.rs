@@ -3,7 +3,7 @@
 //! upstream that refuses it is asked again without it, and that is remembered.
 
 use serde_json::{Value, json};
-use toolshim_gateway::{Constrain, Mode};
+use toolshim_gateway::{Engine, Mode};
 
 use crate::common::{Reply, args, hermes, request, spawn_gateway};
 
@@ -17,7 +17,7 @@ fn forced(choice: Value) -> Value {
 async fn a_forced_choice_carries_the_grammar_of_its_calls() {
     let gw = spawn_gateway(|config| {
         config.mode = Mode::Emulate;
-        config.upstream.constrain = Constrain::LlamaCpp;
+        config.upstream.constrain = Engine::LlamaCpp;
     })
     .await;
     gw.upstream.push(Reply::text(hermes("get_weather", json!({"city": "Paris"}))));
@@ -41,9 +41,9 @@ async fn a_forced_choice_carries_the_grammar_of_its_calls() {
 #[tokio::test]
 async fn vllm_and_sglang_get_their_own_fields_and_off_gets_none() {
     for (constrain, field) in [
-        (Constrain::Vllm, "/structured_outputs/grammar"),
-        (Constrain::Sglang, "/ebnf"),
-        (Constrain::Off, ""),
+        (Engine::Vllm, "/structured_outputs/grammar"),
+        (Engine::Sglang, "/ebnf"),
+        (Engine::Off, ""),
     ] {
         let gw = spawn_gateway(|config| {
             config.mode = Mode::Emulate;
@@ -76,7 +76,7 @@ async fn auto_sends_no_grammar_to_an_upstream_that_is_not_llama_cpp() {
 async fn a_refused_grammar_is_dropped_and_remembered() {
     let gw = spawn_gateway(|config| {
         config.mode = Mode::Emulate;
-        config.upstream.constrain = Constrain::LlamaCpp;
+        config.upstream.constrain = Engine::LlamaCpp;
     })
     .await;
     gw.upstream.push(Reply::error(

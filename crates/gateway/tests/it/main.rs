@@ -50,6 +50,8 @@
 //!   fails the reply.
 //! - `usage`: the usage of every attempt, on the three APIs, streamed and not.
 //! - `stale` (issue 24): a kept-alive connection the upstream closed is sent on again.
+//! - `followups` (issue 24): continuations add the parallel calls a small model left out;
+//!   calls whose required numbers appear nowhere give way to a plain answer.
 //! - `shutdown`: cancelling the token refuses new connections and lets in-flight streams
 //!   finish.
 
@@ -69,6 +71,7 @@ mod exposure;
 mod fail_closed;
 mod faults;
 mod finish;
+mod followups;
 mod integrity;
 mod modes;
 mod openai;

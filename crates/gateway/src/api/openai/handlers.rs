@@ -10,15 +10,14 @@ use bytes::Bytes;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
+use crate::api::openai::repair::{Repair, repaired};
 use crate::api::openai::sse::{Collector, Encoder};
 use crate::api::openai::{error, wire};
-use crate::chat::native::NativeReply;
-use crate::chat::shaper::DeclaredTools;
 use crate::chat::{ChatEvent, ToolChoice};
-use crate::config::{Mode, ReasoningCalls};
+use crate::config::Mode;
 use crate::error::ApiError;
 use crate::state::{AppState, Chain, Refused};
-use crate::upstream::client::{PayloadStream, native_reply};
+use crate::upstream::client::PayloadStream;
 use crate::upstream::reply::Payload;
 
 /// Checks the gateway key (`Authorization: Bearer <key>`), when keys are configured.
@@ -137,7 +136,7 @@ async fn emulate(state: AppState, parsed: wire::Parsed) -> Result<Response, ApiE
 }
 
 /// Chat events as the client's reply: one completion, or a stream.
-async fn respond(
+pub(crate) async fn respond(
     state: &AppState,
     events: impl futures::Stream<Item = Result<ChatEvent, ApiError>> + Send + 'static,
     stream: bool,
@@ -161,46 +160,6 @@ async fn respond(
     crate::api::stream_response(state, started, events, encoder).await
 }
 
-/// How a native reply is repaired: the request as the gateway read it.
-#[derive(Clone, Copy)]
-struct Repair<'a> {
-    parsed: &'a wire::Parsed,
-    reasoning_calls: ReasoningCalls,
-}
-
-/// A native reply read into chat events through `NativeReply`: the upstream's own calls,
-/// and calls its parser left in the text.
-async fn repaired(
-    state: &AppState,
-    chain: &Chain,
-    payloads: PayloadStream,
-    repair: Repair<'_>,
-) -> Result<Response, ApiError> {
-    let parsed = repair.parsed;
-    let mut chat = parsed.chat.clone();
-    if let Some(names) = &parsed.allowed {
-        chat.tools.retain(|tool| names.contains(&tool.name));
-    }
-    let declared = DeclaredTools::new(&chat.tools)?;
-    let mut fold = NativeReply::new(&chat, &declared, repair.reasoning_calls);
-    let shown = chain.first().map_or("upstream", |(_, client, _)| client.shown()).to_owned();
-    let mut reply = native_reply(payloads, shown);
-    let events = async_stream::stream! {
-        while let Some(item) = reply.next().await {
-            let mut out = Vec::new();
-            match item {
-                Ok(event) => fold.feed(event, &mut out),
-                Err(err) => { yield Err(err); return; }
-            }
-            for event in out { yield Ok(event); }
-        }
-        let mut out = Vec::new();
-        fold.finish(&mut out);
-        for event in out { yield Ok(event); }
-    };
-    respond(state, events, parsed.stream, chat.model, parsed.include_usage, parsed.legacy).await
-}
-
 /// Native mode: the request goes upstream as it is (with the upstream model name), and the
 /// reply comes back through the same checks and limits as an emulated one.
 async fn passthrough(
@@ -213,7 +172,7 @@ async fn passthrough(
 ) -> Result<Response, ApiError> {
     let payloads = chain.relay(&value).await?;
     match repair {
-        Some(repair) => repaired(state, chain, payloads, repair).await,
+        Some(repair) => repaired(state, chain, &value, payloads, repair).await,
         None => relay(state, chain, payloads, stream, allowed).await,
     }
 }
@@ -231,7 +190,7 @@ async fn try_native(
 ) -> Result<Option<Response>, ApiError> {
     match chain.relay(value).await {
         Ok(payloads) => match repair {
-            Some(repair) => repaired(state, chain, payloads, repair).await.map(Some),
+            Some(repair) => repaired(state, chain, value, payloads, repair).await.map(Some),
             None => relay(state, chain, payloads, stream, allowed).await.map(Some),
         },
         Err(ApiError::UpstreamRejected { status: 400 | 422, .. }) => {

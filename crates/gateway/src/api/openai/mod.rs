@@ -2,5 +2,6 @@
 
 pub(crate) mod error;
 pub(crate) mod handlers;
+pub(crate) mod repair;
 pub(crate) mod sse;
 pub(crate) mod wire;

@@ -1,0 +1,483 @@
+//! Where a call's values come from. A small model that calls a tool where none fits fills
+//! the arguments with numbers it makes up (the roots of `bx + c = 0` become `a = 1, b = -2,
+//! c = 3`); a model asked for several things writes one call, and, asked to go on, writes
+//! the next thing the user named. Both are told apart by whether a value appears in what
+//! the model was given.
+//!
+//! - [`Grounding::guessed`]: the required arguments of a call that hold a number found
+//!   nowhere in the conversation or the tool list: the call is a guess.
+//! - [`Grounding::mentions`]: whether a value is named in the user's own words (the user and
+//!   system messages), for [`crate::chat::continuation`].
+
+use serde_json::Value;
+
+use crate::chat::types::{ChatRequest, Message, ToolSpec};
+
+/// The numbers and words a request gives the model.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Grounding {
+    /// Every number written anywhere in the conversation and the tool list (sorted): a
+    /// required number that is none of these was made up.
+    numbers: Vec<f64>,
+    /// The user's and system's words, lowercased, for [`Grounding::mentions`].
+    asked: String,
+    /// The numbers in `asked` (sorted).
+    asked_numbers: Vec<f64>,
+}
+
+/// Whether a value is named in the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mention {
+    /// The user (or the system prompt) wrote it.
+    Named,
+    /// Nowhere in the user's words.
+    Absent,
+    /// A value that says nothing either way: `true`, `false`, `null`, an empty string.
+    Neutral,
+}
+
+impl Grounding {
+    /// What `req` gives the model: its messages (results and earlier calls included) and
+    /// its tools' names, descriptions and schemas.
+    pub(crate) fn of(req: &ChatRequest) -> Grounding {
+        let mut numbers = Vec::new();
+        let mut asked = String::new();
+        for message in &req.messages {
+            match message {
+                Message::System(text) | Message::User(text) => {
+                    numbers_in(text, &mut numbers);
+                    asked.push_str(&text.to_lowercase());
+                    asked.push('\n');
+                }
+                Message::Assistant { text, calls } => {
+                    numbers_in(text, &mut numbers);
+                    for call in calls {
+                        numbers_in(&call.arguments, &mut numbers);
+                    }
+                }
+                Message::ToolResult { content, .. } => numbers_in(content, &mut numbers),
+            }
+        }
+        for tool in &req.tools {
+            if let Some(description) = &tool.description {
+                numbers_in(description, &mut numbers);
+            }
+            if let Some(parameters) = &tool.parameters {
+                numbers_in(&parameters.to_string(), &mut numbers);
+            }
+        }
+        let mut asked_numbers = Vec::new();
+        numbers_in(&asked, &mut asked_numbers);
+        sort(&mut numbers);
+        sort(&mut asked_numbers);
+        Grounding { numbers, asked, asked_numbers }
+    }
+
+    /// The required arguments of a call to `spec` whose value holds a number given nowhere
+    /// (in the conversation or the tool list), each as `key = value`. Empty for a call that
+    /// is not a guess, and for arguments that are not a JSON object.
+    pub(crate) fn guessed(&self, spec: &ToolSpec, arguments: &str) -> Vec<String> {
+        let Ok(Value::Object(arguments)) = serde_json::from_str::<Value>(arguments) else {
+            return Vec::new();
+        };
+        let required = spec
+            .parameters
+            .as_ref()
+            .and_then(|p| p.get("required"))
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let mut guessed = Vec::new();
+        for key in required.iter().filter_map(Value::as_str) {
+            let Some(value) = arguments.get(key) else { continue };
+            let mut made_up = false;
+            each_number(value, &mut |n| made_up |= !contains(&self.numbers, n));
+            if made_up {
+                guessed.push(format!("{key} = {value}"));
+            }
+        }
+        guessed
+    }
+
+    /// Whether a call to `spec` can be a guess: a required parameter can hold a number (any
+    /// type but a string or a boolean). Calls to other tools need not wait to be judged.
+    pub(crate) fn may_guess(spec: &ToolSpec) -> bool {
+        let Some(parameters) = &spec.parameters else { return false };
+        let required = parameters.get("required").and_then(Value::as_array);
+        let properties = parameters.get("properties");
+        required.into_iter().flatten().filter_map(Value::as_str).any(|key| {
+            let schema = properties.and_then(|p| p.get(key));
+            !schema.is_some_and(|schema| {
+                matches!(schema.get("type").and_then(Value::as_str), Some("string" | "boolean"))
+            })
+        })
+    }
+
+    /// Whether the user named `value` (a scalar): a number among the numbers they wrote, a
+    /// string among their words (whole words, any case).
+    pub(crate) fn mentions(&self, value: &Value) -> Mention {
+        match value {
+            Value::Null | Value::Bool(_) => Mention::Neutral,
+            Value::String(text) if text.trim().is_empty() => Mention::Neutral,
+            Value::String(text) => {
+                if has_words(&self.asked, &text.trim().to_lowercase()) {
+                    Mention::Named
+                } else {
+                    Mention::Absent
+                }
+            }
+            Value::Number(n) => match n.as_f64() {
+                Some(n) if contains(&self.asked_numbers, n) => Mention::Named,
+                _ => Mention::Absent,
+            },
+            // Containers are judged by their scalars.
+            Value::Array(_) | Value::Object(_) => Mention::Neutral,
+        }
+    }
+}
+
+/// Calls `f` with every number in `value`, at any depth.
+fn each_number(value: &Value, f: &mut impl FnMut(f64)) {
+    match value {
+        Value::Number(n) => {
+            if let Some(n) = n.as_f64() {
+                f(n);
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|item| each_number(item, f)),
+        Value::Object(map) => map.values().for_each(|item| each_number(item, f)),
+        Value::Null | Value::Bool(_) | Value::String(_) => {}
+    }
+}
+
+fn sort(numbers: &mut Vec<f64>) {
+    numbers.sort_by(f64::total_cmp);
+    numbers.dedup();
+}
+
+/// Whether sorted `numbers` hold `n` (to a relative 1e-9: `0.1 * 3` is `0.3`).
+fn contains(numbers: &[f64], n: f64) -> bool {
+    let tolerance = 1e-9 * n.abs().max(1.0);
+    let at = numbers.partition_point(|x| *x < n - tolerance);
+    numbers.get(at).is_some_and(|x| (x - n).abs() <= tolerance)
+}
+
+/// Whether `needle` occurs in `haystack` (both lowercased) with no letter or digit right
+/// before or after it.
+fn has_words(haystack: &str, needle: &str) -> bool {
+    if needle.is_empty() {
+        return false;
+    }
+    let alnum = |c: Option<char>| c.is_some_and(char::is_alphanumeric);
+    haystack.match_indices(needle).any(|(at, _)| {
+        let before = haystack.get(..at).and_then(|s| s.chars().next_back());
+        let after = haystack.get(at + needle.len()..).and_then(|s| s.chars().next());
+        // A needle that starts or ends with a non-word character needs no boundary there.
+        let starts_word = needle.chars().next().is_some_and(char::is_alphanumeric);
+        let ends_word = needle.chars().next_back().is_some_and(char::is_alphanumeric);
+        (!starts_word || !alnum(before)) && (!ends_word || !alnum(after))
+    })
+}
+
+/// Number words people write instead of digits.
+const NUMBER_WORDS: &[(&str, f64)] = &[
+    ("zero", 0.0),
+    ("one", 1.0),
+    ("two", 2.0),
+    ("three", 3.0),
+    ("four", 4.0),
+    ("five", 5.0),
+    ("six", 6.0),
+    ("seven", 7.0),
+    ("eight", 8.0),
+    ("nine", 9.0),
+    ("ten", 10.0),
+    ("eleven", 11.0),
+    ("twelve", 12.0),
+    ("thirteen", 13.0),
+    ("fourteen", 14.0),
+    ("fifteen", 15.0),
+    ("sixteen", 16.0),
+    ("seventeen", 17.0),
+    ("eighteen", 18.0),
+    ("nineteen", 19.0),
+    ("twenty", 20.0),
+    ("thirty", 30.0),
+    ("forty", 40.0),
+    ("fifty", 50.0),
+    ("sixty", 60.0),
+    ("seventy", 70.0),
+    ("eighty", 80.0),
+    ("ninety", 90.0),
+    ("hundred", 100.0),
+    ("thousand", 1e3),
+    ("million", 1e6),
+    ("billion", 1e9),
+    ("trillion", 1e12),
+    ("dozen", 12.0),
+    ("decade", 10.0),
+    ("century", 100.0),
+    ("half", 0.5),
+    ("quarter", 0.25),
+    ("twice", 2.0),
+    ("double", 2.0),
+    ("triple", 3.0),
+];
+
+/// What a word right after a number multiplies it by (`5k`, `$1.2M`, `3 billion`, `20%`).
+fn scale(word: &str) -> Option<f64> {
+    Some(match word {
+        "%" | "percent" => 0.01,
+        "k" | "thousand" => 1e3,
+        "m" | "mn" | "million" => 1e6,
+        "b" | "bn" | "billion" => 1e9,
+        "trillion" => 1e12,
+        _ => return None,
+    })
+}
+
+/// Adds every number `text` writes: digits (with thousands separators, a decimal part, a
+/// sign, a currency sign), scaled by the word after them (`k`, `million`, `%`, …), and
+/// number words. A scaled number adds both its values (`1.75m` is 1.75 and 1,750,000).
+pub(crate) fn numbers_in(text: &str, out: &mut Vec<f64>) {
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    while let Some(&b) = bytes.get(at) {
+        if b.is_ascii_digit() {
+            let start = at;
+            let mut digits = String::new();
+            // The integer part, with `,` only before a group of exactly three digits.
+            while let Some(&c) = bytes.get(at) {
+                if c.is_ascii_digit() {
+                    digits.push(char::from(c));
+                    at += 1;
+                } else if c == b','
+                    && bytes.get(at + 1..at + 4).is_some_and(|g| g.iter().all(u8::is_ascii_digit))
+                    && !bytes.get(at + 4).is_some_and(u8::is_ascii_digit)
+                {
+                    at += 1;
+                } else {
+                    break;
+                }
+            }
+            if bytes.get(at) == Some(&b'.') && bytes.get(at + 1).is_some_and(u8::is_ascii_digit) {
+                digits.push('.');
+                at += 1;
+                while let Some(&c) = bytes.get(at).filter(|c| c.is_ascii_digit()) {
+                    digits.push(char::from(c));
+                    at += 1;
+                }
+            }
+            let Ok(value) = digits.parse::<f64>() else { continue };
+            let negative = is_negative(bytes, start);
+            let signed = if negative { -value } else { value };
+            out.push(value);
+            if negative {
+                out.push(signed);
+            }
+            if let Some(factor) = scale(&word_after(text, at)) {
+                out.push(signed * factor);
+            }
+        } else if b.is_ascii_alphabetic() {
+            let start = at;
+            while bytes.get(at).is_some_and(u8::is_ascii_alphabetic) {
+                at += 1;
+            }
+            let word = text.get(start..at).unwrap_or_default().to_ascii_lowercase();
+            let word = word.strip_suffix('s').filter(|w| w.len() > 2).unwrap_or(&word);
+            if let Some((_, n)) = NUMBER_WORDS.iter().find(|(w, _)| *w == word) {
+                out.push(*n);
+            }
+        } else {
+            at += 1;
+        }
+    }
+}
+
+/// Whether the number starting at `start` has a minus sign before it (`-5`, `-$100`, `$-3`,
+/// `x - 2`), one that is not a hyphen between words or numbers (`2023-10`, `x-1`).
+fn is_negative(bytes: &[u8], start: usize) -> bool {
+    let mut at = start;
+    let mut currency = false;
+    let mut spaced = false;
+    loop {
+        let Some(before) = at.checked_sub(1) else { return false };
+        match bytes.get(before) {
+            Some(b'$') if !currency => {
+                currency = true;
+                at = before;
+            }
+            Some(b' ') if !spaced => {
+                spaced = true;
+                at = before;
+            }
+            Some(b'-') => {
+                return !before
+                    .checked_sub(1)
+                    .and_then(|b| bytes.get(b))
+                    .is_some_and(u8::is_ascii_alphanumeric);
+            }
+            _ => return false,
+        }
+    }
+}
+
+/// The word right after a number (spaces skipped): letters, or `%`.
+fn word_after(text: &str, at: usize) -> String {
+    let rest = text.get(at..).unwrap_or_default();
+    let rest = rest.trim_start_matches(' ');
+    if rest.starts_with('%') {
+        return "%".to_owned();
+    }
+    let word: String = rest.chars().take_while(char::is_ascii_alphabetic).collect();
+    word.to_ascii_lowercase()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::chat::types::{ChatRequest, ToolChoice};
+
+    fn numbers(text: &str) -> Vec<f64> {
+        let mut out = Vec::new();
+        numbers_in(text, &mut out);
+        sort(&mut out);
+        out
+    }
+
+    fn request(user: &str, tools: Vec<ToolSpec>) -> ChatRequest {
+        ChatRequest {
+            model: "m".into(),
+            messages: vec![Message::User(user.into())],
+            tools,
+            tool_choice: ToolChoice::Auto,
+            parallel_tool_calls: true,
+            sampling: serde_json::Map::new(),
+            show_reasoning: false,
+            output: None,
+        }
+    }
+
+    fn tool(name: &str, parameters: Value) -> ToolSpec {
+        ToolSpec {
+            name: name.into(),
+            description: None,
+            parameters: Some(parameters),
+            strict: false,
+        }
+    }
+
+    fn roots() -> ToolSpec {
+        tool(
+            "find_roots",
+            json!({"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"},
+                "c": {"type": "number"}}, "required": ["a", "b", "c"]}),
+        )
+    }
+
+    #[test]
+    fn numbers_are_read_as_people_write_them() {
+        assert!(numbers("a loan of $700,000 with income $120,000").contains(&700_000.0));
+        assert!(numbers("revenues of $1.2M in 2020").contains(&1_200_000.0));
+        assert!(numbers("an interest rate of 5%").contains(&0.05));
+        assert!(numbers("cash flows of -$100, $40").contains(&-100.0));
+        assert!(numbers("over the past decade, two adults").contains(&10.0));
+        assert!(numbers("two adults").contains(&2.0));
+        assert!(numbers("weighs 70kg and is 1.75m tall").contains(&70.0));
+        assert!(numbers("weighs 70kg and is 1.75m tall").contains(&1.75));
+        // A list is not a thousands separator; a date's hyphens are no minus signs.
+        assert_eq!(numbers("[5, 3, 4]"), vec![3.0, 4.0, 5.0]);
+        assert!(!numbers("2023-10-05").contains(&-10.0));
+        assert!(numbers("x = 3.5 or -2").contains(&-2.0));
+        assert!(numbers("ones and twos").contains(&2.0));
+        assert!(numbers("no numbers here").is_empty());
+    }
+
+    #[test]
+    fn a_required_number_found_nowhere_is_a_guess() {
+        let tools = vec![roots()];
+        let req = request("What is the roots of linear equation bx + c = 0?", tools.clone());
+        let grounding = Grounding::of(&req);
+        let guessed = grounding.guessed(&tools[0], r#"{"a":1,"b":-2,"c":3}"#);
+        assert_eq!(guessed, vec!["a = 1", "b = -2", "c = 3"]);
+
+        let req = request("Find the roots of 3x^2 - 2x + 1 = 0.", tools.clone());
+        let grounding = Grounding::of(&req);
+        assert!(grounding.guessed(&tools[0], r#"{"a":3,"b":-2,"c":1}"#).is_empty());
+    }
+
+    #[test]
+    fn numbers_from_results_history_and_the_tool_list_are_given() {
+        let spec = tool(
+            "fall",
+            json!({"type": "object", "properties": {"gravity": {"type": "number",
+                "description": "Defaults to 9.81"}, "height": {"type": "number"}},
+                "required": ["gravity", "height"]}),
+        );
+        let mut req = request("How long does a fall take?", vec![spec.clone()]);
+        req.messages.push(Message::ToolResult {
+            call_id: "c1".into(),
+            name: None,
+            content: "The tower is 120 m high".into(),
+            is_error: false,
+        });
+        let grounding = Grounding::of(&req);
+        assert!(grounding.guessed(&spec, r#"{"gravity":9.81,"height":120}"#).is_empty());
+        assert_eq!(
+            grounding.guessed(&spec, r#"{"gravity":9.81,"height":100}"#),
+            vec!["height = 100"]
+        );
+    }
+
+    #[test]
+    fn optional_arguments_strings_and_unreadable_arguments_are_no_guess() {
+        let spec = tool(
+            "search",
+            json!({"type": "object", "properties": {"query": {"type": "string"},
+                "limit": {"type": "integer"}}, "required": ["query"]}),
+        );
+        let grounding = Grounding::of(&request("Find pizza places", vec![spec.clone()]));
+        assert!(grounding.guessed(&spec, r#"{"query":"pizza 42","limit":10}"#).is_empty());
+        assert!(grounding.guessed(&spec, "not json").is_empty());
+        // Numbers inside a required array or object count.
+        let stats = tool(
+            "stdev",
+            json!({"type": "object", "properties": {"data": {"type": "array"}}, "required": ["data"]}),
+        );
+        let grounding = Grounding::of(&request("Flip a coin", vec![stats.clone()]));
+        assert_eq!(grounding.guessed(&stats, r#"{"data":[1,0,1]}"#).len(), 1);
+    }
+
+    #[test]
+    fn only_tools_with_a_required_number_can_be_guessed() {
+        assert!(Grounding::may_guess(&roots()));
+        let weather = tool(
+            "weather",
+            json!({"type": "object", "properties": {"city": {"type": "string"},
+                "days": {"type": "integer"}}, "required": ["city"]}),
+        );
+        assert!(!Grounding::may_guess(&weather));
+        let untyped = tool("f", json!({"type": "object", "properties": {}, "required": ["x"]}));
+        assert!(Grounding::may_guess(&untyped));
+    }
+
+    #[test]
+    fn mentions_are_whole_words_of_the_users_request() {
+        let grounding = Grounding::of(&request(
+            "Play Taylor Swift and Maroon 5 for 20 and 15 minutes, on Spotify.",
+            vec![],
+        ));
+        assert_eq!(grounding.mentions(&json!("Maroon 5")), Mention::Named);
+        assert_eq!(grounding.mentions(&json!("maroon 5")), Mention::Named);
+        assert_eq!(grounding.mentions(&json!(15)), Mention::Named);
+        assert_eq!(grounding.mentions(&json!(15.0)), Mention::Named);
+        assert_eq!(grounding.mentions(&json!("Maroon")), Mention::Named);
+        assert_eq!(grounding.mentions(&json!("Taylor Swiftly")), Mention::Absent);
+        assert_eq!(grounding.mentions(&json!("Swi")), Mention::Absent);
+        assert_eq!(grounding.mentions(&json!(30)), Mention::Absent);
+        assert_eq!(grounding.mentions(&json!(true)), Mention::Neutral);
+        assert_eq!(grounding.mentions(&json!("")), Mention::Neutral);
+    }
+}

@@ -1,0 +1,218 @@
+//! What follows a reply (issue 24): continuations that add the parallel calls a small model
+//! leaves out, on upstreams that continue a final assistant message (`upstream.prefill`),
+//! and a plain answer instead of calls whose required numbers appear nowhere
+//! (`check_grounding`). Native (repaired) and emulated replies alike.
+
+use serde_json::{Value, json};
+use toolshim_gateway::{Engine, Mode};
+
+use crate::common::{
+    MODEL, Reply, TestGateway, UPSTREAM_COMPLETION_TOKENS, UPSTREAM_PROMPT_TOKENS, args,
+    check_stream, hermes, request, spawn_gateway,
+};
+
+/// A call as a small model writes it in its text: a fenced JSON object.
+fn fenced(name: &str, arguments: Value) -> String {
+    format!("```json\n{{\n    \"name\": {},\n    \"arguments\": {arguments}\n}}\n```", json!(name))
+}
+
+/// The opening of the next call after `reply`, as the gateway continues it.
+fn continued(reply: &str) -> String {
+    format!("{reply}\n\n```json\n{{\n    \"name\": \"")
+}
+
+/// The rest of a fenced call after its opening (`continued`).
+fn rest(name: &str, arguments: Value) -> String {
+    fenced(name, arguments).split_once("\"name\": \"").unwrap().1.to_owned()
+}
+
+async fn gateway(mode: Mode, prefill: Engine) -> TestGateway {
+    spawn_gateway(|config| {
+        config.mode = mode;
+        config.upstream.prefill = prefill;
+    })
+    .await
+}
+
+fn calls(completion: &Value) -> Vec<(String, Value)> {
+    completion["choices"][0]["message"]["tool_calls"]
+        .as_array()
+        .map(|calls| {
+            calls
+                .iter()
+                .map(|c| (c["function"]["name"].as_str().unwrap().to_owned(), args(c)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The last message of a request the upstream received.
+fn last_message(request: &Value) -> Value {
+    request["messages"].as_array().unwrap().last().unwrap().clone()
+}
+
+#[tokio::test]
+async fn issue_24_a_continuation_adds_the_call_a_native_reply_left_out() {
+    let gw = gateway(Mode::Auto, Engine::LlamaCpp).await;
+    let first = fenced("get_weather", json!({"city": "Paris"}));
+    gw.upstream.push(Reply::text(first.clone()));
+    // llama.cpp's server sends the continued text back before what it adds.
+    let second = continued(&first);
+    gw.upstream
+        .push(Reply::text(format!("{second}{}", rest("get_weather", json!({"city": "Rome"})))));
+    let third = format!("{second}{}", rest("get_weather", json!({"city": "Rome"})));
+    gw.upstream.push(Reply::text(format!(
+        "{}{}",
+        continued(&third),
+        rest("get_weather", json!({"city": "Paris"}))
+    )));
+    let completion = gw.complete(&request("What is the weather in Paris and in Rome?")).await;
+    assert_eq!(
+        calls(&completion),
+        vec![
+            ("get_weather".to_owned(), json!({"city": "Paris"})),
+            ("get_weather".to_owned(), json!({"city": "Rome"}))
+        ],
+        "{completion:#}"
+    );
+    assert_eq!(completion["choices"][0]["finish_reason"], "tool_calls");
+    let requests = gw.upstream.requests();
+    assert_eq!(requests.len(), 3, "the reply, a kept continuation, one that repeated a call");
+    assert_eq!(last_message(&requests[1]), json!({"role": "assistant", "content": second}));
+    assert_eq!(
+        last_message(&requests[2]),
+        json!({"role": "assistant", "content": continued(&third)})
+    );
+    for continuation in &requests[1..] {
+        assert_eq!(continuation["tools"], requests[0]["tools"], "the same request, continued");
+        assert_eq!(continuation["stream"], true, "streamed, to be left once decided");
+        assert!(continuation["max_tokens"].as_u64().unwrap() >= 48);
+        assert!(continuation.get("continue_final_message").is_none(), "llama.cpp needs no flag");
+    }
+    // Usage counts the continuations.
+    assert_eq!(completion["usage"]["prompt_tokens"], 3 * UPSTREAM_PROMPT_TOKENS);
+    assert_eq!(completion["usage"]["completion_tokens"], 3 * UPSTREAM_COMPLETION_TOKENS);
+}
+
+#[tokio::test]
+async fn issue_24_continued_calls_stream_after_the_first_and_without_an_echo() {
+    let gw = gateway(Mode::Auto, Engine::Vllm).await;
+    let first = fenced("get_weather", json!({"city": "Paris"}));
+    gw.upstream.push(Reply::text(first.clone()));
+    // vLLM sends only what it adds; then the model makes up a city: the reply ends.
+    gw.upstream.push(Reply::text(rest("get_weather", json!({"city": "Rome"}))));
+    gw.upstream.push(Reply::text(rest("get_weather", json!({"city": "Berlin"}))));
+    let mut body = request("What is the weather in Paris and in Rome?");
+    body["stream_options"] = json!({"include_usage": true});
+    let streamed = check_stream(&gw.stream_ok(&body).await, true);
+    assert_eq!(streamed.names(), vec!["get_weather", "get_weather"]);
+    assert_eq!(streamed.call_args(1), json!({"city": "Rome"}));
+    assert_eq!(streamed.finish_reason, "tool_calls");
+    assert_eq!(streamed.content, "");
+    let requests = gw.upstream.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[1]["continue_final_message"], true, "vLLM is told to continue");
+    assert_eq!(requests[1]["add_generation_prompt"], false);
+}
+
+#[tokio::test]
+async fn issue_24_an_emulated_reply_is_continued_in_the_contracts_syntax() {
+    let gw = gateway(Mode::Emulate, Engine::LlamaCpp).await;
+    let first = hermes("get_weather", json!({"city": "Paris"}));
+    gw.upstream.push(Reply::text(first.clone()));
+    let opener = "<tool_call>\n{\"name\": \"";
+    let second = format!("{first}\n{opener}");
+    let added = hermes("get_weather", json!({"city": "Rome"}));
+    gw.upstream.push(Reply::text(format!("{second}{}", added.strip_prefix(opener).unwrap())));
+    gw.upstream.push(Reply::text(format!("{second}{}", added.strip_prefix(opener).unwrap())));
+    let completion = gw.complete(&request("Weather in Paris, then Rome?")).await;
+    assert_eq!(calls(&completion).len(), 2, "{completion:#}");
+    let requests = gw.upstream.requests();
+    assert!(requests[1].get("tools").is_none(), "emulated: {:#}", requests[1]);
+    assert_eq!(last_message(&requests[1]), json!({"role": "assistant", "content": second}));
+}
+
+#[tokio::test]
+async fn issue_24_no_continuation_without_an_upstream_that_continues_or_parallel_calls() {
+    // `prefill = "auto"` and an upstream that is not llama.cpp's server (no `/props`).
+    let gw = gateway(Mode::Auto, Engine::Auto).await;
+    gw.upstream.push(Reply::text(fenced("get_weather", json!({"city": "Paris"}))));
+    let completion = gw.complete(&request("Weather in Paris and Rome?")).await;
+    assert_eq!(calls(&completion).len(), 1);
+    assert_eq!(gw.upstream.requests().len(), 1);
+
+    let gw = gateway(Mode::Auto, Engine::LlamaCpp).await;
+    gw.upstream.push(Reply::text(fenced("get_weather", json!({"city": "Paris"}))));
+    let mut body = request("Weather in Paris and Rome?");
+    body["parallel_tool_calls"] = json!(false);
+    let completion = gw.complete(&body).await;
+    assert_eq!(calls(&completion).len(), 1);
+    assert_eq!(gw.upstream.requests().len(), 1, "one call per reply: nothing to continue");
+}
+
+/// `find_roots(a, b, c)`, three required numbers.
+fn roots_request(user: &str) -> Value {
+    json!({"model": MODEL, "messages": [{"role": "user", "content": user}], "tools": [
+        {"type": "function", "function": {"name": "find_roots",
+            "description": "Find the roots of a quadratic equation ax^2 + bx + c = 0.",
+            "parameters": {"type": "object", "properties": {"a": {"type": "number"},
+                "b": {"type": "number"}, "c": {"type": "number"}}, "required": ["a", "b", "c"]}}}]})
+}
+
+#[tokio::test]
+async fn issue_24_a_call_with_made_up_numbers_gives_way_to_a_plain_answer() {
+    for mode in [Mode::Auto, Mode::Emulate] {
+        let gw = gateway(mode, Engine::Off).await;
+        let guess = json!({"a": 1, "b": -2, "c": 3});
+        gw.upstream.push(Reply::text(if mode == Mode::Auto {
+            fenced("find_roots", guess.clone())
+        } else {
+            hermes("find_roots", guess.clone())
+        }));
+        gw.upstream.push(Reply::text("A linear equation bx + c = 0 has the root x = -c/b."));
+        let completion = gw.complete(&roots_request("What is the root of bx + c = 0?")).await;
+        let message = &completion["choices"][0]["message"];
+        assert!(message.get("tool_calls").is_none_or(Value::is_null), "{mode:?}: {completion:#}");
+        assert_eq!(message["content"], "A linear equation bx + c = 0 has the root x = -c/b.");
+        assert_eq!(completion["choices"][0]["finish_reason"], "stop");
+        let requests = gw.upstream.requests();
+        assert_eq!(requests.len(), 2, "{mode:?}");
+        assert!(requests[1].get("tools").is_none(), "{mode:?}: asked without tools");
+        let system = requests[1]["messages"][0]["content"].as_str().unwrap_or_default();
+        assert!(!system.contains("find_roots"), "{mode:?}: no tool contract: {system}");
+        let metrics = gw.http().get(gw.url("/metrics")).send().await.unwrap().text().await.unwrap();
+        assert!(metrics.contains("toolshim_guessed_calls_total 1"), "{metrics}");
+    }
+}
+
+#[tokio::test]
+async fn issue_24_numbers_the_user_gave_make_a_call_and_the_check_can_be_off() {
+    let gw = gateway(Mode::Auto, Engine::Off).await;
+    gw.upstream.push(Reply::text(fenced("find_roots", json!({"a": 3, "b": -2, "c": 1}))));
+    let completion = gw.complete(&roots_request("Find the roots of 3x^2 - 2x + 1 = 0.")).await;
+    assert_eq!(
+        calls(&completion),
+        vec![("find_roots".to_owned(), json!({"a": 3, "b": -2, "c": 1}))]
+    );
+    assert_eq!(gw.upstream.requests().len(), 1);
+
+    let gw = spawn_gateway(|config| {
+        config.mode = Mode::Auto;
+        config.check_grounding = false;
+    })
+    .await;
+    gw.upstream.push(Reply::text(fenced("find_roots", json!({"a": 1, "b": -2, "c": 3}))));
+    let completion = gw.complete(&roots_request("What is the root of bx + c = 0?")).await;
+    assert_eq!(calls(&completion).len(), 1, "check_grounding = false: {completion:#}");
+}
+
+#[tokio::test]
+async fn issue_24_a_guess_is_kept_when_a_call_is_required() {
+    let gw = gateway(Mode::Auto, Engine::Off).await;
+    gw.upstream.push(Reply::text(fenced("find_roots", json!({"a": 1, "b": -2, "c": 3}))));
+    let mut body = roots_request("What is the root of bx + c = 0?");
+    body["tool_choice"] = json!("required");
+    // A forced choice against an upstream without grammars stays native.
+    let completion = gw.complete(&body).await;
+    assert_eq!(calls(&completion).len(), 1, "{completion:#}");
+}
