@@ -77,19 +77,22 @@ def chat(base_url: str, model: str, messages: list[dict], tools: list[dict], *, 
         return Reply(error=f"not a chat completion ({err}): {json.dumps(payload)[:500]}", seconds=seconds)
 
 
-def retries_so_far(root_url: str) -> int:
-    """The gateway's retry counter (`toolshim_retries_total`, every reason), read from
-    `/metrics`; 0 for an endpoint without it (the engine itself)."""
+def counters(root_url: str) -> dict[str, int]:
+    """The gateway's counters that a request moves, read from `/metrics`: `retries`
+    (`toolshim_retries_total`, every reason: a plain answer asked for instead of guessed
+    calls is one) and `continuations` (`toolshim_continuations_total`, every result); all 0
+    for an endpoint without them (the engine itself)."""
     try:
         with urllib.request.urlopen(root_url.rstrip("/") + "/metrics", timeout=10) as resp:
             text = resp.read().decode()
     except (OSError, ValueError):
-        return 0
-    total = 0.0
+        return {"retries": 0, "continuations": 0}
+    totals = {"retries": 0.0, "continuations": 0.0}
     for line in text.splitlines():
-        if line.startswith("toolshim_retries_total"):
-            try:
-                total += float(line.rsplit(" ", 1)[1])
-            except (IndexError, ValueError):
-                pass
-    return int(total)
+        for name, metric in (("retries", "toolshim_retries_total"), ("continuations", "toolshim_continuations_total")):
+            if line.startswith(metric):
+                try:
+                    totals[name] += float(line.rsplit(" ", 1)[1])
+                except (IndexError, ValueError):
+                    pass
+    return {name: int(value) for name, value in totals.items()}

@@ -18,6 +18,7 @@ class Row:
     requests: int
     calls: int
     retries: int
+    continuations: int
     tokens: int
     p50: float
     p95: float
@@ -49,6 +50,7 @@ def summarize(results: list[Any], arms: list[str], categories: list[str]) -> lis
                 arm=arm, category=category, cases=len(mine), right=sum(r.valid for r in mine),
                 requests=len(requests), calls=sum(q.calls for q in requests),
                 retries=sum(q.retries for q in requests),
+                continuations=sum(getattr(q, "continuations", 0) for q in requests),
                 tokens=sum(q.prompt_tokens + q.completion_tokens for q in requests),
                 p50=_quantile(seconds, 0.5), p95=_quantile(seconds, 0.95),
                 errors=sum(1 for q in requests if q.error),
@@ -58,14 +60,14 @@ def summarize(results: list[Any], arms: list[str], categories: list[str]) -> lis
 
 def table(rows: list[Row], arms: dict[str, str]) -> str:
     lines = [
-        "| category | arm | right | accuracy | calls/req | retries/req | tokens/req | p50 s | p95 s | protocol errors |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| category | arm | right | accuracy | calls/req | retries/req | continued/req | tokens/req | p50 s | p95 s | protocol errors |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
         per = max(row.requests, 1)
         lines.append(
             f"| {row.category} | {row.arm} | {row.right}/{row.cases} | {row.accuracy:.1f}% | "
-            f"{row.calls / per:.2f} | {row.retries / per:.2f} | {row.tokens / per:.0f} | "
+            f"{row.calls / per:.2f} | {row.retries / per:.2f} | {row.continuations / per:.2f} | {row.tokens / per:.0f} | "
             f"{row.p50:.1f} | {row.p95:.1f} | {row.errors} |"
         )
     lines.append("")

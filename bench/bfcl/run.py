@@ -31,7 +31,7 @@ sys.path.insert(0, str(HERE))
 
 from arms import ARMS, ROOT, Arm, Gateway  # noqa: E402
 from cases import CATEGORIES, Case, load, sample  # noqa: E402
-from client import Reply, chat, retries_so_far  # noqa: E402
+from client import Reply, chat, counters  # noqa: E402
 from report import chart, summarize, table  # noqa: E402
 from score import as_execution, check_multi_turn, check_single, execute  # noqa: E402
 
@@ -46,6 +46,7 @@ class Request:
     completion_tokens: int
     calls: int
     retries: int
+    continuations: int = 0
     error: str = ""
 
 
@@ -67,16 +68,17 @@ class Target:
     def __init__(self, arm: Arm, engine_url: str):
         self.gateway = Gateway(engine_url.removesuffix("/v1"), arm.flags, arm.config) if arm.flags is not None else None
         self.base_url = self.gateway.root + "/v1" if self.gateway else engine_url
-        self.retries = retries_so_far(self.gateway.root) if self.gateway else 0
+        self.counted = counters(self.gateway.root) if self.gateway else {"retries": 0, "continuations": 0}
 
     def ask(self, args: argparse.Namespace, messages: list[dict], tools: list[dict]) -> tuple[Reply, Request]:
         reply = chat(self.base_url, args.model, messages, tools, max_tokens=args.max_tokens, timeout=args.timeout)
-        retries = 0
+        moved = {"retries": 0, "continuations": 0}
         if self.gateway:
-            now = retries_so_far(self.gateway.root)
-            retries, self.retries = now - self.retries, now
+            now = counters(self.gateway.root)
+            moved = {name: now[name] - self.counted[name] for name in now}
+            self.counted = now
         return reply, Request(reply.seconds, reply.prompt_tokens, reply.completion_tokens, len(reply.calls),
-                              retries, reply.error)
+                              moved["retries"], moved["continuations"], reply.error)
 
     def close(self) -> None:
         if self.gateway:
