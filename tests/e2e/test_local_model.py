@@ -515,7 +515,66 @@ def test_the_readme_example_is_a_call_on_the_first_attempt(qwen: Rig) -> None:
     calls = reply.choices[0].message.tool_calls or []
     assert [(c.function.name, json.loads(c.function.arguments)) for c in calls] == [
         ("get_weather", {"city": "Paris"})], reply
-    assert len(qwen.proxy.exchanges) - n0 == 1, [e.text for e in qwen.proxy.exchanges[n0:]]
+    attempts = first_attempts(qwen.proxy.exchanges[n0:])
+    assert len(attempts) == 1, [e.text for e in qwen.proxy.exchanges[n0:]]
+
+
+def continued(exchange) -> bool:
+    """A continuation: the request's last message is the assistant's reply to go on with."""
+    messages = exchange.request.get("messages") or [{}]
+    return messages[-1].get("role") == "assistant"
+
+
+def first_attempts(exchanges: list) -> list:
+    """The chat requests that were attempts at a reply (not continuations, not probes)."""
+    return [e for e in exchanges if e.path.endswith("/chat/completions") and not continued(e)]
+
+
+@needs_qwen
+@pytest.mark.parametrize("rig_name", ["qwen", "qwen_auto"], ids=["emulate", "auto"])
+@pytest.mark.parametrize("stream", [False, True], ids=["complete", "stream"])
+def test_a_question_about_two_cities_gets_both_calls(rig_name: str, stream: bool, request) -> None:
+    """The model writes the Paris call and stops; continued from the opening of another call
+    it writes the Rome call, which is kept (the user named Rome), and the repeat after it ends
+    the reply (issue 24, parallel calls by continuation). Emulated and native alike."""
+    rig_: Rig = request.getfixturevalue(rig_name)
+    captures: list = []
+    client = openai_client(rig_.gateway, captures)
+    n0 = len(rig_.proxy.exchanges)
+    content, calls, finish = openai_turn(
+        client, captures, [{"role": "user", "content": "What is the weather in Paris and in Rome?"}], stream)
+    cities = sorted(json.loads(c["arguments"])["city"].lower() for c in calls)
+    assert [c["name"] for c in calls] == ["get_weather", "get_weather"], (calls, content)
+    assert cities == ["paris", "rome"], calls
+    assert finish == "tool_calls"
+    sent = rig_.proxy.exchanges[n0:]
+    assert len(first_attempts(sent)) == 1, [e.text for e in sent]
+    continuations = [e for e in sent if continued(e)]
+    assert continuations, "the second call came from a continuation"
+    assert "Paris" in continuations[0].request["messages"][-1]["content"]
+
+
+ROOTS_TOOL = function(
+    "find_roots", "Find the roots of a quadratic equation ax^2 + bx + c = 0.",
+    {"a": {"type": "number"}, "b": {"type": "number"}, "c": {"type": "number"}}, ["a", "b", "c"])
+
+
+@needs_qwen
+def test_a_call_with_made_up_numbers_becomes_a_plain_answer(qwen_auto: Rig) -> None:
+    """Asked about a linear equation with only a quadratic solver, the model fills a, b and c
+    with numbers nobody gave; the call is dropped as a guess and the model answers in words
+    (issue 24, over-calls)."""
+    client = openai_client(qwen_auto.gateway)
+    n0 = len(qwen_auto.proxy.exchanges)
+    resp = client.chat.completions.create(
+        model="qwen", messages=[{"role": "user", "content": "What is the roots of linear equation bx + c = 0?"}],
+        tools=[ROOTS_TOOL], **SAMPLING)
+    message = resp.choices[0].message
+    sent = [e for e in qwen_auto.proxy.exchanges[n0:] if e.path.endswith("/chat/completions")]
+    assert not message.tool_calls, (message, [e.text for e in sent])
+    assert message.content and resp.choices[0].finish_reason in ("stop", "length"), resp
+    assert len(sent) == 2 and "tools" in sent[0].request and "tools" not in sent[1].request, \
+        [e.request.keys() for e in sent]
 
 
 @needs_qwen

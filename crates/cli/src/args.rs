@@ -227,7 +227,12 @@ a value names where it came from: the file and line, the variable or the flag):
   [true]: an emulated call's arguments are checked against the tool's schema; one that does
   not fit is asked for again, one to a strict tool never goes out), native_repair (true or
   false [true]: in native and auto modes, calls the upstream left in its text become calls),
-  body_limit_bytes [16 MiB],
+  continue_calls [8] (the most calls a continuation may add: a reply whose calls were read
+  from its text is continued from the opening of another call, for the parallel calls a
+  small model leaves out; a continued call is kept only if the user asked for what it
+  names; 0: off), check_grounding (true or false [true]: under tool_choice auto, a call
+  whose required arguments hold numbers given nowhere is dropped as a guess, and a reply
+  left with nothing is asked for again without tools), body_limit_bytes [16 MiB],
   drain_timeout_secs [30]
   connection limits: max_connections [4096, lowered to fit `ulimit -n`],
   header_read_timeout_secs [10], body_read_timeout_secs [60], keep_alive_timeout_secs [60],
@@ -236,7 +241,9 @@ a value names where it came from: the file and line, the variable or the flag):
   first_byte_timeout_secs [300], idle_timeout_secs [120], probe_timeout_secs [10] (readiness
   and the model list), error_body_timeout_secs [10], max_reply_bytes [16 MiB],
   max_line_bytes [4 MiB], constrain (auto, off, llama.cpp, vllm or sglang [auto]: a forced
-  tool choice is decoded under a grammar of the tools' schemas; auto: llama.cpp servers)
+  tool choice is decoded under a grammar of the tools' schemas; auto: llama.cpp servers),
+  prefill (the same values [auto]: how a final assistant message is continued, for
+  continue_calls; auto: llama.cpp servers)
   [models.NAME] upstream (the name the upstream knows), mode, call_format, reasoning_calls,
   format_file (a response_template or toolshim's rows: its replies are read in that format)
   several upstreams, routed by the client's model name:
