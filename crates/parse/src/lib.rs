@@ -126,6 +126,7 @@ mod json;
 mod outcome;
 mod read;
 mod rows;
+mod schema;
 #[cfg(feature = "serde")]
 mod serialize;
 mod tools;
