@@ -104,6 +104,27 @@ fn is_whole(json: &str) -> bool {
     is_json_number(json) && !json.contains(['.', 'e', 'E'])
 }
 
+/// [`is_whole`] for a scalar a reader passed on, which is canonical JSON already (a number,
+/// `true`, `false` or `null`): only digits and a minus sign.
+fn is_whole_scalar(json: &str) -> bool {
+    !json.is_empty() && json.bytes().all(|b| b.is_ascii_digit() || b == b'-')
+}
+
+/// The schema of the next value written in the container open at `depth` (the arguments
+/// themselves at depth 0), counted in its array if it is in one.
+fn take_next(levels: &mut [Level], depth: usize, schema: &Schema) -> Option<NodeId> {
+    let Some(top) = depth.checked_sub(1) else { return schema.root() };
+    let level = levels.get_mut(top)?;
+    match level.frame {
+        Frame::Object => level.member,
+        Frame::Array => {
+            let index = level.items;
+            level.items += 1;
+            schema.item(level.node?, index)
+        }
+    }
+}
+
 /// The integer part of a number whose fraction is all zeros (`5.0`, `-2.00`).
 fn zero_fraction(json: &str) -> Option<&str> {
     let (whole, fraction) = json.split_once('.')?;
@@ -192,8 +213,9 @@ impl ArgsWriter {
         }
     }
 
-    /// Where the next value goes: `key`, `key[2]`, `key[2].field`.
-    fn path(&self) -> String {
+    /// Where the value goes: `key`, `key[2]`, `key[2].field`. `begun`: the value has been
+    /// counted in its array already.
+    fn path(&self, begun: bool) -> String {
         let depth = self.canon.depth();
         let mut path = String::new();
         for (i, level) in self.levels.iter().take(depth).enumerate() {
@@ -205,9 +227,12 @@ impl ArgsWriter {
                     path.push_str(&level.key);
                 }
                 Frame::Array => {
-                    // An outer array's current item has begun; the innermost one's is next.
-                    let index =
-                        if i + 1 == depth { level.items } else { level.items.saturating_sub(1) };
+                    // An outer array's current item has begun.
+                    let index = if i + 1 == depth && !begun {
+                        level.items
+                    } else {
+                        level.items.saturating_sub(1)
+                    };
                     let _ = write!(path, "[{index}]");
                 }
             }
@@ -215,30 +240,39 @@ impl ArgsWriter {
         path
     }
 
-    /// Notes a coercion of the next value, or counts it with the first one like it.
-    fn note(&mut self, node: NodeId, to: ParamType, how: Coercion) {
-        let same = |note: &ArgsNote| matches!(note, ArgsNote::Coerced { node: n, how: h, .. } if *n == node && *h == how);
-        let found = if self.notes.last().is_some_and(same) {
-            self.notes.len().checked_sub(1)
-        } else {
-            match self.noted.get(&(node, how)) {
-                Some(&at) if self.notes.get(at).is_some_and(same) => Some(at),
-                // Notes were taken out since (`notes.retain`): it is looked for.
-                Some(_) => {
-                    let at = self.notes.iter().rposition(same);
-                    if let Some(at) = at {
-                        self.noted.insert((node, how), at);
-                    }
-                    at
-                }
-                None => None,
+    /// Notes a coercion of the value (`begun` as for [`ArgsWriter::path`]), or counts it
+    /// with the first one like it.
+    #[inline]
+    fn note(&mut self, node: NodeId, to: ParamType, how: Coercion, begun: bool) {
+        // The common repeat (every item of an array of numbers) first.
+        if let Some(ArgsNote::Coerced { node: n, how: h, more, .. }) = self.notes.last_mut() {
+            if *n == node && *h == how {
+                *more += 1;
+                return;
             }
+        }
+        self.note_again_or_new(node, to, how, begun);
+    }
+
+    fn note_again_or_new(&mut self, node: NodeId, to: ParamType, how: Coercion, begun: bool) {
+        let same = |note: &ArgsNote| matches!(note, ArgsNote::Coerced { node: n, how: h, .. } if *n == node && *h == how);
+        let found = match self.noted.get(&(node, how)) {
+            Some(&at) if self.notes.get(at).is_some_and(same) => Some(at),
+            // Notes were taken out since (`notes.retain`): it is looked for.
+            Some(_) => {
+                let at = self.notes.iter().rposition(same);
+                if let Some(at) = at {
+                    self.noted.insert((node, how), at);
+                }
+                at
+            }
+            None => None,
         };
         if let Some(ArgsNote::Coerced { more, .. }) = found.and_then(|at| self.notes.get_mut(at)) {
             *more += 1;
             return;
         }
-        let path = self.path();
+        let path = self.path(begun);
         self.noted.insert((node, how), self.notes.len());
         self.notes.push(ArgsNote::Coerced { path, to, how, more: 0, node });
     }
@@ -269,12 +303,12 @@ impl ArgsWriter {
                         }) =>
                     {
                         // Read again into this writer, so the values in it are coerced too.
-                        self.note(held.node, held.to, Coercion::FromString);
+                        self.note(held.node, held.to, Coercion::FromString, false);
                         let _ = Reader::new(bound).feed(&json, 0, self);
                         return;
                     }
                     Canonical::TooDeep => {
-                        let path = self.path();
+                        let path = self.path(false);
                         self.notes.push(ArgsNote::KeptAsString { path, max_depth: self.max_depth });
                         None
                     }
@@ -285,7 +319,7 @@ impl ArgsWriter {
         };
         match converted {
             Some(json) => {
-                self.note(held.node, held.to, Coercion::FromString);
+                self.note(held.node, held.to, Coercion::FromString, false);
                 self.advance();
                 self.canon.scalar(&json);
             }
@@ -301,14 +335,8 @@ impl ArgsWriter {
 
 impl Sink for ArgsWriter {
     fn open(&mut self, frame: Frame, at: usize) {
-        let place = match schema_of(self.tool.as_ref()) {
-            Some(schema) => {
-                let node = self.next_node(schema);
-                self.advance();
-                Some(node)
-            }
-            None => None,
-        };
+        let place = schema_of(self.tool.as_ref())
+            .map(|schema| take_next(&mut self.levels, self.canon.depth(), schema));
         self.canon.open(frame, at);
         let Some(node) = place else { return };
         let depth = self.canon.depth();
@@ -387,38 +415,38 @@ impl Sink for ArgsWriter {
     }
 
     fn scalar(&mut self, json: &str) {
-        let Some(schema) = schema_of(self.tool.as_ref()) else {
+        let place = match schema_of(self.tool.as_ref()) {
+            Some(schema) => take_next(&mut self.levels, self.canon.depth(), schema)
+                .map(|node| (node, *schema.node(node))),
+            None => None,
+        };
+        let Some((node, Node { ty, fraction, .. })) = place else {
             self.canon.scalar(json);
             return;
         };
-        let Some(node) = self.next_node(schema) else {
-            self.advance();
-            self.canon.scalar(json);
-            return;
-        };
-        let Node { ty, fraction, .. } = *schema.node(node);
         let how = match ty {
             ParamType::String if json != "null" => Some(Coercion::ToString),
-            ParamType::Number if fraction && is_whole(json) => Some(Coercion::Fraction),
+            ParamType::Number if fraction && is_whole_scalar(json) => Some(Coercion::Fraction),
             ParamType::Integer if zero_fraction(json).is_some() => Some(Coercion::Whole),
             _ => None,
         };
-        if let Some(how) = how {
-            self.note(node, ty, how);
-        }
-        self.advance();
+        let Some(how) = how else {
+            self.canon.scalar(json);
+            return;
+        };
+        self.note(node, ty, how, true);
         match how {
-            Some(Coercion::ToString) => {
+            Coercion::ToString => {
                 self.canon.str_start();
                 self.canon.str_part(json, true);
                 self.canon.str_end();
             }
-            Some(Coercion::Fraction) => {
+            Coercion::Fraction => {
                 self.canon.scalar(json);
                 self.canon.out.push_str(".0");
             }
-            Some(Coercion::Whole) => self.canon.scalar(zero_fraction(json).unwrap_or(json)),
-            Some(Coercion::FromString) | None => self.canon.scalar(json),
+            Coercion::Whole => self.canon.scalar(zero_fraction(json).unwrap_or(json)),
+            Coercion::FromString => self.canon.scalar(json),
         }
     }
 
