@@ -175,6 +175,11 @@ impl ToolRef {
     pub(crate) fn get(&self) -> Option<&Tool> {
         self.set.tools.get(self.idx)
     }
+
+    /// The same tool of the same set.
+    pub(crate) fn same(&self, other: &ToolRef) -> bool {
+        std::sync::Arc::ptr_eq(&self.set, &other.set) && self.idx == other.idx
+    }
 }
 
 /// A set of tools, with name matching that forgives the ways models misspell names.

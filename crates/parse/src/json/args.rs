@@ -161,6 +161,10 @@ impl ArgsWriter {
     }
 
     pub(crate) fn set_tool(&mut self, tool: ToolRef) {
+        if self.tool.as_ref().is_some_and(|known| known.same(&tool)) {
+            // Named again (bound, then accepted): where the writer is stays known.
+            return;
+        }
         self.tool = Some(tool);
         // Containers already open (the name came after some arguments): the outermost is
         // the arguments object; where the others are in the schema is not known.
@@ -373,7 +377,9 @@ impl Sink for ArgsWriter {
     }
 
     fn str_start(&mut self) {
-        if let Some(schema) = schema_of(self.tool.as_ref()) {
+        // The arguments themselves (depth 0) are never converted here.
+        let schema = schema_of(self.tool.as_ref()).filter(|_| self.canon.depth() > 0);
+        if let Some(schema) = schema {
             if let Some(node) = self.next_node(schema) {
                 let Node { ty, fraction, .. } = *schema.node(node);
                 if matches!(
@@ -416,9 +422,12 @@ impl Sink for ArgsWriter {
 
     fn scalar(&mut self, json: &str) {
         let place = match schema_of(self.tool.as_ref()) {
-            Some(schema) => take_next(&mut self.levels, self.canon.depth(), schema)
-                .map(|node| (node, *schema.node(node))),
-            None => None,
+            // The arguments themselves (depth 0) are never converted here.
+            Some(schema) if self.canon.depth() > 0 => {
+                take_next(&mut self.levels, self.canon.depth(), schema)
+                    .map(|node| (node, *schema.node(node)))
+            }
+            Some(_) | None => None,
         };
         let Some((node, Node { ty, fraction, .. })) = place else {
             self.canon.scalar(json);

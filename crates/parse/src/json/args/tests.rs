@@ -225,3 +225,19 @@ fn repeats_after_notes_were_taken_out_are_still_counted() {
         writer.notes
     );
 }
+
+#[test]
+fn the_same_tool_named_again_keeps_the_place() {
+    let schema = json!({"properties": {"rows": {"type": "array", "items": {
+        "type": "object", "properties": {"n": {"type": "number"}}}}}});
+    let tools = json!([{"name": "f", "parameters": schema}]);
+    let set = Arc::new(ToolSet::from_json(&tools).unwrap());
+    let mut writer = ArgsWriter::new(128);
+    writer.set_tool(ToolSet::resolve_shared(&set, "f").unwrap());
+    let mut reader = Reader::new(128);
+    let _ = reader.feed(r#"{"rows": [{"n": 1}, {"#, 0, &mut writer);
+    writer.set_tool(ToolSet::resolve_shared(&set, "f").unwrap());
+    let _ = reader.feed(r#""n": 2}]}"#, 0, &mut writer);
+    let _ = reader.finish(0, &mut writer);
+    assert_eq!(writer.finish(), r#"{"rows":[{"n":1.0},{"n":2.0}]}"#);
+}
