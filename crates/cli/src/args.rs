@@ -86,8 +86,10 @@ pub(crate) struct ParseArgs {
     /// A JSON file holding an OpenAI `tools` array (`[{"type":"function","function":{…}}]`) or
     /// an Anthropic `tools` array (`[{"name":…,"input_schema":{…}}]`); the kind is detected.
     /// Call names are matched to these tools (forgiving case, `functions.` prefixes and
-    /// `-`/`_` slips), arguments are coerced to their schema types, and calls to any other tool
-    /// are listed under "rejected". Without --tools every name is accepted as written.
+    /// `-`/`_` slips), argument values at every depth are coerced to their schema's types
+    /// ("3" to 3, 12 to 12.0 for a number, 25 to "25" for a string; each is a "coerced"
+    /// warning naming where), and calls to any other tool are listed under "rejected". Without
+    /// --tools every name is accepted as written.
     #[arg(long, value_name = "FILE")]
     pub(crate) tools: Option<PathBuf>,
 

@@ -104,7 +104,8 @@ pub enum WarningCode {
     Truncated,
     /// A call's end marker was missing or misspelled.
     MissingEndMarker,
-    /// A value was converted to the type its schema asks for.
+    /// A value was converted to the type its schema asks for, at any depth; the message
+    /// names where (`days`, `conditions[0].value`) and how many more like it there were.
     Coerced,
     /// A required parameter is missing.
     MissingRequired,

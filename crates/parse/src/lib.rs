@@ -107,6 +107,32 @@
 //! - **Free text** ([`Builtin::FreeText`]) runs last, only with a tool list, and only when the
 //!   whole output held no other call.
 //!
+//! # Tools and coercion
+//!
+//! With a tool list ([`Config::tools`], a [`ToolSet`]) a call's name is matched forgivingly
+//! ([`ToolSet::resolve`]), and its argument values are coerced to the tool's JSON Schema at
+//! every depth as they stream: a string holding a number, a boolean or JSON where the schema
+//! declares `integer`, `number`, `boolean`, `array` or `object` is converted once it ends; a
+//! number or boolean where it declares `string` becomes a string; a whole number where it
+//! declares `number` (not `integer`) gets a fraction (`12` becomes `12.0`, as typed Python
+//! tools and checkers such as BFCL's want), and a zero fraction is dropped where it declares
+//! `integer` (`5.0` becomes `5`). The schema is followed through `properties`,
+//! `additionalProperties`, `items` and `prefixItems`, local `$ref`s, `allOf`, and
+//! `anyOf`/`oneOf` whose alternatives other than `null` agree on a type; a value the schema
+//! does not pin down is left as written. Each coercion is a [`WarningCode::Coerced`] warning
+//! that names where it happened (`conditions[0].value`); values with the same schema coerced
+//! the same way are counted in the first one's warning.
+//!
+//! ```
+//! use toolshim_parse::{parse, Config, ToolSet};
+//!
+//! let tools = ToolSet::from_json_str(r#"[{"name": "mean", "parameters": {"type": "object",
+//!     "properties": {"xs": {"type": "array", "items": {"type": "number"}}}}}]"#)?;
+//! let parsed = parse(r#"{"name": "mean", "arguments": {"xs": [12, "15", 2.5]}}"#, &Config::with_tools(tools));
+//! assert_eq!(parsed.calls[0].arguments, r#"{"xs":[12.0,15.0,2.5]}"#);
+//! # Ok::<(), toolshim_parse::Error>(())
+//! ```
+//!
 //! # Features
 //!
 //! - `serde`: `Serialize` for [`Parsed`], [`Event`], [`ToolCall`], [`Outcome`] and their
@@ -126,6 +152,7 @@ mod json;
 mod outcome;
 mod read;
 mod rows;
+mod schema;
 #[cfg(feature = "serde")]
 mod serialize;
 mod tools;

@@ -1,10 +1,11 @@
-//! The tool list: name matching and the parameter types used for coercion.
+//! The tool list: name matching, and each tool's schema compiled for coercion.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
 use crate::error::{Error, ErrorKind, offset_of};
+use crate::schema::Schema;
 
 /// The JSON type a parameter's schema asks for, as far as coercion cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,63 +38,6 @@ fn allows_null(schema: &Value) -> bool {
 }
 
 impl ParamType {
-    fn from_schema(schema: &Value) -> ParamType {
-        let mut found: Option<ParamType> = None;
-        let mut several = false;
-        let mut note = |t: ParamType| match found {
-            None => found = Some(t),
-            Some(prev) if prev == t => {}
-            Some(ParamType::Integer) if t == ParamType::Number => found = Some(t),
-            Some(ParamType::Number) if t == ParamType::Integer => {}
-            Some(_) => several = true,
-        };
-        let mut visit = |schema: &Value| match schema.get("type") {
-            Some(Value::String(t)) => note(ParamType::from_name(t)),
-            Some(Value::Array(types)) => {
-                for t in types.iter().filter_map(Value::as_str) {
-                    if t != "null" {
-                        note(ParamType::from_name(t));
-                    }
-                }
-            }
-            _ => {}
-        };
-        visit(schema);
-        for key in ["anyOf", "oneOf"] {
-            if let Some(Value::Array(alternatives)) = schema.get(key) {
-                for alternative in alternatives {
-                    if alternative.get("type").and_then(Value::as_str) != Some("null") {
-                        visit(alternative);
-                    }
-                }
-            }
-        }
-        if found.is_none() {
-            if schema.get("properties").is_some() {
-                return ParamType::Object;
-            }
-            if schema.get("items").is_some() {
-                return ParamType::Array;
-            }
-        }
-        match (found, several) {
-            (Some(t), false) => t,
-            _ => ParamType::Any,
-        }
-    }
-
-    fn from_name(name: &str) -> ParamType {
-        match name {
-            "string" => ParamType::String,
-            "integer" => ParamType::Integer,
-            "number" => ParamType::Number,
-            "boolean" => ParamType::Boolean,
-            "array" => ParamType::Array,
-            "object" => ParamType::Object,
-            _ => ParamType::Any,
-        }
-    }
-
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             ParamType::String => "string",
@@ -113,7 +57,10 @@ pub struct Tool {
     name: String,
     description: Option<String>,
     parameters: Option<Value>,
-    params: HashMap<String, ParamType>,
+    /// The parameters schema, compiled for coercion at every depth.
+    schema: Schema,
+    /// The names `properties` declares.
+    params: HashSet<String>,
     /// Parameters whose schema allows `null` besides their type (`["string", "null"]`,
     /// `anyOf` with `{"type": "null"}`).
     nullable: Vec<String>,
@@ -127,7 +74,7 @@ impl Tool {
     /// A tool with a name and an optional JSON Schema for its parameters.
     pub fn new(name: impl Into<String>, parameters: Option<Value>) -> Tool {
         let parameters = parameters.filter(|p| !p.is_null());
-        let mut params = HashMap::new();
+        let mut params = HashSet::new();
         let mut nullable = Vec::new();
         let mut declared = false;
         let mut required = Vec::new();
@@ -136,7 +83,7 @@ impl Tool {
             if let Some(Value::Object(props)) = schema.get("properties") {
                 declared = true;
                 for (key, prop) in props {
-                    params.insert(key.clone(), ParamType::from_schema(prop));
+                    params.insert(key.clone());
                     if allows_null(prop) {
                         nullable.push(key.clone());
                     }
@@ -147,10 +94,12 @@ impl Tool {
                 required = names.iter().filter_map(Value::as_str).map(str::to_owned).collect();
             }
         }
+        let schema = parameters.as_ref().map(Schema::compile).unwrap_or_default();
         Tool {
             name: name.into(),
             description: None,
             parameters,
+            schema,
             params,
             nullable,
             declared,
@@ -180,8 +129,14 @@ impl Tool {
         self.parameters.as_ref()
     }
 
+    /// The type a top-level parameter is coerced to.
     pub(crate) fn param_type(&self, key: &str) -> ParamType {
-        self.params.get(key).copied().unwrap_or(ParamType::Any)
+        self.schema.member_type(key)
+    }
+
+    /// The compiled parameters schema, for coercion at every depth.
+    pub(crate) fn schema(&self) -> &Schema {
+        &self.schema
     }
 
     /// Whether the parameter's schema allows `null`.
@@ -191,7 +146,7 @@ impl Tool {
 
     /// Whether the schema lists its properties (so an unlisted key is unknown).
     pub(crate) fn declares(&self, key: &str) -> bool {
-        !self.declared || self.params.contains_key(key)
+        !self.declared || self.params.contains(key)
     }
 
     /// Whether the schema says anything the end-of-call checks use.
@@ -219,6 +174,11 @@ pub(crate) struct ToolRef {
 impl ToolRef {
     pub(crate) fn get(&self) -> Option<&Tool> {
         self.set.tools.get(self.idx)
+    }
+
+    /// The same tool of the same set.
+    pub(crate) fn same(&self, other: &ToolRef) -> bool {
+        std::sync::Arc::ptr_eq(&self.set, &other.set) && self.idx == other.idx
     }
 }
 

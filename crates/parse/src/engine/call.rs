@@ -3,7 +3,7 @@
 use std::ops::Range;
 
 use crate::engine::out::{Out, too_deep_message};
-use crate::json::canon::{ArgsNote, ArgsWriter};
+use crate::json::args::{ArgsNote, ArgsWriter, Coercion};
 use crate::json::reader::Closed;
 use crate::{Config, Rejected, ToolCall, ToolSet, WarningCode};
 
@@ -79,6 +79,30 @@ pub(crate) fn kept_as_string_message(key: &str, max_depth: usize) -> String {
         "the value of `{key}` nests deeper than max_depth ({max_depth}); its text was kept as \
          a string (raise `Config::max_depth` to read it)"
     )
+}
+
+/// The warning for a value converted to its schema's type (and `more` like it).
+fn coerced_message(path: &str, to: &str, how: Coercion, more: usize) -> String {
+    let mut message = match how {
+        Coercion::FromString => {
+            format!("`{path}` was a string; converted to {to} as the schema declares")
+        }
+        Coercion::ToString => {
+            format!("`{path}` was not a string; converted to a string as the schema declares")
+        }
+        Coercion::Fraction => format!(
+            "`{path}` was a whole number; written with a fraction (`.0`) as the schema declares \
+             a number"
+        ),
+        Coercion::Whole => {
+            format!("`{path}` had a zero fraction; written as an integer as the schema declares")
+        }
+    };
+    if more > 0 {
+        let values = if more == 1 { "value" } else { "values" };
+        message.push_str(&format!(" (and {more} more {values} with the same schema)"));
+    }
+    message
 }
 
 impl CallState {
@@ -292,24 +316,15 @@ impl CallState {
                     idx,
                     span.clone(),
                 ),
-                ArgsNote::KeptAsString { key, max_depth } => out.warn(
+                ArgsNote::KeptAsString { path, max_depth } => out.warn(
                     WarningCode::LimitReached,
-                    kept_as_string_message(key, *max_depth),
+                    kept_as_string_message(path, *max_depth),
                     idx,
                     span.clone(),
                 ),
-                ArgsNote::Coerced { key, to, from_string } => out.warn(
+                ArgsNote::Coerced { path, to, how, more, .. } => out.warn(
                     WarningCode::Coerced,
-                    if *from_string {
-                        format!(
-                            "`{key}` was a string; converted to {} as the schema declares",
-                            to.as_str()
-                        )
-                    } else {
-                        format!(
-                            "`{key}` was not a string; converted to a string as the schema declares"
-                        )
-                    },
+                    coerced_message(path, to.as_str(), *how, *more),
                     idx,
                     span.clone(),
                 ),

@@ -3,9 +3,9 @@
 //! `Canon` writes compact JSON. It defers every separator and key until the value
 //! after it begins, so `out` is a prefix of valid JSON at every moment, and a value
 //! cut off by the end of the input can be closed without leaving a dangling key.
+//! [`crate::json::args::ArgsWriter`] writes a call's arguments through one.
 
 use crate::json::reader::{Frame, Reader, Sink, Status};
-use crate::tools::{ParamType, Tool, ToolRef};
 
 /// Writes canonical JSON. Invariant: `out` is always a prefix of valid JSON, and
 /// `open.len()` is the number of containers opened in `out` and not yet closed.
@@ -24,6 +24,19 @@ pub(crate) struct Canon {
 impl Canon {
     pub(crate) fn depth(&self) -> usize {
         self.open.len()
+    }
+
+    /// The kinds of the open containers, outermost first.
+    pub(crate) fn frames(&self) -> impl Iterator<Item = Frame> + '_ {
+        self.open.iter().map(|(frame, _)| *frame)
+    }
+
+    /// Empties it, keeping its allocations.
+    pub(crate) fn clear(&mut self) {
+        self.out.clear();
+        self.open.clear();
+        self.key.clear();
+        self.in_str = false;
     }
 
     fn begin_value(&mut self) {
@@ -140,175 +153,8 @@ pub(crate) fn escape_into(out: &mut String, text: &str) {
     out.push_str(text.get(start..).unwrap_or_default());
 }
 
-/// A note from the argument writer, turned into a warning by the caller.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum ArgsNote {
-    Repaired(&'static str),
-    /// The value stopped at a bracket nested deeper than this `max_depth`.
-    TooDeep(usize),
-    /// The JSON in the string value of `key` nests deeper than `max_depth`: the string
-    /// was kept as it is.
-    KeptAsString {
-        key: String,
-        max_depth: usize,
-    },
-    /// `from_string`: a string became another type; else a number or boolean became a string.
-    Coerced {
-        key: String,
-        to: ParamType,
-        from_string: bool,
-    },
-}
-
-/// A string value held back because the schema asks for another type.
-#[derive(Debug)]
-struct Held {
-    key: String,
-    to: ParamType,
-    text: String,
-}
-
-/// Writes a call's arguments object, coercing top-level values to the types the
-/// tool's schema declares. Everything but a held value is in `canon.out` at once.
-#[derive(Debug)]
-pub(crate) struct ArgsWriter {
-    pub(crate) canon: Canon,
-    /// The current top-level key (empty below the top level).
-    key: String,
-    held: Option<Held>,
-    pub(crate) notes: Vec<ArgsNote>,
-    tool: Option<ToolRef>,
-    /// The deepest nesting read from the text of a value ([`crate::Config::max_depth`]).
-    max_depth: usize,
-}
-
-impl ArgsWriter {
-    pub(crate) fn new(max_depth: usize) -> ArgsWriter {
-        ArgsWriter {
-            canon: Canon::default(),
-            key: String::new(),
-            held: None,
-            notes: Vec::new(),
-            tool: None,
-            max_depth,
-        }
-    }
-
-    pub(crate) fn max_depth(&self) -> usize {
-        self.max_depth
-    }
-
-    /// Makes this writer a new one, keeping the allocations it still has (not `canon.out`,
-    /// which went into a call).
-    pub(crate) fn recycle(&mut self, max_depth: usize) {
-        self.max_depth = max_depth;
-        self.canon.out.clear();
-        self.canon.open.clear();
-        self.canon.key.clear();
-        self.canon.in_str = false;
-        self.key.clear();
-        self.held = None;
-        self.notes.clear();
-        self.tool = None;
-    }
-
-    pub(crate) fn set_tool(&mut self, tool: ToolRef) {
-        self.tool = Some(tool);
-    }
-
-    pub(crate) fn tool(&self) -> Option<&Tool> {
-        self.tool.as_ref().and_then(ToolRef::get)
-    }
-
-    pub(crate) fn started(&self) -> bool {
-        !self.canon.out.is_empty()
-    }
-
-    /// At the top level of the arguments object.
-    fn at_top(&self) -> bool {
-        self.canon.depth() == 1
-    }
-
-    fn top_type(&self) -> ParamType {
-        match self.tool() {
-            Some(tool) if self.at_top() => tool.param_type(&self.key),
-            _ => ParamType::Any,
-        }
-    }
-
-    /// Closes what is open; returns the finished arguments object text.
-    pub(crate) fn finish(&mut self) -> &str {
-        if let Some(held) = self.held.take() {
-            self.release(held);
-        }
-        if !self.canon.started_object() {
-            self.canon.out.clear();
-            self.canon.out.push_str("{}");
-        }
-        self.canon.close_all();
-        &self.canon.out
-    }
-
-    /// Writes a held string as the type its schema asks for, or as a string.
-    fn release(&mut self, held: Held) {
-        let trimmed = held.text.trim();
-        let converted: Option<String> = match held.to {
-            ParamType::Integer | ParamType::Number => {
-                let number = trimmed.strip_prefix('+').unwrap_or(trimmed);
-                let integral = number.strip_suffix(".0").unwrap_or(number);
-                if held.to == ParamType::Integer
-                    && crate::json::scalar::is_json_number(integral)
-                    && !integral.contains(['.', 'e', 'E'])
-                {
-                    Some(integral.to_owned())
-                } else if held.to == ParamType::Number
-                    && crate::json::scalar::is_json_number(number)
-                {
-                    Some(number.to_owned())
-                } else {
-                    None
-                }
-            }
-            ParamType::Boolean => match trimmed.to_ascii_lowercase().as_str() {
-                "true" => Some("true".to_owned()),
-                "false" => Some("false".to_owned()),
-                _ => None,
-            },
-            ParamType::Array | ParamType::Object => match canonical_json(trimmed, self.max_depth) {
-                Canonical::Json(v) => Some(v).filter(|v| {
-                    (held.to == ParamType::Array && v.starts_with('['))
-                        || (held.to == ParamType::Object && v.starts_with('{'))
-                }),
-                Canonical::TooDeep => {
-                    let key = held.key.clone();
-                    self.notes.push(ArgsNote::KeptAsString { key, max_depth: self.max_depth });
-                    None
-                }
-                Canonical::Not => None,
-            },
-            ParamType::String | ParamType::Any => None,
-        };
-        self.canon.key(&held.key);
-        match converted {
-            Some(json) => {
-                self.canon.scalar(&json);
-                self.notes.push(ArgsNote::Coerced {
-                    key: held.key,
-                    to: held.to,
-                    from_string: true,
-                });
-            }
-            None => {
-                self.canon.str_start();
-                self.canon.str_part(&held.text, false);
-                self.canon.str_end();
-            }
-        }
-    }
-}
-
 impl Canon {
-    fn started_object(&self) -> bool {
+    pub(crate) fn started_object(&self) -> bool {
         self.out.starts_with('{')
     }
 }
@@ -363,82 +209,6 @@ pub(crate) fn canonical_json(text: &str, max_depth: usize) -> Canonical {
         }
         Status::Invalid(_) if reader.too_deep() => Canonical::TooDeep,
         _ => Canonical::Not,
-    }
-}
-
-impl Sink for ArgsWriter {
-    fn open(&mut self, frame: Frame, at: usize) {
-        self.canon.open(frame, at);
-    }
-
-    fn close(&mut self, end: usize) {
-        self.canon.close(end);
-        if self.at_top() {
-            self.key.clear();
-        }
-    }
-
-    fn key(&mut self, key: &str) {
-        // The key matters only for coercion, which needs a schema.
-        if self.at_top() && self.tool.is_some() {
-            self.key.clear();
-            self.key.push_str(key);
-        }
-        self.canon.key(key);
-    }
-
-    fn str_start(&mut self) {
-        let to = self.top_type();
-        if matches!(to, ParamType::Integer | ParamType::Number | ParamType::Boolean)
-            || matches!(to, ParamType::Array | ParamType::Object)
-        {
-            let key = self.key.clone();
-            self.held = Some(Held { key, to, text: String::new() });
-            return;
-        }
-        self.canon.str_start();
-    }
-
-    fn str_part(&mut self, text: &str, clean: bool) {
-        match &mut self.held {
-            Some(held) => held.text.push_str(text),
-            None => self.canon.str_part(text, clean),
-        }
-    }
-
-    fn str_escaped(&mut self, json: &str) {
-        match &mut self.held {
-            Some(held) => held.text.push_str(&crate::json::scalar::decode_escaped(json)),
-            None => self.canon.str_escaped(json),
-        }
-    }
-
-    fn str_end(&mut self) {
-        match self.held.take() {
-            Some(held) => self.release(held),
-            None => self.canon.str_end(),
-        }
-    }
-
-    fn scalar(&mut self, json: &str) {
-        let to = self.top_type();
-        if to == ParamType::String && json != "null" {
-            self.canon.str_start();
-            self.canon.str_part(json, true);
-            self.canon.str_end();
-            let key = self.key.clone();
-            self.notes.push(ArgsNote::Coerced { key, to, from_string: false });
-            return;
-        }
-        self.canon.scalar(json);
-    }
-
-    fn repaired(&mut self, what: &'static str) {
-        self.notes.push(ArgsNote::Repaired(what));
-    }
-
-    fn too_deep(&mut self, max_depth: usize) {
-        self.notes.push(ArgsNote::TooDeep(max_depth));
     }
 }
 

@@ -1,5 +1,6 @@
 //! Incremental, repairing JSON: the reader and the canonical writer.
 
+pub(crate) mod args;
 pub(crate) mod canon;
 pub(crate) mod reader;
 pub(crate) mod scalar;

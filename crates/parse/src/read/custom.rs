@@ -8,7 +8,7 @@ use crate::dialect::Dialect;
 use crate::engine::call::Cut;
 use crate::engine::settle::{Ctx, Decision};
 use crate::engine::step::{Need, Step, Took};
-use crate::json::canon::ArgsWriter;
+use crate::json::args::ArgsWriter;
 use crate::json::reader::{Reader, Status};
 use crate::read::{Body, Reading};
 

@@ -11,7 +11,7 @@
 use crate::Config;
 use crate::engine::call::{CallState, Cut, Status};
 use crate::engine::step::{Look, Need, Step, Took};
-use crate::json::canon::ArgsNote;
+use crate::json::args::ArgsNote;
 use crate::json::reader::{Frame, Reader, Sink, Status as ReadStatus};
 use crate::tools::ToolSet;
 

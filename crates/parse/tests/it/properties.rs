@@ -412,6 +412,110 @@ fn generated_calls_stream_valid_arguments() {
     });
 }
 
+/// Keys of the `bfcl` tools' schemas (nested arrays of numbers, objects with typed fields,
+/// `$ref`s, `anyOf` with null) and one they do not declare.
+const NESTED_KEYS: &[&str] = &[
+    "numbers",
+    "table",
+    "conditions",
+    "field",
+    "operation",
+    "value",
+    "attendees",
+    "name",
+    "age",
+    "room",
+    "floor",
+    "capacity",
+    "hours",
+    "other",
+];
+
+/// A JSON value (sometimes with a Python literal or single quotes) of the kinds coercion
+/// converts: whole and fractional numbers, numbers and booleans in strings, strings holding
+/// JSON, nested arrays and objects.
+fn nested_value() -> impl Strategy<Value = String> {
+    let leaf = prop_oneof![
+        "-?[0-9]{1,3}",
+        "-?[0-9]{1,2}\\.[0-9]{1,2}",
+        "[0-9]e[0-9]",
+        "\"-?[0-9]{1,3}(\\.0)?\"",
+        Just("true".to_owned()),
+        Just("\"false\"".to_owned()),
+        Just("null".to_owned()),
+        Just("None".to_owned()),
+        Just("'x'".to_owned()),
+        "\"[a-z ]{0,6}\"",
+        Just(r#""[1, 2.5]""#.to_owned()),
+        Just(r#""{\"floor\": \"3\"}""#.to_owned()),
+    ];
+    leaf.prop_recursive(4, 24, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4)
+                .prop_map(|items| format!("[{}]", items.join(", "))),
+            prop::collection::vec((prop::sample::select(NESTED_KEYS), inner), 0..4).prop_map(
+                |members| {
+                    let members: Vec<String> =
+                        members.iter().map(|(key, value)| format!("\"{key}\": {value}")).collect();
+                    format!("{{{}}}", members.join(", "))
+                }
+            ),
+        ]
+    })
+}
+
+/// Calls of the `bfcl` tools with generated arguments, in JSON envelopes or Python syntax,
+/// sometimes cut off.
+fn nested_calls() -> impl Strategy<Value = String> {
+    let name = prop::sample::select(vec!["calculate_average", "filter_records", "book_meeting"]);
+    let call = (
+        name,
+        prop::collection::vec((prop::sample::select(NESTED_KEYS), nested_value()), 0..4),
+        any::<bool>(),
+    )
+        .prop_map(|(name, members, python)| {
+            if python {
+                let args: Vec<String> =
+                    members.iter().map(|(key, value)| format!("{key}={value}")).collect();
+                format!("[{name}({})]", args.join(", "))
+            } else {
+                let members: Vec<String> =
+                    members.iter().map(|(key, value)| format!("\"{key}\": {value}")).collect();
+                format!(
+                    "<tool_call>\n{{\"name\": \"{name}\", \"arguments\": {{{}}}}}\n</tool_call>",
+                    members.join(", ")
+                )
+            }
+        });
+    (prop::collection::vec(call, 1..3), any::<Index>(), any::<bool>()).prop_map(
+        |(calls, cut, whole)| {
+            let text = calls.join("\n");
+            if whole {
+                return text;
+            }
+            let bounds: Vec<usize> = text.char_indices().map(|(idx, _)| idx).collect();
+            let end = if bounds.is_empty() { 0 } else { bounds[cut.index(bounds.len())] };
+            text[..end].to_owned()
+        },
+    )
+}
+
+/// Coercion at every depth (issue 24) keeps (a) and (c): generated nested arguments for
+/// tools with nested schemas fold the same at every chunking and stream valid JSON prefixes.
+#[test]
+fn generated_nested_arguments_coerce_the_same_at_every_chunking() {
+    let mut tight = Config::with_tools(load_tools("bfcl").unwrap());
+    let wide = tight.clone();
+    tight.max_depth = 3;
+    let configs = [wide, tight];
+    proptest!(proptest_config(), |(input in nested_calls(), config_idx in 0..configs.len(), cuts in cuts())| {
+        let config = &configs[config_idx];
+        assert_chunking_invariant(&input, config, &cuts)?;
+        assert_calls_well_formed(&stream_events(split_at(&input, &cuts), config))?;
+        assert_calls_well_formed(&stream_events([input.as_str()], config))?;
+    });
+}
+
 #[test]
 fn arbitrary_strings_do_not_panic_and_stay_bounded() {
     let configs = configs().unwrap();

@@ -512,3 +512,33 @@ fn issue_29_a_values_own_end_tag_ends_it_before_prose() {
     assert_eq!(parsed.content, "\nBye.");
     assert_warns(&parsed, WarningCode::MissingEndMarker, "</parameter>");
 }
+
+/// Issue 24: values below the top level follow the schema too (BFCL's checker and typed
+/// Python tools want `[12.0, 15.0, 18.0]` for an array of numbers, and `"25"` for a nested
+/// field declared a string); the warning names where each coercion happened.
+#[test]
+fn issue_24_nested_values_follow_the_schema() {
+    let config = Config::with_tools(crate::corpus::load_tools("bfcl").unwrap());
+    let input = concat!(
+        r#"<tool_call>{"name": "calculate_average", "arguments": {"numbers": [12, 15, 18, 2.5]}}</tool_call>"#,
+        "\n",
+        r#"<tool_call>{"name": "filter_records", "arguments": {"table": "t", "conditions": [{"field": "age", "operation": ">", "value": 25}]}}</tool_call>"#,
+    );
+    let complete = parse_complete(input, &config);
+    for size in [1, 3, 4] {
+        let events = stream_events(chunk_by_chars(input, size), &config);
+        assert_eq!(Parsed::from_events(events), complete, "chunk size {size}");
+    }
+    let arguments: Vec<&str> = complete.calls.iter().map(|c| c.arguments.as_str()).collect();
+    assert_eq!(
+        arguments,
+        [
+            r#"{"numbers":[12.0,15.0,18.0,2.5]}"#,
+            r#"{"table":"t","conditions":[{"field":"age","operation":">","value":"25"}]}"#,
+        ]
+    );
+    assert_warns(&complete, WarningCode::Coerced, "`numbers[0]` was a whole number");
+    assert_warns(&complete, WarningCode::Coerced, "(and 2 more values with the same schema)");
+    assert_warns(&complete, WarningCode::Coerced, "`conditions[0].value` was not a string");
+    assert_eq!(complete.warnings.len(), 2, "{:?}", complete.warnings);
+}
