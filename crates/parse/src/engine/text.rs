@@ -403,7 +403,8 @@ impl<'a> TextStep<'a> {
             }
             match read::open(rest, eof, config, self.openers) {
                 Ok(None) => {
-                    i += 1;
+                    // Past the whole character: a marker may begin outside ASCII.
+                    i += rest.chars().next().map_or(1, char::len_utf8);
                     // Emit up to here now: the text before a held marker goes out early.
                     return Found::Text(i);
                 }

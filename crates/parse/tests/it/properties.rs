@@ -537,8 +537,27 @@ fn generated_inputs_stay_bounded() {
 }
 
 /// Markers random rows are made of, and the text they are read from.
-const ROW_MARKERS: &[&str] =
-    &["<a>", "</a>", "<|x|>", "<|y|>", "[[", "]]", "@@", "call:", "=>", "\n", " ", "<", "{", ":"];
+const ROW_MARKERS: &[&str] = &[
+    "<a>",
+    "</a>",
+    "<|x|>",
+    "<|y|>",
+    "[[",
+    "]]",
+    "@@",
+    "call:",
+    "=>",
+    "\n",
+    " ",
+    "<",
+    "{",
+    ":",
+    // Markers outside ASCII, as real formats have them (DeepSeek's ｜ and ▁, RWKV's ◁).
+    "<｜a｜>",
+    "▁end",
+    "◁x▷",
+    "é",
+];
 
 fn row_text() -> BoxedStrategy<String> {
     prop_oneof![

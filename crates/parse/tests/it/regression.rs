@@ -542,3 +542,20 @@ fn issue_24_nested_values_follow_the_schema() {
     assert_warns(&complete, WarningCode::Coerced, "`conditions[0].value` was not a string");
     assert_eq!(complete.warnings.len(), 2, "{:?}", complete.warnings);
 }
+
+/// A start marker beginning outside ASCII (`◁x▷`) and text sharing only its first byte
+/// (`▁end`, both open with 0xE2): the text stays text.
+#[test]
+fn issue_29_a_start_marker_beginning_outside_ascii_keeps_the_text() {
+    let file = r#"{"toolshim_format": 1, "dialects": [{"pair": {"id": "r", "start": "◁x▷", "ends": [],
+        "head": "calls", "body": "calls", "skip": [], "inner": [], "opens": "anywhere"}}]}"#;
+    let dialects =
+        toolshim_parse::Dialects::from_format_file(file).unwrap_or_else(|err| panic!("{err}"));
+    let mut config = Config::default();
+    config.dialects = dialects;
+    for input in ["▁end", "a ▁end b", "◁y", "◁x"] {
+        let parsed = parse_complete(input, &config);
+        assert_eq!(parsed.content, input, "{parsed:?}");
+        assert!(parsed.calls.is_empty());
+    }
+}
