@@ -1021,7 +1021,9 @@ TRICKY = {
 def test_raw_sse_partial_json_with_tricky_arguments(gateway, upstream, chunk):
     """Every cumulative partial_json is a valid prefix even with escapes, unicode, nesting, numbers."""
     upstream.script([{"text": hermes("get_forecast", TRICKY), "chunk": chunk}])
-    s = _stream_raw(gateway, {"tools": [FORECAST]})
+    # The user gives the number of days: a required number nobody gave is dropped as a guess.
+    question = [{"role": "user", "content": "The forecast for the next 3 days, please."}]
+    s = _stream_raw(gateway, {"tools": [FORECAST], "messages": question})
     assert [b["name"] for b in s.tool_uses] == ["get_forecast"]
     assert s.tool_uses[0]["input"] == TRICKY
     assert s.stop_reason == "tool_use"
