@@ -6,7 +6,7 @@
 # ../target/{release,debug}).
 set -euo pipefail
 cd "$(dirname "$0")"
-bin=$(command -v toolshim || ls ../target/release/toolshim ../target/debug/toolshim 2>/dev/null | head -1)
+bin=$(command -v toolshim || for b in ../target/release/toolshim ../target/debug/toolshim; do [[ -x $b ]] && echo "$b" && break; done)
 mapfile -t ids < <("$bin" parse --list-formats | awk 'NR > 1 && /^$/ { exit } NR > 1 { print $1 }')
 n=${#ids[@]}
 out=corpus/native

@@ -6,7 +6,7 @@
 # ../target/{release,debug}).
 set -euo pipefail
 cd "$(dirname "$0")"
-bin=$(command -v toolshim || ls ../target/release/toolshim ../target/debug/toolshim 2>/dev/null | head -1)
+bin=$(command -v toolshim || for b in ../target/release/toolshim ../target/debug/toolshim; do [[ -x $b ]] && echo "$b" && break; done)
 out=corpus/template
 mkdir -p "$out"
 seed() { # seed NAME FILE-TEXT CASE
