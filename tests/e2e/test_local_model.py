@@ -278,11 +278,14 @@ def weather_tools() -> list[dict]:
 WEATHER_RESULT = "18°C, sunny, light wind"
 
 
-def openai_turn(client, captures: list, messages: list[dict], stream: bool) -> tuple[str, list[dict], str]:
-    """One request; returns (content, tool calls as {id, name, arguments}, finish_reason)."""
+def openai_turn(client, captures: list, messages: list[dict], stream: bool,
+                tools: list[dict] | None = None) -> tuple[str, list[dict], str]:
+    """One request (with `weather_tools()` unless `tools` are given); returns (content, tool
+    calls as {id, name, arguments}, finish_reason)."""
+    tools = weather_tools() if tools is None else tools
     if not stream:
         resp = client.chat.completions.create(
-            model="qwen", messages=messages, tools=weather_tools(), **SAMPLING
+            model="qwen", messages=messages, tools=tools, **SAMPLING
         )
         choice = resp.choices[0]
         calls = [
@@ -291,7 +294,7 @@ def openai_turn(client, captures: list, messages: list[dict], stream: bool) -> t
         ]
         return choice.message.content or "", calls, choice.finish_reason
     chunks = client.chat.completions.create(
-        model="qwen", messages=messages, tools=weather_tools(), stream=True, **SAMPLING
+        model="qwen", messages=messages, tools=tools, stream=True, **SAMPLING
     )
     for _ in chunks:
         pass
@@ -452,6 +455,17 @@ def test_smollm_required_ends_in_the_documented_error(smollm_unconstrained: Rig,
     assert all("grammar" not in e.request for e in smollm.proxy.exchanges[n0:])
 
 
+def continued(exchange) -> bool:
+    """A continuation: the request's last message is the assistant's reply to go on with."""
+    messages = exchange.request.get("messages") or [{}]
+    return messages[-1].get("role") == "assistant"
+
+
+def first_attempts(exchanges: list) -> list:
+    """The chat requests that were attempts at a reply (not continuations, not probes)."""
+    return [e for e in exchanges if e.path.endswith("/chat/completions") and not continued(e)]
+
+
 def fits_a_tool(call_name: str, arguments: str, tools: list[dict]) -> dict:
     """The arguments of a call to one of `tools`, checked against its schema: declared keys
     only, the required ones present, strings where strings are declared, enums kept."""
@@ -494,9 +508,11 @@ def test_smollm_required_under_the_grammar_calls_a_declared_tool(smollm: Rig, st
     assert found, "a forced choice under a grammar always calls"
     for call in found:
         fits_a_tool(call["name"], call["arguments"], weather_tools())
-    attempts = smollm.proxy.exchanges[n0:]
-    assert len(attempts) == 1, [a.text for a in attempts]
+    sent = smollm.proxy.exchanges[n0:]
+    attempts = first_attempts(sent)
+    assert len(attempts) == 1, [a.text for a in sent]
     assert "<tool_call>" in attempts[0].request["grammar"]
+    # (A continuation after the call, issue 24, may follow: it is not an attempt.)
 
 
 @needs_qwen
@@ -519,35 +535,28 @@ def test_the_readme_example_is_a_call_on_the_first_attempt(qwen: Rig) -> None:
     assert len(attempts) == 1, [e.text for e in qwen.proxy.exchanges[n0:]]
 
 
-def continued(exchange) -> bool:
-    """A continuation: the request's last message is the assistant's reply to go on with."""
-    messages = exchange.request.get("messages") or [{}]
-    return messages[-1].get("role") == "assistant"
-
-
-def first_attempts(exchanges: list) -> list:
-    """The chat requests that were attempts at a reply (not continuations, not probes)."""
-    return [e for e in exchanges if e.path.endswith("/chat/completions") and not continued(e)]
-
-
 @needs_qwen
 @pytest.mark.parametrize("rig_name", ["qwen", "qwen_auto"], ids=["emulate", "auto"])
 @pytest.mark.parametrize("stream", [False, True], ids=["complete", "stream"])
 def test_a_question_about_two_cities_gets_both_calls(rig_name: str, stream: bool, request) -> None:
     """The model writes the Paris call and stops; continued from the opening of another call
     it writes the Rome call, which is kept (the user named Rome), and the repeat after it ends
-    the reply (issue 24, parallel calls by continuation). Emulated and native alike."""
+    the reply (issue 24, parallel calls by continuation). Emulated and native alike. (One tool:
+    offered the time tool too, this model sometimes goes on with a time call for a zone it
+    makes up, which is rightly not kept, depending on what llama-server has cached.)"""
     rig_: Rig = request.getfixturevalue(rig_name)
     captures: list = []
     client = openai_client(rig_.gateway, captures)
     n0 = len(rig_.proxy.exchanges)
     content, calls, finish = openai_turn(
-        client, captures, [{"role": "user", "content": "What is the weather in Paris and in Rome?"}], stream)
+        client, captures, [{"role": "user", "content": "What is the weather in Paris and in Rome?"}], stream,
+        tools=[WEATHER_TOOL])
     cities = sorted(json.loads(c["arguments"])["city"].lower() for c in calls)
-    assert [c["name"] for c in calls] == ["get_weather", "get_weather"], (calls, content)
+    sent = rig_.proxy.exchanges[n0:]
+    assert [c["name"] for c in calls] == ["get_weather", "get_weather"], \
+        (calls, content, [(e.request.get("messages", [{}])[-1], e.text) for e in sent])
     assert cities == ["paris", "rome"], calls
     assert finish == "tool_calls"
-    sent = rig_.proxy.exchanges[n0:]
     assert len(first_attempts(sent)) == 1, [e.text for e in sent]
     continuations = [e for e in sent if continued(e)]
     assert continuations, "the second call came from a continuation"
