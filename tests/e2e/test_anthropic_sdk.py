@@ -424,10 +424,11 @@ def test_parallel_round_trip_with_one_failure(anthropic_client, sse_captures, up
             {"text": "Paris is 18°C; Tokyo's weather service is down.", "chunk": 5},
         ]
     )
-    first = run(anthropic_client, sse_captures, mode, tools=[WEATHER])
+    two = [{"role": "user", "content": "What's the weather in Paris and in Tokyo?"}]
+    first = run(anthropic_client, sse_captures, mode, tools=[WEATHER], messages=two)
     assert [b["input"] for b in first.tool_uses] == [PARIS, TOKYO]
     paris, tokyo = first.tool_uses
-    messages = USER_WEATHER + [
+    messages = two + [
         first.as_param(),
         {
             "role": "user",

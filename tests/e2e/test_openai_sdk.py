@@ -192,7 +192,8 @@ def test_two_parallel_calls(client, sse_captures, upstream, stream):
             }
         ]
     )
-    res = complete(client, sse_captures, stream=stream, tools=[WEATHER_TOOL])
+    two = [{"role": "user", "content": "What's the weather in Paris and in Tokyo?"}]
+    res = complete(client, sse_captures, stream=stream, tools=[WEATHER_TOOL], messages=two)
     assert len(res.tool_calls) == 2
     assert_call(res, 0, "get_weather", PARIS)
     assert_call(res, 1, "get_weather", TOKYO)
@@ -471,10 +472,13 @@ def test_truncated_call_is_retried(client, sse_captures, upstream):
 
 
 def test_streamed_call_cut_by_length_ends_with_length(client, sse_captures, upstream):
-    # A streamed call to a tool that is not strict goes out as soon as it begins, so it cannot
-    # be retried; like OpenAI, the stream ends with `length`, and the arguments sent still
-    # parse as a JSON object.
-    loose = [{**tool, "function": {k: v for k, v in tool["function"].items() if k != "strict"}} for tool in TOOLS]
+    # A streamed call that nothing holds (its tool is not strict, and has no required value
+    # that could be a guess) goes out as soon as it begins, so it cannot be retried; like
+    # OpenAI, the stream ends with `length`, and the arguments sent still parse as a JSON
+    # object.
+    loose = [{**tool, "function": {**{k: v for k, v in tool["function"].items() if k != "strict"},
+                                   "parameters": {**tool["function"]["parameters"], "required": []}}}
+             for tool in TOOLS]
     cut = 'Checking. <tool_call>{"name": "get_weather", "arguments": {"city": "Par'
     upstream.script([{"text": cut, "finish_reason": "length"}, hermes("get_weather", PARIS)])
     res = complete(client, sse_captures, stream=True, tools=loose)

@@ -81,7 +81,10 @@ def test_stream_follows_the_event_grammar(client, upstream):
     assert types[0] == "response.created" and types[1] == "response.in_progress"
     assert types[-1] == "response.completed"
     assert "response.output_text.delta" in types
-    assert len(argument_deltas) > 1, "the arguments stream as the model writes them"
+    # Held until it ends (its required city could be a guess: `check_grounding`), the call's
+    # arguments come in one delta; a multi-line or long one streams as the model writes it
+    # (see the custom tool's test below).
+    assert argument_deltas, "the arguments stream"
     kinds = [item.type for item in final.output]
     assert kinds == ["message", "function_call"], kinds
     assert final.output[0].content[0].text.strip() == "Let me check."
@@ -189,7 +192,7 @@ def test_raw_stream_ends_with_completed_and_numbers_every_event(gateway, upstrea
     upstream.script([hermes("get_weather", {"city": "Paris"})])
     raw = httpx.post(
         gateway.base_url + "/responses",
-        json={"model": MODEL, "input": "Weather?", "tools": [WEATHER], "stream": True},
+        json={"model": MODEL, "input": "Weather in Paris?", "tools": [WEATHER], "stream": True},
         timeout=HTTP_TIMEOUT,
     )
     assert raw.status_code == 200, raw.text

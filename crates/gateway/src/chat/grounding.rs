@@ -4,8 +4,13 @@
 //! the next thing the user named. Both are told apart by whether a value appears in what
 //! the model was given.
 //!
-//! - [`Grounding::guessed`]: the required arguments of a call that hold a number found
-//!   nowhere in the conversation or the tool list: the call is a guess.
+//! - [`Grounding::guessed`]: the required arguments of a call that hold a value found
+//!   nowhere in the conversation or the tool list: the call is a guess. A value is a number,
+//!   or a short string: a name, a place, a code or a date (`"Manchester United"` for a
+//!   question about the weather, `"2023-10-05"` for "yesterday"). A string is judged by its
+//!   words (any one of them written anywhere will do: `"Germany"` is grounded by "German"),
+//!   or, with no letters at all, by its numbers. Short all-capital words (`USD`, `AAPL`,
+//!   `NBA`) are codes a model rightly looks up, and are never judged.
 //! - [`Grounding::mentions`]: whether a value is named in the user's own words (the user and
 //!   system messages), for [`crate::chat::continuation`].
 
@@ -21,6 +26,9 @@ pub(crate) struct Grounding {
     numbers: Vec<f64>,
     /// The user's and system's words, lowercased, for [`Grounding::mentions`].
     asked: String,
+    /// Everything the model was given, lowercased: messages, calls, results and the tool
+    /// list; a string whose words are none of these was made up.
+    given: String,
     /// The numbers in `asked` (sorted).
     asked_numbers: Vec<f64>,
 }
@@ -42,40 +50,48 @@ impl Grounding {
     pub(crate) fn of(req: &ChatRequest) -> Grounding {
         let mut numbers = Vec::new();
         let mut asked = String::new();
+        let mut given = String::new();
+        let mut give = |text: &str, numbers: &mut Vec<f64>| {
+            numbers_in(text, numbers);
+            given.push_str(&text.to_lowercase());
+            given.push('\n');
+        };
         for message in &req.messages {
             match message {
                 Message::System(text) | Message::User(text) => {
-                    numbers_in(text, &mut numbers);
+                    give(text, &mut numbers);
                     asked.push_str(&text.to_lowercase());
                     asked.push('\n');
                 }
                 Message::Assistant { text, calls } => {
-                    numbers_in(text, &mut numbers);
+                    give(text, &mut numbers);
                     for call in calls {
-                        numbers_in(&call.arguments, &mut numbers);
+                        give(&call.name, &mut numbers);
+                        give(&call.arguments, &mut numbers);
                     }
                 }
-                Message::ToolResult { content, .. } => numbers_in(content, &mut numbers),
+                Message::ToolResult { content, .. } => give(content, &mut numbers),
             }
         }
         for tool in &req.tools {
+            give(&tool.name, &mut numbers);
             if let Some(description) = &tool.description {
-                numbers_in(description, &mut numbers);
+                give(description, &mut numbers);
             }
             if let Some(parameters) = &tool.parameters {
-                numbers_in(&parameters.to_string(), &mut numbers);
+                give(&parameters.to_string(), &mut numbers);
             }
         }
         let mut asked_numbers = Vec::new();
         numbers_in(&asked, &mut asked_numbers);
         sort(&mut numbers);
         sort(&mut asked_numbers);
-        Grounding { numbers, asked, asked_numbers }
+        Grounding { numbers, asked, given, asked_numbers }
     }
 
-    /// The required arguments of a call to `spec` whose value holds a number given nowhere
-    /// (in the conversation or the tool list), each as `key = value`. Empty for a call that
-    /// is not a guess, and for arguments that are not a JSON object.
+    /// The required arguments of a call to `spec` whose value holds a number or a short
+    /// string given nowhere (in the conversation or the tool list), each as `key = value`.
+    /// Empty for a call that is not a guess, and for arguments that are not a JSON object.
     pub(crate) fn guessed(&self, spec: &ToolSpec, arguments: &str) -> Vec<String> {
         let Ok(Value::Object(arguments)) = serde_json::from_str::<Value>(arguments) else {
             return Vec::new();
@@ -91,7 +107,13 @@ impl Grounding {
         for key in required.iter().filter_map(Value::as_str) {
             let Some(value) = arguments.get(key) else { continue };
             let mut made_up = false;
-            each_number(value, &mut |n| made_up |= !contains(&self.numbers, n));
+            each_scalar(value, &mut |scalar| {
+                made_up |= match scalar {
+                    Value::Number(n) => n.as_f64().is_some_and(|n| !contains(&self.numbers, n)),
+                    Value::String(text) => self.made_up_string(text),
+                    _ => false,
+                }
+            });
             if made_up {
                 guessed.push(format!("{key} = {value}"));
             }
@@ -99,18 +121,57 @@ impl Grounding {
         guessed
     }
 
-    /// Whether a call to `spec` can be a guess: a required parameter can hold a number (any
-    /// type but a string or a boolean). Calls to other tools need not wait to be judged.
-    pub(crate) fn may_guess(spec: &ToolSpec) -> bool {
-        let Some(parameters) = &spec.parameters else { return false };
+    /// Whether a short string is made up: a word of it (three letters or more, not a code
+    /// in capitals) appears nowhere, nor any other; or, a string without letters (a date, a
+    /// time, a season), a number in it other than 0 is given nowhere. A string of letters
+    /// that has no such word (`NBA`, `x^3`), a path, a file name, an address or a time
+    /// (with `/`, `.`, `_`, `@` or `:`) and a longer string (over four words or 64
+    /// characters, or more than a line: text the model writes, not a value it looks up)
+    /// are not judged.
+    fn made_up_string(&self, text: &str) -> bool {
+        // Paths, file names, addresses, identifiers and times are made, not looked up:
+        // `src/main.rs` for "write a Rust program" is no guess.
+        if text.chars().count() > JUDGED_STRING
+            || text.split_whitespace().count() > JUDGED_WORDS
+            || text.contains(['/', '\\', '.', '_', '@', ':', '\n'])
+        {
+            return false;
+        }
+        let mut words = text
+            .split(|c: char| !c.is_alphabetic())
+            .filter(|word| word.chars().count() >= 3)
+            .filter(|word| !(word.chars().count() <= 5 && word.chars().all(char::is_uppercase)))
+            .peekable();
+        if words.peek().is_some() {
+            return !words.any(|word| self.given.contains(&stem(&word.to_lowercase())));
+        }
+        if text.chars().any(char::is_alphabetic) {
+            return false;
+        }
+        let mut numbers = Vec::new();
+        numbers_in(text, &mut numbers);
+        numbers.iter().any(|n| *n != 0.0 && !contains(&self.numbers, *n))
+    }
+
+    /// How a call to `spec` waits to be judged: whole when a required parameter can hold a
+    /// number (any type but a string or a boolean); while it is short when the only values
+    /// to judge are strings (a longer call, or one with a string of several lines, goes out
+    /// as it is written, unjudged); not at
+    /// all when no required parameter can be a guess.
+    pub(crate) fn hold(spec: &ToolSpec) -> Hold {
+        let Some(parameters) = &spec.parameters else { return Hold::No };
         let required = parameters.get("required").and_then(Value::as_array);
         let properties = parameters.get("properties");
-        required.into_iter().flatten().filter_map(Value::as_str).any(|key| {
+        let mut hold = Hold::No;
+        for key in required.into_iter().flatten().filter_map(Value::as_str) {
             let schema = properties.and_then(|p| p.get(key));
-            !schema.is_some_and(|schema| {
-                matches!(schema.get("type").and_then(Value::as_str), Some("string" | "boolean"))
-            })
-        })
+            match schema.and_then(|schema| schema.get("type")).and_then(Value::as_str) {
+                Some("boolean") => {}
+                Some("string") => hold = Hold::WhileShort,
+                _ => return Hold::Whole,
+            }
+        }
+        hold
     }
 
     /// Whether the user named `value` (a scalar): a number among the numbers they wrote, a
@@ -136,17 +197,40 @@ impl Grounding {
     }
 }
 
-/// Calls `f` with every number in `value`, at any depth.
-fn each_number(value: &Value, f: &mut impl FnMut(f64)) {
+/// How a call waits to be judged ([`Grounding::hold`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Hold {
+    /// It cannot be a guess: it goes out as it is written.
+    No,
+    /// Until it ends.
+    Whole,
+    /// While its arguments are at most [`HOLD_STRINGS`] bytes and hold no string of more
+    /// than a line.
+    WhileShort,
+}
+
+/// The longest string judged, in characters and in words: names, places, codes and dates
+/// are shorter; a longer one is text the model writes (a subject, a message, a poem).
+const JUDGED_STRING: usize = 64;
+const JUDGED_WORDS: usize = 4;
+
+/// The longest arguments held for their strings alone, in bytes: longer ones cannot be
+/// only short strings, and go out as they are written.
+pub(crate) const HOLD_STRINGS: usize = 512;
+
+/// What of `word` (lowercased) must appear in the request: its first five letters when it
+/// is longer than five (`german` grounds `germany`, `restaurant` grounds `restaurants`).
+fn stem(word: &str) -> String {
+    if word.chars().count() > 5 { word.chars().take(5).collect() } else { word.to_owned() }
+}
+
+/// Calls `f` with every number and string in `value`, at any depth.
+fn each_scalar(value: &Value, f: &mut impl FnMut(&Value)) {
     match value {
-        Value::Number(n) => {
-            if let Some(n) = n.as_f64() {
-                f(n);
-            }
-        }
-        Value::Array(items) => items.iter().for_each(|item| each_number(item, f)),
-        Value::Object(map) => map.values().for_each(|item| each_number(item, f)),
-        Value::Null | Value::Bool(_) | Value::String(_) => {}
+        Value::Array(items) => items.iter().for_each(|item| each_scalar(item, f)),
+        Value::Object(map) => map.values().for_each(|item| each_scalar(item, f)),
+        Value::Number(_) | Value::String(_) => f(value),
+        Value::Null | Value::Bool(_) => {}
     }
 }
 
@@ -222,6 +306,31 @@ const NUMBER_WORDS: &[(&str, f64)] = &[
     ("twice", 2.0),
     ("double", 2.0),
     ("triple", 3.0),
+    // Months, for dates written as numbers (`2022-07-10` for "July 10, 2022").
+    ("january", 1.0),
+    ("jan", 1.0),
+    ("february", 2.0),
+    ("feb", 2.0),
+    ("march", 3.0),
+    ("mar", 3.0),
+    ("april", 4.0),
+    ("apr", 4.0),
+    ("may", 5.0),
+    ("june", 6.0),
+    ("jun", 6.0),
+    ("july", 7.0),
+    ("jul", 7.0),
+    ("august", 8.0),
+    ("aug", 8.0),
+    ("september", 9.0),
+    ("sep", 9.0),
+    ("sept", 9.0),
+    ("october", 10.0),
+    ("oct", 10.0),
+    ("november", 11.0),
+    ("nov", 11.0),
+    ("december", 12.0),
+    ("dec", 12.0),
 ];
 
 /// What a word right after a number multiplies it by (`5k`, `$1.2M`, `3 billion`, `20%`).
@@ -432,7 +541,7 @@ mod tests {
     }
 
     #[test]
-    fn optional_arguments_strings_and_unreadable_arguments_are_no_guess() {
+    fn optional_arguments_a_string_with_a_given_word_and_unreadable_arguments_are_no_guess() {
         let spec = tool(
             "search",
             json!({"type": "object", "properties": {"query": {"type": "string"},
@@ -451,16 +560,111 @@ mod tests {
     }
 
     #[test]
-    fn only_tools_with_a_required_number_can_be_guessed() {
-        assert!(Grounding::may_guess(&roots()));
+    fn a_call_is_held_whole_for_numbers_and_while_short_for_strings() {
+        assert_eq!(Grounding::hold(&roots()), Hold::Whole);
         let weather = tool(
             "weather",
             json!({"type": "object", "properties": {"city": {"type": "string"},
                 "days": {"type": "integer"}}, "required": ["city"]}),
         );
-        assert!(!Grounding::may_guess(&weather));
+        assert_eq!(Grounding::hold(&weather), Hold::WhileShort);
         let untyped = tool("f", json!({"type": "object", "properties": {}, "required": ["x"]}));
-        assert!(Grounding::may_guess(&untyped));
+        assert_eq!(Grounding::hold(&untyped), Hold::Whole);
+        let optional =
+            tool("g", json!({"type": "object", "properties": {"x": {"type": "string"}}}));
+        assert_eq!(Grounding::hold(&optional), Hold::No);
+        let flag = tool(
+            "h",
+            json!({"type": "object", "properties": {"on": {"type": "boolean"}}, "required": ["on"]}),
+        );
+        assert_eq!(Grounding::hold(&flag), Hold::No);
+    }
+
+    fn team_stats() -> ToolSpec {
+        tool(
+            "team_stats",
+            json!({"type": "object", "properties": {"team_name": {"type": "string"},
+                "date": {"type": "string"}}, "required": ["team_name", "date"]}),
+        )
+    }
+
+    /// Values a model makes up for a question no tool answers (BFCL's irrelevance cases).
+    #[test]
+    fn a_required_name_or_date_found_nowhere_is_a_guess() {
+        let spec = team_stats();
+        let grounding = Grounding::of(&request("Who won the game yesterday?", vec![spec.clone()]));
+        assert_eq!(
+            grounding.guessed(&spec, r#"{"team_name":"Manchester United","date":"2023-10-05"}"#),
+            vec![r#"team_name = "Manchester United""#, r#"date = "2023-10-05""#]
+        );
+        // One word of several is enough; a word's first five letters are (German → Germany).
+        let grounding = Grounding::of(&request(
+            "How did the German team play on July 10, 2022? Real Madrid too.",
+            vec![spec.clone()],
+        ));
+        for args in [
+            r#"{"team_name":"Germany","date":"2022-07-10"}"#,
+            r#"{"team_name":"Real Madrid CF","date":"10/07/2022"}"#,
+            r#"{"team_name":"germany","date":"07-10-2022"}"#,
+        ] {
+            assert!(grounding.guessed(&spec, args).is_empty(), "{args}");
+        }
+        assert_eq!(
+            grounding.guessed(&spec, r#"{"team_name":"Germany","date":"2022-08-10"}"#).len(),
+            1
+        );
+    }
+
+    #[test]
+    fn codes_formulas_and_long_strings_are_not_judged() {
+        let spec = team_stats();
+        let grounding =
+            Grounding::of(&request("Convert 500 US dollars to yen", vec![spec.clone()]));
+        // Capital codes a model looks up, strings of letters without a word, content.
+        for team in [
+            "USD",
+            "JPY",
+            "x^3",
+            "ab",
+            "src/main.rs",
+            "a.txt",
+            "10:00",
+            "Waves crash on the stones",
+            "Grey\nwaves",
+        ] {
+            let args = json!({"team_name": team, "date": ""}).to_string();
+            assert!(grounding.guessed(&spec, &args).is_empty(), "{team}");
+        }
+        // Strings at any depth of a required value are judged.
+        let nested = tool(
+            "pois",
+            json!({"type": "object", "properties": {"category": {"type": "array"}},
+                "required": ["category"]}),
+        );
+        let grounding = Grounding::of(&request("Find me bakeries", vec![nested.clone()]));
+        assert!(grounding.guessed(&nested, r#"{"category":["Bakery"]}"#).is_empty());
+        assert_eq!(grounding.guessed(&nested, r#"{"category":["Restaurants"]}"#).len(), 1);
+    }
+
+    #[test]
+    fn strings_from_results_history_and_the_tool_list_are_given() {
+        let spec = team_stats();
+        let mut req = request("And the other one?", vec![spec.clone()]);
+        req.messages.push(Message::ToolResult {
+            call_id: "c1".into(),
+            name: None,
+            content: "Teams playing: Arsenal, Chelsea".into(),
+            is_error: false,
+        });
+        let grounding = Grounding::of(&req);
+        assert!(grounding.guessed(&spec, r#"{"team_name":"Chelsea","date":""}"#).is_empty());
+        let described = tool(
+            "region_sales",
+            json!({"type": "object", "properties": {"region": {"type": "string",
+                "description": "A region, or worldwide"}}, "required": ["region"]}),
+        );
+        let grounding = Grounding::of(&request("Total sales?", vec![described.clone()]));
+        assert!(grounding.guessed(&described, r#"{"region":"worldwide"}"#).is_empty());
     }
 
     #[test]

@@ -10,7 +10,7 @@ use toolshim_parse::{
 
 use crate::chat::arguments;
 use crate::chat::continuation::{self, Made, Stop};
-use crate::chat::grounding::Grounding;
+use crate::chat::grounding::{Grounding, HOLD_STRINGS, Hold};
 use crate::chat::types::{ChatEvent, ChatRequest, OutputFormat, RetryReason, ToolChoice, ToolSpec};
 use crate::config::{FormatFile, ReasoningCalls};
 use crate::error::ApiError;
@@ -152,6 +152,9 @@ struct Pending {
     index: Option<usize>,
     /// Held until it ends: its tool is strict, or a judge decides.
     held: bool,
+    /// Held only while its arguments are at most this long and of one line (only short
+    /// strings are judged in it): a longer call goes out as it is written, unjudged.
+    release_after: Option<usize>,
     /// Its tool is strict (and the check is on): one that does not fit never goes out.
     strict: bool,
 }
@@ -159,7 +162,7 @@ struct Pending {
 /// Who decides, when a call ends, whether it goes out at all (the call is held until then).
 #[derive(Debug, Clone)]
 pub(crate) enum Judge {
-    /// A call whose required arguments hold numbers given nowhere is a guess: it is dropped
+    /// A call whose required arguments hold values given nowhere is a guess: it is dropped
     /// (`Grounding::guessed`), and the caller may ask for a plain answer instead.
     Grounding(Arc<Grounding>),
     /// A continued call (`continuation`): kept only if it adds what the user asked for
@@ -417,25 +420,21 @@ impl Shaper {
                     let strict = self.declared.specs.get(&name).is_some_and(|spec| spec.strict);
                     let strict = strict && self.check != ArgumentCheck::Off;
                     let judged = match (&self.judge, self.declared.specs.get(&name)) {
-                        (Some(Judge::Grounding(_)), Some(spec)) => Grounding::may_guess(spec),
-                        (Some(Judge::Grounding(_)), None) | (None, _) => false,
-                        (Some(Judge::Continuation { .. }), _) => true,
+                        (Some(Judge::Grounding(_)), Some(spec)) => Grounding::hold(spec),
+                        (Some(Judge::Grounding(_)), None) | (None, _) => Hold::No,
+                        (Some(Judge::Continuation { .. }), _) => Hold::Whole,
                     };
-                    let held = strict || judged;
+                    let held = strict || judged != Hold::No;
+                    let release_after =
+                        (!strict && judged == Hold::WhileShort).then_some(HOLD_STRINGS);
                     let index = if held { None } else { self.start_call(&name, out) };
                     if let Some(slot) = self.pending.get_mut(call_idx) {
+                        let arguments = String::new();
                         *slot =
-                            Some(Pending { name, arguments: String::new(), index, held, strict });
+                            Some(Pending { name, arguments, index, held, release_after, strict });
                     }
                 }
-                Event::ArgsDelta { call_idx, json } => {
-                    if let Some(Some(call)) = self.pending.get_mut(call_idx) {
-                        call.arguments.push_str(&json);
-                        if let Some(index) = call.index {
-                            out.push(ChatEvent::CallArgs { index, json: json.into() });
-                        }
-                    }
-                }
+                Event::ArgsDelta { call_idx, json } => self.call_arguments(call_idx, &json, out),
                 Event::CallEnd { call_idx, call, .. } => {
                     self.calls_ended += 1;
                     if !call.complete {
@@ -463,6 +462,35 @@ impl Shaper {
                 // Events a newer parser adds carry nothing the pipeline uses yet.
                 _ => {}
             }
+        }
+    }
+
+    /// More of a call's arguments: forwarded if the call went out; held otherwise, until a
+    /// call held only for its short strings grows too long to be judged, or holds a string
+    /// of several lines (it goes out then, with what it held, and is not judged).
+    fn call_arguments(&mut self, call_idx: usize, json: &str, out: &mut Vec<ChatEvent>) {
+        let Some(Some(call)) = self.pending.get_mut(call_idx) else { return };
+        call.arguments.push_str(json);
+        if let Some(index) = call.index {
+            out.push(ChatEvent::CallArgs { index, json: json.into() });
+            return;
+        }
+        // A string of more than a line is text the model writes, never judged (nor is a call
+        // too long to hold only short strings): the call goes out now, with what it held.
+        let release = call.release_after.is_some_and(|limit| call.arguments.len() > limit)
+            || call.release_after.is_some() && call.arguments.contains("\\n");
+        if !(call.held && release) {
+            return;
+        }
+        call.held = false;
+        call.release_after = None;
+        let (name, arguments) = (call.name.clone(), call.arguments.clone());
+        let index = self.start_call(&name, out);
+        if let Some(index) = index {
+            out.push(ChatEvent::CallArgs { index, json: arguments });
+        }
+        if let Some(Some(call)) = self.pending.get_mut(call_idx) {
+            call.index = index;
         }
     }
 
@@ -554,7 +582,7 @@ impl Shaper {
                     return true;
                 }
                 tracing::info!(tool = %call.name, guessed = %guessed.join(", "),
-                    "dropped a call whose required arguments hold numbers given nowhere");
+                    "dropped a call whose required arguments hold values given nowhere");
                 self.guesses.push(format!("{}: {}", call.name, guessed.join(", ")));
                 false
             }

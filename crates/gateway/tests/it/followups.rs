@@ -1,6 +1,6 @@
 //! What follows a reply (issue 24): continuations that add the parallel calls a small model
 //! leaves out, on upstreams that continue a final assistant message (`upstream.prefill`),
-//! and a plain answer instead of calls whose required numbers appear nowhere
+//! and a plain answer instead of calls whose required values appear nowhere
 //! (`check_grounding`). Native (repaired) and emulated replies alike.
 
 use serde_json::{Value, json};
@@ -216,4 +216,68 @@ async fn issue_24_a_guess_is_kept_when_a_call_is_required() {
     // A forced choice against an upstream without grammars stays native.
     let completion = gw.complete(&body).await;
     assert_eq!(calls(&completion).len(), 1, "{completion:#}");
+}
+
+/// `team_stats(team_name, date)`, two required strings.
+fn team_request(user: &str) -> Value {
+    json!({"model": MODEL, "messages": [{"role": "user", "content": user}], "tools": [
+        {"type": "function", "function": {"name": "team_stats", "description": "A team's results.",
+            "parameters": {"type": "object", "properties": {"team_name": {"type": "string"},
+                "date": {"type": "string"}}, "required": ["team_name", "date"]}}}]})
+}
+
+#[tokio::test]
+async fn issue_24_a_call_with_a_made_up_name_or_date_gives_way_to_a_plain_answer() {
+    for stream in [false, true] {
+        let gw = gateway(Mode::Emulate, Engine::Off).await;
+        let guess = json!({"team_name": "Manchester United", "date": "2023-10-05"});
+        gw.upstream.push(Reply::text(hermes("team_stats", guess)).chunks(4));
+        gw.upstream.push(Reply::text("I cannot know who won yesterday."));
+        let body = team_request("Who won the basketball game yesterday?");
+        let (content, n_calls) = if stream {
+            let mut body = body;
+            body["stream"] = json!(true);
+            let streamed = check_stream(&gw.stream_ok(&body).await, false);
+            (streamed.content, streamed.calls.len())
+        } else {
+            let completion = gw.complete(&body).await;
+            let message = &completion["choices"][0]["message"];
+            (message["content"].as_str().unwrap_or_default().to_owned(), calls(&completion).len())
+        };
+        assert_eq!((content.as_str(), n_calls), ("I cannot know who won yesterday.", 0));
+        let requests = gw.upstream.requests();
+        assert_eq!(requests.len(), 2, "stream {stream}");
+        assert!(requests[1].get("tools").is_none());
+    }
+    // Named by the user (a word of it is enough, a date written out too): a call.
+    let gw = gateway(Mode::Emulate, Engine::Off).await;
+    let named = json!({"team_name": "Manchester United FC", "date": "2023-10-05"});
+    gw.upstream.push(Reply::text(hermes("team_stats", named.clone())));
+    let completion =
+        gw.complete(&team_request("How did Manchester play on October 5, 2023?")).await;
+    assert_eq!(calls(&completion), vec![("team_stats".to_owned(), named)]);
+}
+
+/// A call held to judge its short strings goes out as it is written once its arguments are
+/// too long to be only short strings: a file's content streams, it is not held to the end.
+#[tokio::test]
+async fn issue_24_a_long_call_streams_as_it_is_written() {
+    let gw = gateway(Mode::Emulate, Engine::Off).await;
+    let content = "A line the model writes.\n".repeat(40);
+    let written = json!({"path": "notes/today.md", "content": content});
+    gw.upstream.push(Reply::text(hermes("write_file", written.clone())).chunks(16));
+    let body = json!({"model": MODEL, "stream": true,
+        "messages": [{"role": "user", "content": "Save my notes."}],
+        "tools": [{"type": "function", "function": {"name": "write_file", "parameters": {
+            "type": "object", "properties": {"path": {"type": "string"},
+                "content": {"type": "string"}}, "required": ["path", "content"]}}}]});
+    let streamed = check_stream(&gw.stream_ok(&body).await, false);
+    assert_eq!(streamed.call_args(0), written);
+    let deltas = streamed
+        .chunks
+        .iter()
+        .filter(|c| c["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"] != "")
+        .filter(|c| c["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"].is_string())
+        .count();
+    assert!(deltas > 10, "{deltas} argument fragments");
 }

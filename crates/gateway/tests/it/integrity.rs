@@ -702,7 +702,7 @@ async fn an_upstream_url_with_the_endpoint_path_is_not_doubled() {
     gw.upstream.push(Reply::text("unused"));
     upstream.push(Reply::text(hermes("get_weather", json!({"city": "Paris"}))));
     let (_, finish) =
-        Api::OpenAi.completes(&gw, &Api::OpenAi.request("Weather?", true, false)).await;
+        Api::OpenAi.completes(&gw, &Api::OpenAi.request("Weather in Paris?", true, false)).await;
     assert_eq!(finish, "tool_calls");
     assert_eq!(upstream.requests().len(), 1);
 }

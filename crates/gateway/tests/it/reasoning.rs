@@ -90,7 +90,7 @@ async fn reasoning_the_upstream_separates_is_passed_on() {
         "text/event-stream",
         [role_frame(), reasoning.to_owned(), content_frame("Sunny."), finish_frames("stop")],
     ));
-    let mut body = crate::common::request("Weather?");
+    let mut body = crate::common::request("Weather in Paris?");
     body["include_reasoning"] = json!(true);
     let value = gw.complete(&body).await;
     assert_eq!(value["choices"][0]["message"]["reasoning_content"], "Think first.");
@@ -109,7 +109,7 @@ async fn calls_inside_reasoning_follow_the_model_policy() {
     let inside = format!("<think>{}</think>", hermes("get_weather", json!({"city": "Paris"})));
     for (model, calls) in [("thinker", 1), ("mock-model", 0)] {
         gw.upstream.push(Reply::text(inside.clone()));
-        let mut body = crate::common::request("Weather?");
+        let mut body = crate::common::request("Weather in Paris?");
         body["model"] = json!(model);
         let value = gw.complete(&body).await;
         let n = value["choices"][0]["message"]["tool_calls"].as_array().map_or(0, Vec::len);

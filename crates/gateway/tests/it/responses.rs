@@ -50,7 +50,12 @@ pub(crate) fn events(body: &str) -> Vec<Value> {
 
 #[tokio::test]
 async fn a_streamed_function_call_follows_the_grammar() {
-    let gw = spawn_gateway(|_| {}).await;
+    let gw = spawn_gateway(|config| {
+        // The call goes out as it is written: no judge holds it (`check_grounding` would,
+        // until it ends, since its required city could be a guess).
+        config.check_grounding = false;
+    })
+    .await;
     gw.upstream.push(
         Reply::text(format!(
             "<think>Paris, so weather.</think>Checking. {}",

@@ -41,7 +41,7 @@ async fn two_upstreams(tweak: impl FnOnce(&mut Config)) -> (TestGateway, MockUps
 }
 
 fn with_model(api: Api, model: &str) -> Value {
-    let mut body = api.request("Weather in Paris?", true, false);
+    let mut body = api.request("Weather in Paris, Oslo, Rome, Bern, Lyon or Nice?", true, false);
     body["model"] = json!(model);
     body
 }

@@ -122,7 +122,12 @@ async fn tool_choice_none_stream_has_no_calls_and_no_markup() {
 
 #[tokio::test]
 async fn call_without_arguments_streams_an_empty_object() {
-    let gw = spawn_gateway(|_| {}).await;
+    let gw = spawn_gateway(|config| {
+        // The call goes out as it is written: no judge holds it (`check_grounding` would,
+        // until it ends, since its tool requires a time zone; then it would be asked again).
+        config.check_grounding = false;
+    })
+    .await;
     gw.upstream.push(Reply::text("<tool_call>\n{\"name\": \"get_time\"}\n</tool_call>").chunks(3));
     let streamed = check_stream(&gw.stream_ok(&request("Time?")).await, false);
     assert_eq!(streamed.names(), ["get_time"]);
@@ -186,7 +191,12 @@ async fn split_markers_never_leak_into_content() {
 /// went out still form a JSON object. (Non-streaming requests retry instead; see `openai.rs`.)
 #[tokio::test]
 async fn call_cut_off_by_the_token_limit_ends_with_length_when_streaming() {
-    let gw = spawn_gateway(|_| {}).await;
+    let gw = spawn_gateway(|config| {
+        // The call goes out as it is written: no judge holds it (`check_grounding` would,
+        // until it ends, since its required city could be a guess).
+        config.check_grounding = false;
+    })
+    .await;
     gw.upstream.push(
         Reply::text("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par")
             .finish("length"),
@@ -221,21 +231,17 @@ async fn golden_tool_call_stream() {
 
 /// `Checking.` then `get_weather({"city":"Paris","days":2})`, upstream chunks of 6 characters,
 /// with `include_usage`. The first word of a line is held until it ends (it could name a
-/// Python call), so `Checki` goes out with `ng.`. Arguments go out in the fragments the
-/// parser produced them in.
+/// Python call), so `Checki` goes out with `ng.`. The call is held until it ends, since its
+/// required city could be a guess (`check_grounding`), and its arguments go out whole;
+/// a call nothing holds goes out in the fragments the parser produced (see
+/// `split_markers_never_leak_into_content` and `responses::a_streamed_function_call_follows_the_grammar`).
 const GOLDEN: &str = r#"data: {"id":"chatcmpl-ID","object":"chat.completion.chunk","created":0,"model":"mock-model","choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}],"usage":null}
 
 data: {"id":"chatcmpl-ID","object":"chat.completion.chunk","created":0,"model":"mock-model","choices":[{"index":0,"delta":{"content":"Checking."},"logprobs":null,"finish_reason":null}],"usage":null}
 
 data: {"id":"chatcmpl-ID","object":"chat.completion.chunk","created":0,"model":"mock-model","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_0","type":"function","function":{"name":"get_weather","arguments":""}}]},"logprobs":null,"finish_reason":null}],"usage":null}
 
-data: {"id":"chatcmpl-ID","object":"chat.completion.chunk","created":0,"model":"mock-model","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{"}}]},"logprobs":null,"finish_reason":null}],"usage":null}
-
-data: {"id":"chatcmpl-ID","object":"chat.completion.chunk","created":0,"model":"mock-model","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"city\":\"Pari"}}]},"logprobs":null,"finish_reason":null}],"usage":null}
-
-data: {"id":"chatcmpl-ID","object":"chat.completion.chunk","created":0,"model":"mock-model","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"s\""}}]},"logprobs":null,"finish_reason":null}],"usage":null}
-
-data: {"id":"chatcmpl-ID","object":"chat.completion.chunk","created":0,"model":"mock-model","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":",\"days\":2}"}}]},"logprobs":null,"finish_reason":null}],"usage":null}
+data: {"id":"chatcmpl-ID","object":"chat.completion.chunk","created":0,"model":"mock-model","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\":\"Paris\",\"days\":2}"}}]},"logprobs":null,"finish_reason":null}],"usage":null}
 
 data: {"id":"chatcmpl-ID","object":"chat.completion.chunk","created":0,"model":"mock-model","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"tool_calls"}],"usage":null}
 
@@ -263,20 +269,23 @@ fn checker_rejects_broken_streams() {
         (
             "name repeated",
             ok.replace(
-                r#"{"index":0,"function":{"arguments":"{"}}"#,
-                r#"{"index":0,"function":{"name":"get_weather","arguments":"{"}}"#,
+                r#"{"index":0,"function":{"arguments":"{\"city"#,
+                r#"{"index":0,"function":{"name":"get_weather","arguments":"{\"city"#,
             ),
         ),
         (
             "index gap",
             ok.replace(
-                r#"{"index":0,"function":{"arguments":"{"}}"#,
-                r#"{"index":2,"function":{"arguments":"{"}}"#,
+                r#"{"index":0,"function":{"arguments":"{\"city"#,
+                r#"{"index":2,"function":{"arguments":"{\"city"#,
             ),
         ),
         (
             "no function",
-            ok.replace(r#"{"index":0,"function":{"arguments":"s\""}}"#, r#"{"index":0}"#),
+            ok.replace(
+                r#"{"index":0,"function":{"arguments":"{\"city\":\"Paris\",\"days\":2}"}}"#,
+                r#"{"index":0}"#,
+            ),
         ),
         ("two data lines", ok.replacen("\n\ndata: {", "\ndata: {", 1)),
         ("usage missing", ok.replacen(r#","usage":null}"#, "}", 1)),
