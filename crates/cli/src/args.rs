@@ -233,8 +233,9 @@ a value names where it came from: the file and line, the variable or the flag):
   from its text is continued from the opening of another call, for the parallel calls a
   small model leaves out; a continued call is kept only if the user asked for what it
   names; 0: off), check_grounding (true or false [true]: under tool_choice auto, a call
-  whose required arguments hold numbers given nowhere is dropped as a guess, and a reply
-  left with nothing is asked for again without tools), body_limit_bytes [16 MiB],
+  whose required arguments hold a number, or a short name or date, given nowhere is dropped
+  as a guess, and a reply left with nothing is asked for again without tools),
+  body_limit_bytes [16 MiB],
   drain_timeout_secs [30]
   connection limits: max_connections [4096, lowered to fit `ulimit -n`],
   header_read_timeout_secs [10], body_read_timeout_secs [60], keep_alive_timeout_secs [60],

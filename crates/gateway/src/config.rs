@@ -118,8 +118,9 @@ pub struct Config {
     /// (parallel calls a small model leaves out), on upstreams that continue a final
     /// assistant message (`prefill`); 0 turns it off.
     pub continue_calls: u32,
-    /// Whether a call read from a reply's text whose required arguments hold numbers given
-    /// nowhere (in the conversation or the tool list) is dropped as a guess, under
+    /// Whether a call read from a reply's text whose required arguments hold a number or a
+    /// short string given nowhere (in the conversation or the tool list) is dropped as a
+    /// guess, under
     /// `tool_choice: auto`; a reply left with nothing is asked for again without tools.
     pub check_grounding: bool,
     /// The largest request body accepted, in bytes.

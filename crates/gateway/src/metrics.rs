@@ -103,7 +103,7 @@ impl Metrics {
         );
         registry.register(
             GUESSED_CALLS,
-            "Calls dropped because their required arguments hold numbers given nowhere in the conversation or the tool list",
+            "Calls dropped because their required arguments hold values given nowhere in the conversation or the tool list",
             guessed_calls.clone(),
         );
         Metrics {

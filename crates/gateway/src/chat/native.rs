@@ -18,7 +18,7 @@ use crate::upstream::{CallDelta, FinishReason, UpstreamEvent};
 /// What may follow a reply (`check_grounding`, `continue_calls`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Followups {
-    /// Calls whose required arguments hold numbers given nowhere are dropped as guesses.
+    /// Calls whose required arguments hold values given nowhere are dropped as guesses.
     pub(crate) check_grounding: bool,
     /// The most calls continuations may add (0: none).
     pub(crate) continue_calls: u32,

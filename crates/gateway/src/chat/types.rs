@@ -42,7 +42,7 @@ pub(crate) struct Settings {
     pub(crate) format_file: Option<FormatFile>,
     /// Whether calls' arguments are checked against their tools' schemas.
     pub(crate) check_arguments: bool,
-    /// Whether calls whose required arguments hold numbers given nowhere are dropped as
+    /// Whether calls whose required arguments hold values given nowhere are dropped as
     /// guesses (`check_grounding`).
     pub(crate) check_grounding: bool,
     /// The most calls continuations may add to a reply (`continue_calls`; 0: none).
@@ -164,7 +164,7 @@ pub(crate) enum RetryReason {
     InvalidOutput,
     /// A call's arguments do not fit its tool's schema.
     InvalidArguments,
-    /// The reply's only calls hold required numbers given nowhere: guesses, dropped.
+    /// The reply's only calls hold required values given nowhere: guesses, dropped.
     GuessedArguments,
 }
 
