@@ -152,9 +152,9 @@ struct Pending {
     index: Option<usize>,
     /// Held until it ends: its tool is strict, or a judge decides.
     held: bool,
-    /// Held only while its arguments are at most this long and of one line (only short
-    /// strings are judged in it): a longer call goes out as it is written, unjudged.
-    release_after: Option<usize>,
+    /// Held only for its short strings: once its arguments are longer than
+    /// [`HOLD_STRINGS`] or hold a string of several lines, it goes out as written, unjudged.
+    while_short: bool,
     /// Its tool is strict (and the check is on): one that does not fit never goes out.
     strict: bool,
 }
@@ -425,13 +425,11 @@ impl Shaper {
                         (Some(Judge::Continuation { .. }), _) => Hold::Whole,
                     };
                     let held = strict || judged != Hold::No;
-                    let release_after =
-                        (!strict && judged == Hold::WhileShort).then_some(HOLD_STRINGS);
+                    let while_short = !strict && judged == Hold::WhileShort;
                     let index = if held { None } else { self.start_call(&name, out) };
                     if let Some(slot) = self.pending.get_mut(call_idx) {
                         let arguments = String::new();
-                        *slot =
-                            Some(Pending { name, arguments, index, held, release_after, strict });
+                        *slot = Some(Pending { name, arguments, index, held, while_short, strict });
                     }
                 }
                 Event::ArgsDelta { call_idx, json } => self.call_arguments(call_idx, &json, out),
@@ -477,13 +475,13 @@ impl Shaper {
         }
         // A string of more than a line is text the model writes, never judged (nor is a call
         // too long to hold only short strings): the call goes out now, with what it held.
-        let release = call.release_after.is_some_and(|limit| call.arguments.len() > limit)
-            || call.release_after.is_some() && call.arguments.contains("\\n");
-        if !(call.held && release) {
+        if !(call.held && call.while_short)
+            || call.arguments.len() <= HOLD_STRINGS && !call.arguments.contains("\\n")
+        {
             return;
         }
         call.held = false;
-        call.release_after = None;
+        call.while_short = false;
         let (name, arguments) = (call.name.clone(), call.arguments.clone());
         let index = self.start_call(&name, out);
         if let Some(index) = index {
