@@ -50,6 +50,16 @@ ARMS = {
             "continue_calls = 0\n"),
         Arm("emulate-no-grounding", "emulate without the guess check (`check_grounding = false`)",
             ("--mode", "emulate"), "check_grounding = false\n"),
+        # Lever 3: `call_format = "auto"` asks each model in the syntax its chat template
+        # teaches; these ask in another one, to see what the family's syntax is worth.
+        Arm("emulate-json", "emulate asking for bare JSON calls (`call_format = \"json\"`)",
+            ("--mode", "emulate"), "call_format = \"json\"\n"),
+        Arm("emulate-xml", "emulate asking for `<function_calls>` XML (`call_format = \"xml\"`)",
+            ("--mode", "emulate"), "call_format = \"xml\"\n"),
+        Arm("emulate-llama", "emulate asking for Llama 3's JSON (`call_format = \"llama\"`)",
+            ("--mode", "emulate"), "call_format = \"llama\"\n"),
+        Arm("emulate-mistral", "emulate asking for Mistral's `[TOOL_CALLS]` list (`call_format = \"mistral\"`)",
+            ("--mode", "emulate"), "call_format = \"mistral\"\n"),
         Arm("emulate-no-grammar", "emulate without constrained decoding (`upstream.constrain = \"off\"`)",
             ("--mode", "emulate"), "[upstream]\nconstrain = \"off\"\n"),
     )

@@ -223,8 +223,10 @@ Environment (overridden by flags):
 Config file keys (every problem in a file is reported at once, with its line; a problem with
 a value names where it came from: the file and line, the variable or the flag):
   listen, api_keys, mode (emulate, native or auto [auto]; for Chat Completions: Messages and
-  Responses always emulate), call_format (tool_call, json or xml: how the prompt asks for
-  calls; replies are parsed in every dialect), reasoning_calls (ignore or allow [ignore]:
+  Responses always emulate), call_format (auto, tool_call, json, xml, mistral, llama or
+  qwen3_coder [auto]: how the prompt asks for calls; auto picks the syntax the model's chat
+  template teaches, from the model name or llama.cpp's /props; replies are parsed in every
+  dialect), reasoning_calls (ignore or allow [ignore]:
   whether calls inside reasoning count), max_retries [1], check_arguments (true or false
   [true]: an emulated call's arguments are checked against the tool's schema; one that does
   not fit is asked for again, one to a strict tool never goes out), native_repair (true or

@@ -37,14 +37,26 @@ impl Mode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum CallFormat {
-    /// `<tool_call>{"name":…,"arguments":{…}}</tool_call>` (Hermes; most open models know it).
+    /// The syntax the model's own chat template teaches: chosen from the upstream's model
+    /// name, or, when the name says nothing, from the chat template llama.cpp's server shows
+    /// at `GET /props`; `tool_call` when neither tells (`chat::family`).
     #[default]
+    Auto,
+    /// `<tool_call>{"name":…,"arguments":{…}}</tool_call>` (Hermes, Qwen2.5, Qwen3; most open
+    /// models know it).
     ToolCall,
     /// A bare JSON object `{"name":…,"arguments":{…}}` on its own line (for servers that strip
     /// special tokens such as `<tool_call>`).
     Json,
     /// `<function_calls><invoke name="…"><parameter name="…">…</parameter></invoke></function_calls>`.
     Xml,
+    /// `[TOOL_CALLS][{"name":…,"arguments":{…}}]` (Mistral, Mixtral, Codestral, Devstral, …).
+    Mistral,
+    /// A bare JSON object `{"name":…,"parameters":{…}}` (Llama 3.1 to 4).
+    Llama,
+    /// `<tool_call><function=NAME><parameter=KEY>value</parameter></function></tool_call>`
+    /// (Qwen3-Coder, Qwen3.5 and later).
+    Qwen3Coder,
 }
 
 /// Which engine serves an upstream, for what only some engines do: decode under a grammar
@@ -278,7 +290,7 @@ impl Default for Config {
             api_keys: Vec::new(),
             upstream: UpstreamConfig::default(),
             mode: Mode::Auto,
-            call_format: CallFormat::ToolCall,
+            call_format: CallFormat::Auto,
             reasoning_calls: ReasoningCalls::Ignore,
             models: BTreeMap::new(),
             upstreams: BTreeMap::new(),

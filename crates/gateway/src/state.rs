@@ -9,7 +9,7 @@ use futures::{Stream, StreamExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::chat::{self, ChatEvent, ChatRequest, Settings};
-use crate::config::{Config, Mode};
+use crate::config::{CallFormat, Config, Mode};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::upstream::client::{PayloadStream, UpstreamClient};
@@ -242,6 +242,13 @@ impl Upstream for Chain {
             None => false,
         }
     }
+
+    async fn template_format(&self) -> Option<CallFormat> {
+        match self.links.first() {
+            Some((_, client, _)) => client.template_format().await,
+            None => None,
+        }
+    }
 }
 
 impl AppState {
@@ -335,8 +342,14 @@ impl AppState {
 
     /// An estimate of the prompt's tokens as the upstream will see it.
     pub(crate) fn estimate_input_tokens(&self, req: &ChatRequest) -> u64 {
-        let format =
-            self.config.resolve(&req.model).map_or(self.config.call_format, |r| r.call_format);
+        let (format, model) = match self.config.resolve(&req.model) {
+            Some(route) => {
+                let model = route.chain.first().map_or(req.model.as_str(), |(_, m)| m.as_str());
+                (route.call_format, model.to_owned())
+            }
+            None => (self.config.call_format, req.model.clone()),
+        };
+        let format = chat::family::resolve_by_name(format, &model);
         chat::prompt::estimate_input_tokens(req, format)
     }
 

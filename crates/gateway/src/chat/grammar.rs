@@ -6,7 +6,9 @@
 //!   parallel calls are off), to the named tool when there is one. A forced choice cannot fail.
 //! - A call is `{"name": …, "arguments": {…}}` in a `<tool_call>` block, bare, or in a
 //!   Markdown fence, or a list of such objects: the forms small models write whatever the
-//!   contract says (`call_format` `tool_call` or `json`; `xml` has no grammar).
+//!   contract says (`call_format` `tool_call` or `json`); for `llama` the key is
+//!   `parameters`, and for `mistral` a list may follow `[TOOL_CALLS]`. `xml` and
+//!   `qwen3_coder` have no grammar.
 //! - Words may follow the calls; they begin like prose, not like another call. (A model held
 //!   to calls alone goes on with calls it did not mean to make.)
 //! - A reasoning block (`<think>…</think>`) may come first.
@@ -47,7 +49,7 @@ pub(crate) fn for_calls(
 ) -> Option<String> {
     if tools.is_empty()
         || matches!(choice, ToolChoice::None | ToolChoice::Auto)
-        || format == CallFormat::Xml
+        || matches!(format, CallFormat::Xml | CallFormat::Qwen3Coder)
     {
         return None;
     }
@@ -60,6 +62,11 @@ pub(crate) fn for_calls(
     }
     let mut g = Builder::default();
     let mut alternatives = Vec::with_capacity(chosen.len());
+    let arguments_key = if format == CallFormat::Llama {
+        "\"\\\"parameters\\\"\""
+    } else {
+        "\"\\\"arguments\\\"\""
+    };
     for tool in chosen {
         let args = match &tool.parameters {
             Some(schema) => g.schema(schema, schema, 0),
@@ -67,7 +74,7 @@ pub(crate) fn for_calls(
         };
         let name = literal(&json_string(&tool.name));
         alternatives.push(format!(
-            "\"{{\" ws \"\\\"name\\\"\" ws \":\" ws {name} ws \",\" ws \"\\\"arguments\\\"\" ws \":\" ws {args} ws \"}}\""
+            "\"{{\" ws \"\\\"name\\\"\" ws \":\" ws {name} ws \",\" ws {arguments_key} ws \":\" ws {args} ws \"}}\""
         ));
     }
     let object = g.rule(&alternatives.join(" | "));
@@ -80,7 +87,11 @@ pub(crate) fn for_calls(
     } else {
         g.rule(&format!("\"[\" ws {object} ws \"]\""))
     };
-    let bare = g.rule(&format!("{object} | {list}"));
+    let bare = if format == CallFormat::Mistral {
+        g.rule(&format!("{object} | \"[TOOL_CALLS]\"? ws {list}"))
+    } else {
+        g.rule(&format!("{object} | {list}"))
+    };
     let block = g.rule(&format!(
         "\"<tool_call>\" ws {object} ws \"</tool_call>\" | {bare} | \"```\" \"json\"? ws {bare} ws \"```\""
     ));

@@ -444,6 +444,21 @@ fn the_json_format_takes_the_same_calls_and_xml_has_no_grammar() {
 }
 
 #[test]
+fn llama_calls_take_parameters_and_mistral_lists_may_follow_their_token() {
+    let text = for_calls(&[weather()], &ToolChoice::Required, true, CallFormat::Llama).unwrap();
+    let g = Grammar::parse(&text);
+    assert!(g.matches("{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}"));
+    assert!(!g.matches("{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}"));
+    let text = for_calls(&[weather()], &ToolChoice::Required, true, CallFormat::Mistral).unwrap();
+    let g = Grammar::parse(&text);
+    assert!(g.matches("[TOOL_CALLS][{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}},{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Rome\"}}]"));
+    // A server that drops the special token leaves the list alone.
+    assert!(g.matches("[{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}]"));
+    assert!(!g.matches("[TOOL_CALLS] It is sunny."));
+    assert!(for_calls(&[weather()], &ToolChoice::Required, true, CallFormat::Qwen3Coder).is_none());
+}
+
+#[test]
 fn tools_without_parameters_take_any_object_and_huge_schemas_give_no_grammar() {
     let bare = ToolSpec { name: "ping".into(), description: None, parameters: None, strict: false };
     let g = grammar(&[bare], ToolChoice::Required, false);

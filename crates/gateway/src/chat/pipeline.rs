@@ -8,11 +8,13 @@ use std::sync::Arc;
 use futures::{Stream, StreamExt};
 
 use crate::chat::continuation::{Follow, may_continue};
+use crate::chat::family;
 use crate::chat::native::Followups;
 use crate::chat::prompt;
 use crate::chat::shaper::{DeclaredTools, Shaper};
 use crate::chat::types::{
-    ChatEvent, ChatRequest, Finish, Outcome, Retry, RetryReason, Settings, ToolChoice, Usage,
+    ChatEvent, ChatRequest, Finish, Message, Outcome, Retry, RetryReason, Settings, ToolChoice,
+    Usage,
 };
 use crate::error::ApiError;
 use crate::metrics::Metrics;
@@ -21,7 +23,7 @@ use crate::upstream::{FinishReason, Upstream, UpstreamEvent};
 /// Runs a request in emulation mode against `upstream`.
 pub(crate) fn run<U: Upstream>(
     upstream: U,
-    settings: Settings,
+    mut settings: Settings,
     metrics: Arc<Metrics>,
     req: ChatRequest,
     stream: bool,
@@ -35,6 +37,16 @@ pub(crate) fn run<U: Upstream>(
                 yield Err(err);
                 return;
             }
+        };
+        // `call_format = "auto"`: the syntax of the model's family, from the template the
+        // upstream shows (asked once per upstream) when the prompt writes calls at all.
+        let writes_calls = engaged
+            || req.messages.iter().any(|m| matches!(m, Message::Assistant { calls, .. } if !calls.is_empty()));
+        settings.call_format = if writes_calls {
+            family::resolve(settings.call_format, &settings.upstream_model, upstream.template_format())
+                .await
+        } else {
+            family::resolve_by_name(settings.call_format, &settings.upstream_model)
         };
         let max_retries = settings.max_retries;
         let followups = Followups {
@@ -280,6 +292,7 @@ pub(crate) fn run<U: Upstream>(
             let mut n_calls = shaper.n_calls();
             let follow = (!truncated
                 && plain.is_none()
+                && settings.continue_calls > 0
                 && may_continue(current, shaper.sent(), n_calls)
                 && upstream.continues().await)
                 .then_some(grounding.as_ref())

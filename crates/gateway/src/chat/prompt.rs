@@ -225,11 +225,16 @@ fn render_call(format: CallFormat, id: &str, name: &str, arguments: &str) -> Str
         .filter(Value::is_object)
         .unwrap_or_else(|| Value::String(arguments.to_owned()));
     match format {
-        CallFormat::ToolCall => {
+        CallFormat::ToolCall | CallFormat::Auto => {
             let call = json!({"id": id, "name": name, "arguments": arguments});
             format!("<tool_call>\n{call}\n</tool_call>")
         }
         CallFormat::Json => json!({"id": id, "name": name, "arguments": arguments}).to_string(),
+        CallFormat::Mistral => {
+            let call = json!([{"name": name, "arguments": arguments, "id": id}]);
+            format!("[TOOL_CALLS]{call}")
+        }
+        CallFormat::Llama => json!({"name": name, "parameters": arguments, "id": id}).to_string(),
         CallFormat::Xml => {
             let mut text =
                 format!("<function_calls>\n<invoke name=\"{}\" id=\"{}\">\n", attr(name), attr(id));
@@ -245,6 +250,18 @@ fn render_call(format: CallFormat, id: &str, name: &str, arguments: &str) -> Str
             text.push_str("</invoke>\n</function_calls>");
             text
         }
+        CallFormat::Qwen3Coder => {
+            // Strings as they are, other values as JSON; the template shows no call ids.
+            let mut text = format!("<tool_call>\n<function={name}>\n");
+            if let Value::Object(map) = &arguments {
+                for (key, value) in map {
+                    let value = value.as_str().map_or_else(|| value.to_string(), str::to_owned);
+                    text.push_str(&format!("<parameter={key}>\n{value}\n</parameter>\n"));
+                }
+            }
+            text.push_str("</function>\n</tool_call>");
+            text
+        }
     }
 }
 
@@ -258,21 +275,41 @@ struct Syntax {
     block: &'static str,
     /// The call template with placeholders.
     template: &'static str,
+    /// How several calls go in one reply, when not as one block each.
+    several: Option<&'static str>,
 }
 
 fn syntax(format: CallFormat) -> Syntax {
     match format {
-        CallFormat::ToolCall => Syntax {
+        CallFormat::ToolCall | CallFormat::Auto => Syntax {
             block: "a <tool_call> block",
             template: "<tool_call>\n{\"name\": \"<tool name>\", \"arguments\": {\"<argument name>\": \"<value taken from the user's request>\"}}\n</tool_call>",
+            several: None,
         },
         CallFormat::Json => Syntax {
             block: "a JSON object on a line of its own",
             template: "{\"name\": \"<tool name>\", \"arguments\": {\"<argument name>\": \"<value taken from the user's request>\"}}",
+            several: None,
         },
         CallFormat::Xml => Syntax {
             block: "a <function_calls> block",
             template: "<function_calls>\n<invoke name=\"<tool name>\">\n<parameter name=\"<argument name>\"><value taken from the user's request></parameter>\n</invoke>\n</function_calls>",
+            several: None,
+        },
+        CallFormat::Mistral => Syntax {
+            block: "[TOOL_CALLS] and a JSON list",
+            template: "[TOOL_CALLS][{\"name\": \"<tool name>\", \"arguments\": {\"<argument name>\": \"<value taken from the user's request>\"}}]",
+            several: Some("one [TOOL_CALLS] list with an object for each"),
+        },
+        CallFormat::Llama => Syntax {
+            block: "a JSON object on a line of its own",
+            template: "{\"name\": \"<tool name>\", \"parameters\": {\"<argument name>\": \"<value taken from the user's request>\"}}",
+            several: None,
+        },
+        CallFormat::Qwen3Coder => Syntax {
+            block: "a <tool_call> block",
+            template: "<tool_call>\n<function=<tool name>>\n<parameter=<argument name>>\n<value taken from the user's request>\n</parameter>\n</function>\n</tool_call>",
+            several: None,
         },
     }
 }
@@ -472,8 +509,9 @@ fn tool_contract(
         syntax.template
     ));
     if parallel {
+        let several = syntax.several.map_or_else(|| format!("{block} each"), str::to_owned);
         text.push_str(&format!(
-            "- Independent calls can go in one reply, {block} each. When a call needs the result of another, \
+            "- Independent calls can go in one reply, {several}. When a call needs the result of another, \
              make the first call alone and wait for its result.\n"
         ));
     } else {

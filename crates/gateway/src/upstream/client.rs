@@ -10,7 +10,7 @@ use reqwest::Url;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::config::{Config, Engine, UpstreamApi, UpstreamConfig, endpoints};
+use crate::config::{CallFormat, Config, Engine, UpstreamApi, UpstreamConfig, endpoints};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::upstream::constrain::{self, Dialect};
@@ -55,9 +55,19 @@ pub(crate) struct UpstreamClient {
     constrain: Engine,
     /// Continuing a final assistant message as configured (`upstream.prefill`).
     prefill: Engine,
-    /// For `auto`: whether the upstream turned out to be llama.cpp's server, once it
-    /// answered `GET /props` (asked before the first request that needs to know).
-    detected: Arc<tokio::sync::OnceCell<Option<Dialect>>>,
+    /// What the upstream's `GET /props` said (asked before the first request that needs to
+    /// know): whether it is llama.cpp's server, for `auto` engine settings, and the call
+    /// syntax its chat template teaches, for `call_format = "auto"`.
+    detected: Arc<tokio::sync::OnceCell<Props>>,
+}
+
+/// What an answer to `GET /props` tells.
+#[derive(Debug, Clone, Copy, Default)]
+struct Props {
+    /// llama.cpp's server answered.
+    llama_cpp: Option<Dialect>,
+    /// The call syntax its chat template teaches (`chat::family::by_template`).
+    template_format: Option<CallFormat>,
 }
 
 /// A URL as logs show it: no user, password or query (which may carry a key).
@@ -537,10 +547,24 @@ impl UpstreamClient {
             return None;
         }
         match setting {
-            Engine::Off => return None,
-            Engine::Auto => {}
-            named => return Dialect::named(named),
+            Engine::Off => None,
+            Engine::Auto => self.props().await.and_then(|props| props.llama_cpp),
+            named => Dialect::named(named),
         }
+    }
+
+    /// The call syntax the chat template of the model behind this upstream teaches, as
+    /// llama.cpp's server shows it at `GET /props`; `None` from any other server.
+    pub(crate) async fn template_format(&self) -> Option<CallFormat> {
+        if self.is_anthropic() {
+            return None;
+        }
+        self.props().await.and_then(|props| props.template_format)
+    }
+
+    /// The upstream's answer to `GET /props`. An answer (any status) is kept; no answer is
+    /// asked again next time.
+    async fn props(&self) -> Option<Props> {
         let found = self
             .detected
             .get_or_try_init(|| async {
@@ -553,7 +577,7 @@ impl UpstreamClient {
                 .await;
                 let response = match answer {
                     Ok(Ok(response)) => response,
-                    Ok(Err(ApiError::UpstreamRejected { .. })) => return Ok(None),
+                    Ok(Err(ApiError::UpstreamRejected { .. })) => return Ok(Props::default()),
                     _ => return Err(()),
                 };
                 // Read within the probe's time and up to the reply cap; past either, it is
@@ -569,12 +593,16 @@ impl UpstreamClient {
                     }
                 }
                 let props = serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null);
-                let dialect = constrain::is_llama_cpp(&props).then_some(Dialect::LlamaCpp);
-                tracing::info!(upstream = %self.shown, ?dialect, "the upstream's engine (GET /props)");
-                Ok(dialect)
+                let found = Props {
+                    llama_cpp: constrain::is_llama_cpp(&props).then_some(Dialect::LlamaCpp),
+                    template_format: constrain::chat_template(&props)
+                        .and_then(crate::chat::family::by_template),
+                };
+                tracing::info!(upstream = %self.shown, dialect = ?found.llama_cpp, template_format = ?found.template_format, "the upstream's engine (GET /props)");
+                Ok(found)
             })
             .await;
-        found.ok().copied().flatten()
+        found.ok().copied()
     }
 
     /// Whether the upstream answers at all, with its own credentials accepted: any answer to

@@ -73,6 +73,14 @@ pub(crate) fn is_llama_cpp(props: &Value) -> bool {
     props.get("default_generation_settings").is_some_and(Value::is_object)
 }
 
+/// The chat template in an answer to `GET /props`: the one for requests with tools when
+/// the model has a separate one, else the main one.
+pub(crate) fn chat_template(props: &Value) -> Option<&str> {
+    ["chat_template_tool_use", "chat_template"]
+        .iter()
+        .find_map(|key| props.get(*key).and_then(Value::as_str).filter(|t| !t.is_empty()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,5 +109,13 @@ mod tests {
         assert!(is_llama_cpp(&json!({"default_generation_settings": {"n_ctx": 4096}})));
         assert!(!is_llama_cpp(&json!({"object": "list", "data": []})));
         assert!(!is_llama_cpp(&json!({"default_generation_settings": null})));
+        let props =
+            json!({"chat_template": "<tool_call>", "chat_template_tool_use": "[TOOL_CALLS]"});
+        assert_eq!(chat_template(&props), Some("[TOOL_CALLS]"));
+        assert_eq!(
+            chat_template(&json!({"chat_template": "x", "chat_template_tool_use": null})),
+            Some("x")
+        );
+        assert_eq!(chat_template(&json!({"chat_template": 3})), None);
     }
 }

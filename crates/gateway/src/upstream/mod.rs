@@ -9,6 +9,7 @@ use futures::Stream;
 use serde_json::Value;
 
 use crate::chat::Usage;
+use crate::config::CallFormat;
 use crate::error::ApiError;
 
 pub(crate) mod anthropic;
@@ -157,5 +158,11 @@ pub(crate) trait Upstream: Send + Sync + 'static {
     /// No by default.
     fn continues(&self) -> impl Future<Output = bool> + Send {
         async { false }
+    }
+
+    /// The call syntax the chat template of the model behind the upstream teaches, when the
+    /// upstream shows its template (llama.cpp's `GET /props`). None by default.
+    fn template_format(&self) -> impl Future<Output = Option<CallFormat>> + Send {
+        async { None }
     }
 }

@@ -15,6 +15,8 @@
 //!   before the first byte, in-band errors after it, client disconnect cancelling upstream.
 //! - `anthropic`: Anthropic Messages on the same pipeline: blocks, the stream event grammar,
 //!   `tool_choice`, tool results with `is_error`, auth and error shapes, `count_tokens`, models.
+//! - `call_format`: `call_format = "auto"`: the contract in the syntax of the model's family,
+//!   from its name or the chat template at `GET /props`; history in the same syntax.
 //! - `constrain`: constrained decoding: a forced choice carries the grammar of its calls in
 //!   the upstream's field; a refused grammar is dropped and remembered.
 //! - `modes`: `native` passes requests through; `auto` falls back to emulation when the
@@ -64,6 +66,7 @@
 )]
 
 mod anthropic;
+mod call_format;
 mod common;
 mod constrain;
 mod errors;
