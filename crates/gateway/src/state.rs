@@ -342,14 +342,13 @@ impl AppState {
 
     /// An estimate of the prompt's tokens as the upstream will see it.
     pub(crate) fn estimate_input_tokens(&self, req: &ChatRequest) -> u64 {
-        let (format, model) = match self.config.resolve(&req.model) {
+        let format = match self.config.resolve(&req.model) {
             Some(route) => {
                 let model = route.chain.first().map_or(req.model.as_str(), |(_, m)| m.as_str());
-                (route.call_format, model.to_owned())
+                chat::family::resolve_by_name(route.call_format, model)
             }
-            None => (self.config.call_format, req.model.clone()),
+            None => chat::family::resolve_by_name(self.config.call_format, &req.model),
         };
-        let format = chat::family::resolve_by_name(format, &model);
         chat::prompt::estimate_input_tokens(req, format)
     }
 
