@@ -26,9 +26,10 @@ pub(crate) enum Command {
 /// Ollama, vLLM, LM Studio, a hosted API). In `emulate` mode the tools are described in the
 /// prompt, earlier calls and results are rendered as text, the reply is parsed for tool calls
 /// in any dialect, `tool_choice` is enforced, bad replies are retried, and the client gets real
-/// `tool_calls`. `native` passes requests through; `auto` (the default) tries native and falls
-/// back to emulation when the upstream rejects tools (the mode applies to Chat Completions;
-/// `POST /v1/responses` and `POST /v1/messages` always emulate). Also serves `GET /v1/models`,
+/// `tool_calls`. `native` sends the tools to the upstream natively; `auto` (the default) tries
+/// native and falls back to emulation when the upstream rejects tools, on every API
+/// (Messages and Responses requests are translated to Chat Completions with their tools).
+/// Also serves `GET /v1/models`,
 /// `GET /healthz` (liveness), `GET /readyz` (the upstream answers) and `GET /metrics`. The first
 /// line on standard error is
 /// `toolshim: listening on http://ADDR`. SIGINT or SIGTERM stops it after in-flight requests
@@ -52,8 +53,8 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub(crate) config: Option<PathBuf>,
 
-    /// How Chat Completions requests get tool calling: emulate, native or auto (Responses and
-    /// Messages requests are always emulated) [default: auto]
+    /// How requests with tools get tool calling, on every API: emulate, native or auto
+    /// (native first, emulated when the upstream refuses tools) [default: auto]
     #[arg(long, value_name = "MODE")]
     pub(crate) mode: Option<String>,
 
@@ -222,8 +223,8 @@ Environment (overridden by flags):
 
 Config file keys (every problem in a file is reported at once, with its line; a problem with
 a value names where it came from: the file and line, the variable or the flag):
-  listen, api_keys, mode (emulate, native or auto [auto]; for Chat Completions: Messages and
-  Responses always emulate), call_format (auto, tool_call, json, xml, mistral, llama or
+  listen, api_keys, mode (emulate, native or auto [auto], on every API; an anthropic
+  upstream is always emulated), call_format (auto, tool_call, json, xml, mistral, llama or
   qwen3_coder [auto]: how the prompt asks for calls; auto picks the syntax the model's chat
   template teaches, from the model name or llama.cpp's /props; replies are parsed in every
   dialect), reasoning_calls (ignore or allow [ignore]:

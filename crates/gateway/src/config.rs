@@ -165,7 +165,7 @@ pub enum UpstreamApi {
     /// OpenAI Chat Completions (`/v1/chat/completions`).
     #[default]
     OpenAi,
-    /// Anthropic Messages (`/v1/messages`), without tool support; always emulated.
+    /// Anthropic Messages (`/v1/messages`), without native tools; always emulated.
     Anthropic,
 }
 

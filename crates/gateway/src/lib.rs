@@ -17,6 +17,7 @@ mod api;
 mod body;
 mod chat;
 mod config;
+mod dispatch;
 mod error;
 mod metrics;
 mod observe;

@@ -95,10 +95,11 @@ impl NativeReply {
         declared: &DeclaredTools,
         reasoning_calls: ReasoningCalls,
         followups: Followups,
+        repair: bool,
     ) -> NativeReply {
-        let engaged = !req.tools.is_empty() && req.tool_choice != ToolChoice::None;
+        let engaged = repair && !req.tools.is_empty() && req.tool_choice != ToolChoice::None;
         // A model answering natively has its own parser upstream: the calls it leaves in the
-        // text are read in every format.
+        // text are read in every format (unless `repair` is off: then its text is text).
         let mut shaper = Shaper::new(req, declared, engaged, reasoning_calls, None);
         // No retry: a repaired call that breaks its schema goes out as written, except to a
         // strict tool.
@@ -256,7 +257,8 @@ mod tests {
     fn fold(events: Vec<UpstreamEvent>) -> Vec<ChatEvent> {
         let req = request();
         let declared = DeclaredTools::new(&req.tools).unwrap();
-        let mut reply = NativeReply::new(&req, &declared, ReasoningCalls::Ignore, Followups::NONE);
+        let mut reply =
+            NativeReply::new(&req, &declared, ReasoningCalls::Ignore, Followups::NONE, true);
         let mut out = Vec::new();
         for event in events {
             reply.feed(event, &mut out);

@@ -47,8 +47,7 @@ pub(crate) fn render(
         stop.push(RESULT_MARKER.to_owned());
     }
     // The upstream may enforce the format itself only when no tool call can be the reply.
-    let response_format =
-        req.output.as_ref().filter(|_| native_format && !shows_contract(req)).map(response_format);
+    let response_format = req.output.clone().filter(|_| native_format && !shows_contract(req));
     // The grammar holds the reply to the contract; a reply that answers in a format instead
     // of calling is not in it, so not with one.
     let grammar = (grammar && shows_contract(req) && req.output.is_none())
@@ -70,15 +69,6 @@ pub(crate) fn render(
         response_format,
         grammar,
         prefill: None,
-    }
-}
-
-/// A format as OpenAI's `response_format`.
-fn response_format(output: &OutputFormat) -> Value {
-    match &output.schema {
-        Some(schema) => json!({"type": "json_schema", "json_schema": {
-            "name": output.name, "schema": schema, "strict": output.strict}}),
-        None => json!({"type": "json_object"}),
     }
 }
 

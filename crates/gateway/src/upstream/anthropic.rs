@@ -41,12 +41,7 @@ pub(crate) fn body(request: &UpstreamRequest) -> Value {
     }
     // A JSON schema is Anthropic's `output_config.format`; a bare `json_object` has no
     // counterpart there and stays in the prompt alone.
-    if let Some(schema) = request
-        .response_format
-        .as_ref()
-        .filter(|format| format["type"] == "json_schema")
-        .and_then(|format| format.pointer("/json_schema/schema"))
-    {
+    if let Some(schema) = request.response_format.as_ref().and_then(|f| f.schema.as_ref()) {
         out["output_config"] =
             serde_json::json!({"format": {"type": "json_schema", "schema": schema}});
     }

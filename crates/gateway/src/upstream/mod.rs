@@ -8,7 +8,7 @@ use std::pin::Pin;
 use futures::Stream;
 use serde_json::Value;
 
-use crate::chat::Usage;
+use crate::chat::{OutputFormat, Usage};
 use crate::config::CallFormat;
 use crate::error::ApiError;
 
@@ -47,10 +47,10 @@ pub(crate) struct UpstreamRequest {
     pub(crate) sampling: serde_json::Map<String, Value>,
     /// Stop sequences: the client's, and the gateway's own.
     pub(crate) stop: Vec<String>,
-    /// A structured-output format the upstream should enforce itself (OpenAI's
-    /// `response_format`; the Anthropic wire sends a schema as `output_config.format`), when
-    /// it may: only without tools in play.
-    pub(crate) response_format: Option<Value>,
+    /// A structured-output format the upstream should enforce itself, when it may: only
+    /// without tools in play. Each wire writes it its own way (OpenAI's `response_format`,
+    /// Anthropic's `output_config.format`).
+    pub(crate) response_format: Option<OutputFormat>,
     /// A GBNF grammar of the reply the tool contract asks for (`chat::grammar`), for an
     /// upstream that decodes under one (`upstream.constrain`); others never see it.
     pub(crate) grammar: Option<String>,

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::chat::Usage;
+use crate::chat::{ChatRequest, Message, OutputFormat, ToolChoice, Usage};
 use crate::upstream::constrain::Dialect;
 use crate::upstream::{
     CallDelta, FinishReason, Role, Unreadable, UpstreamEvent, UpstreamRequest, shape_of, text_field,
@@ -41,13 +41,100 @@ pub(crate) fn body(
         body.insert("stop".into(), json!(request.stop));
     }
     if let Some(format) = &request.response_format {
-        body.insert("response_format".into(), format.clone());
+        body.insert("response_format".into(), response_format(format));
     }
     if let (Some(grammar), Some(dialect)) = (&request.grammar, grammar) {
         dialect.insert(&mut body, grammar);
     }
     if let Some((_, dialect)) = prefill {
         dialect.continue_final(&mut body);
+    }
+    body.insert("stream".into(), Value::Bool(true));
+    body.insert("stream_options".into(), json!({"include_usage": true}));
+    Value::Object(body)
+}
+
+/// A format as OpenAI's `response_format`.
+pub(crate) fn response_format(output: &OutputFormat) -> Value {
+    match &output.schema {
+        Some(schema) => json!({"type": "json_schema", "json_schema": {
+            "name": output.name, "schema": schema, "strict": output.strict}}),
+        None => json!({"type": "json_object"}),
+    }
+}
+
+/// A request of any family as a streaming Chat Completions body with its tools declared
+/// natively (native and auto modes on Messages and Responses): the conversation with its
+/// calls as `tool_calls` and their results as `tool` messages, the tools, the tool choice,
+/// the sampling options and the answer's format.
+pub(crate) fn native_body(req: &ChatRequest, model: &str) -> Value {
+    let mut messages = Vec::with_capacity(req.messages.len());
+    for message in &req.messages {
+        messages.push(match message {
+            Message::System(text) => json!({"role": "system", "content": text}),
+            Message::User(text) => json!({"role": "user", "content": text}),
+            Message::Assistant { text, calls } if calls.is_empty() => {
+                json!({"role": "assistant", "content": text})
+            }
+            Message::Assistant { text, calls } => {
+                let calls: Vec<Value> = calls
+                    .iter()
+                    .map(|call| {
+                        json!({"id": call.id, "type": "function",
+                            "function": {"name": call.name, "arguments": call.arguments}})
+                    })
+                    .collect();
+                let content = if text.is_empty() { Value::Null } else { json!(text) };
+                json!({"role": "assistant", "content": content, "tool_calls": calls})
+            }
+            // Chat Completions has no error flag on a result: an error says so in its text.
+            Message::ToolResult { call_id, content, is_error, .. } => {
+                let content = if *is_error { format!("Error: {content}") } else { content.clone() };
+                json!({"role": "tool", "tool_call_id": call_id, "content": content})
+            }
+        });
+    }
+    let mut body = serde_json::Map::new();
+    body.insert("model".into(), Value::String(model.to_owned()));
+    body.insert("messages".into(), Value::Array(messages));
+    if !req.tools.is_empty() {
+        let tools: Vec<Value> = req
+            .tools
+            .iter()
+            .map(|tool| {
+                let mut function = serde_json::Map::new();
+                function.insert("name".into(), json!(tool.name));
+                if let Some(description) = &tool.description {
+                    function.insert("description".into(), json!(description));
+                }
+                let parameters = tool
+                    .parameters
+                    .clone()
+                    .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
+                function.insert("parameters".into(), parameters);
+                if tool.strict {
+                    function.insert("strict".into(), Value::Bool(true));
+                }
+                json!({"type": "function", "function": function})
+            })
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+        let choice = match &req.tool_choice {
+            ToolChoice::None => json!("none"),
+            ToolChoice::Auto => json!("auto"),
+            ToolChoice::Required => json!("required"),
+            ToolChoice::Named(name) => json!({"type": "function", "function": {"name": name}}),
+        };
+        body.insert("tool_choice".into(), choice);
+        if !req.parallel_tool_calls {
+            body.insert("parallel_tool_calls".into(), Value::Bool(false));
+        }
+    }
+    for (key, value) in &req.sampling {
+        body.insert(key.clone(), value.clone());
+    }
+    if let Some(output) = &req.output {
+        body.insert("response_format".into(), response_format(output));
     }
     body.insert("stream".into(), Value::Bool(true));
     body.insert("stream_options".into(), json!({"include_usage": true}));

@@ -77,6 +77,7 @@ mod finish;
 mod followups;
 mod integrity;
 mod modes;
+mod native_families;
 mod openai;
 mod reasoning;
 mod requests;

@@ -59,18 +59,19 @@ pub(crate) async fn messages(
         let value = check(&state, &headers, body).await?;
         let parsed = wire::from_wire(&value, false)?;
         tracing::info!(model = %parsed.chat.model, stream = parsed.stream, tools = parsed.chat.tools.len(), "messages");
-        emulate(state, parsed).await
+        serve(state, parsed).await
     }
     .await;
     result.unwrap_or_else(|err| error::response(err, id.as_deref()))
 }
 
-async fn emulate(state: AppState, parsed: wire::Parsed) -> Result<Response, ApiError> {
+/// Served natively or emulated, as `dispatch::plan` decides.
+async fn serve(state: AppState, parsed: wire::Parsed) -> Result<Response, ApiError> {
     let started = Instant::now();
     let model = parsed.chat.model.clone();
     let input_tokens = state.estimate_input_tokens(&parsed.chat);
     let drop_text = matches!(parsed.chat.tool_choice, ToolChoice::Required | ToolChoice::Named(_));
-    let mut events = Box::pin(state.emulate(parsed.chat, parsed.stream));
+    let mut events = crate::dispatch::serve(&state, parsed.chat, parsed.stream).await?;
     if !parsed.stream {
         let mut collector = Collector::default();
         while let Some(event) = events.next().await {

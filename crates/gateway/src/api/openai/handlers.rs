@@ -14,9 +14,9 @@ use crate::api::openai::repair::{Repair, repaired};
 use crate::api::openai::sse::{Collector, Encoder};
 use crate::api::openai::{error, wire};
 use crate::chat::{ChatEvent, ToolChoice};
-use crate::config::Mode;
+use crate::dispatch::Plan;
 use crate::error::ApiError;
-use crate::state::{AppState, Chain, Refused};
+use crate::state::{AppState, Chain};
 use crate::upstream::client::PayloadStream;
 use crate::upstream::reply::Payload;
 
@@ -74,12 +74,11 @@ async fn handle(state: AppState, headers: &HeaderMap, body: Body) -> Result<Resp
         None => (value, None),
     };
     let routed = state.route(&parsed.chat.model)?;
-    let Some((first, client, upstream_model)) = routed.chain.first().cloned() else {
+    let Some((first, _, upstream_model)) = routed.chain.first().cloned() else {
         return Err(ApiError::Internal("a route without upstreams".into()));
     };
-    // An Anthropic upstream cannot take OpenAI requests as they are: always emulate.
-    let mode = if client.is_anthropic() { Mode::Emulate } else { routed.mode };
-    tracing::info!(model = %parsed.chat.model, upstream = %first, upstream_model = %upstream_model, ?mode,
+    let plan = crate::dispatch::plan(&routed, &parsed.chat).await;
+    tracing::info!(model = %parsed.chat.model, upstream = %first, upstream_model = %upstream_model, ?plan,
         stream = parsed.stream, tools = parsed.chat.tools.len(), "chat completion");
     // A native reply to a request with tools is read for calls its upstream left in the
     // text (issue 24), unless `native_repair` is off.
@@ -87,42 +86,21 @@ async fn handle(state: AppState, headers: &HeaderMap, body: Body) -> Result<Resp
         && !parsed.chat.tools.is_empty()
         && parsed.chat.tool_choice != ToolChoice::None)
         .then_some(Repair { parsed: &parsed, reasoning_calls: routed.settings.reasoning_calls });
-    match mode {
-        Mode::Native => {
+    match plan {
+        Plan::Native => {
             return passthrough(&state, &routed.chain, value, parsed.stream, allowed, repair).await;
         }
-        // A format is checked, asked for again and, if the upstream refuses
-        // `response_format`, asked for in the prompt: only the pipeline does that.
-        Mode::Auto if parsed.chat.output.is_some() => {
-            tracing::debug!(upstream = %first, "a response format; emulating");
-        }
-        // An upstream that refused native tools lately is not asked again until
-        // native_refusal_secs have passed: each refusal costs a round trip.
-        Mode::Auto if !parsed.chat.tools.is_empty() && routed.chain.refused(Refused::Tools) => {
-            tracing::debug!(upstream = %first, "this upstream refused native tools lately; emulating");
-        }
-        // A forced choice is emulated under the contract's grammar where the upstream decodes
-        // under one: then a call to the right tool, fitting its schema, is certain, while
-        // native tool calling may answer without one.
-        Mode::Auto
-            if matches!(parsed.chat.tool_choice, ToolChoice::Required | ToolChoice::Named(_))
-                && !routed.chain.refused(Refused::Grammar)
-                && client.takes_grammar().await =>
-        {
-            tracing::debug!(upstream = %first, "a forced tool choice; emulating under a grammar");
-        }
-        Mode::Auto if !parsed.chat.tools.is_empty() => {
+        Plan::TryNative => {
             let native =
                 try_native(&state, &routed.chain, &value, parsed.stream, allowed, repair).await?;
             if let Some(response) = native {
                 return Ok(response);
             }
-            tracing::info!(upstream = %first, "the upstream rejected native tools; emulating");
         }
-        Mode::Auto if value.get("tools").is_none() => {
+        Plan::Plain if value.get("tools").is_none() => {
             return passthrough(&state, &routed.chain, value, parsed.stream, allowed, None).await;
         }
-        Mode::Auto | Mode::Emulate => {}
+        Plan::Plain | Plan::Emulate => {}
     }
     emulate(state, parsed).await
 }
@@ -177,9 +155,8 @@ async fn passthrough(
     }
 }
 
-/// Auto mode: native first; `None` when the upstream rejects the request or fails (then
-/// emulate). Only a 400 or 422, the upstream's refusal of the request's tools, is
-/// remembered: a server error, a credential problem or a redirect says nothing about tools.
+/// Auto mode: native first; `None` when the upstream refuses the request or fails (then
+/// emulate; `dispatch::after_refusal` says which refusals are remembered).
 async fn try_native(
     state: &AppState,
     chain: &Chain,
@@ -193,12 +170,10 @@ async fn try_native(
             Some(repair) => repaired(state, chain, value, payloads, repair).await.map(Some),
             None => relay(state, chain, payloads, stream, allowed).await.map(Some),
         },
-        Err(ApiError::UpstreamRejected { status: 400 | 422, .. }) => {
-            chain.remember(Refused::Tools);
-            Ok(None)
-        }
-        Err(ApiError::Upstream { .. } | ApiError::UpstreamRejected { .. }) => Ok(None),
-        Err(err) => Err(err),
+        Err(err) => match crate::dispatch::after_refusal(chain, err) {
+            Some(err) => Err(err),
+            None => Ok(None),
+        },
     }
 }
 

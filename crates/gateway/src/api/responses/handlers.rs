@@ -54,7 +54,7 @@ async fn handle(state: AppState, headers: &HeaderMap, body: Body) -> Result<Resp
         input_tokens: state.estimate_input_tokens(&parsed.chat),
     };
     let stream = parsed.stream;
-    let mut events = Box::pin(state.emulate(parsed.chat, stream));
+    let mut events = crate::dispatch::serve(&state, parsed.chat, stream).await?;
     if !stream {
         let mut builder = Builder::new(shape, false);
         while let Some(event) = events.next().await {

@@ -1,0 +1,355 @@
+//! How a request is served, decided in one place for every API family (`plan`), and the
+//! native path every family shares: the request sent with its tools declared natively, the
+//! reply folded by `chat::native::NativeReply` (calls the upstream's parser left in the
+//! text read as calls), then what follows it (a plain answer instead of a reply that only
+//! guessed, continuations for one whose calls were read from its text).
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures::{Stream, StreamExt};
+use serde_json::Value;
+
+use crate::chat::continuation::Follow;
+use crate::chat::native::{Followups, NativeReply, Next};
+use crate::chat::shaper::DeclaredTools;
+use crate::chat::{ChatEvent, ChatRequest, Outcome, ToolChoice};
+use crate::config::{Mode, ReasoningCalls};
+use crate::error::ApiError;
+use crate::state::{AppState, Chain, Refused, Routed};
+use crate::upstream::client::{PayloadStream, native_reply};
+use crate::upstream::{UpstreamStream, openai};
+
+/// Chat events as a handler renders them.
+pub(crate) type EventStream = Pin<Box<dyn Stream<Item = Result<ChatEvent, ApiError>> + Send>>;
+
+/// How one request is served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Plan {
+    /// Native tools; the upstream's refusal or failure is the client's error.
+    Native,
+    /// Native tools first; emulated when the upstream refuses them (a 400 or 422, then
+    /// remembered for `native_refusal_secs`) or fails.
+    TryNative,
+    /// `auto` with no tools in play: Chat Completions relays the client's body; the other
+    /// families go through the pipeline, which then adds no contract.
+    Plain,
+    /// The tool contract in the prompt, calls parsed from the text.
+    Emulate,
+}
+
+/// What the decision needs to know about the route's first upstream.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Upstream {
+    /// It speaks Anthropic's Messages, which takes no native request of another family.
+    pub(crate) anthropic: bool,
+    /// It refused native tools lately.
+    pub(crate) refused_tools: bool,
+    /// It decodes under the contract's grammar (and has not refused one lately).
+    pub(crate) grammar: bool,
+}
+
+/// How `chat` is served on a route in `mode` whose first upstream is `upstream`.
+pub(crate) fn decide(mode: Mode, chat: &ChatRequest, upstream: Upstream) -> Plan {
+    let tools = !chat.tools.is_empty();
+    let forced = matches!(chat.tool_choice, ToolChoice::Required | ToolChoice::Named(_));
+    match mode {
+        _ if upstream.anthropic => Plan::Emulate,
+        Mode::Emulate => Plan::Emulate,
+        Mode::Native => Plan::Native,
+        // A format is checked, asked for again and, if the upstream refuses
+        // `response_format`, asked for in the prompt: only the pipeline does that.
+        Mode::Auto if chat.output.is_some() => Plan::Emulate,
+        // Each refusal costs a round trip: not asked again until its time has passed.
+        Mode::Auto if tools && upstream.refused_tools => Plan::Emulate,
+        // A forced choice is emulated under the contract's grammar where the upstream decodes
+        // under one: then a call to the right tool, fitting its schema, is certain, while
+        // native tool calling may answer without one.
+        Mode::Auto if forced && upstream.grammar => Plan::Emulate,
+        Mode::Auto if tools => Plan::TryNative,
+        Mode::Auto => Plan::Plain,
+    }
+}
+
+/// How `chat` is served on `routed`, asking the first upstream what `decide` needs.
+pub(crate) async fn plan(routed: &Routed, chat: &ChatRequest) -> Plan {
+    let Some((_, client, _)) = routed.chain.first() else { return Plan::Emulate };
+    let forced = matches!(chat.tool_choice, ToolChoice::Required | ToolChoice::Named(_));
+    let upstream = Upstream {
+        anthropic: client.is_anthropic(),
+        refused_tools: routed.chain.refused(Refused::Tools),
+        grammar: routed.mode == Mode::Auto
+            && forced
+            && !routed.chain.refused(Refused::Grammar)
+            && client.takes_grammar().await,
+    };
+    decide(routed.mode, chat, upstream)
+}
+
+/// What a failed first native request means in `auto` mode: `None`, emulate (the upstream
+/// refused the request or failed; only a 400 or 422, its refusal of the request's tools, is
+/// remembered: a server error, a credential problem or a redirect says nothing about tools);
+/// else the error for the client.
+pub(crate) fn after_refusal(chain: &Chain, err: ApiError) -> Option<ApiError> {
+    match err {
+        ApiError::UpstreamRejected { status: 400 | 422, .. } => {
+            chain.remember(Refused::Tools);
+            tracing::info!("the upstream rejected native tools; emulating");
+            None
+        }
+        ApiError::Upstream { .. } | ApiError::UpstreamRejected { .. } => {
+            tracing::info!("the upstream failed a native request; emulating");
+            None
+        }
+        err => Some(err),
+    }
+}
+
+/// The chat events of a request of a family whose body is built from the neutral request
+/// (Messages, Responses), served as `plan` decides.
+pub(crate) async fn serve(
+    state: &AppState,
+    chat: ChatRequest,
+    stream: bool,
+) -> Result<EventStream, ApiError> {
+    let routed = state.route(&chat.model)?;
+    let plan = plan(&routed, &chat).await;
+    tracing::debug!(?plan, "served");
+    if matches!(plan, Plan::Native | Plan::TryNative) {
+        let body = openai::native_body(&chat, &routed.settings.upstream_model);
+        match routed.chain.relay(&body).await {
+            Ok(payloads) => {
+                let repair = state.config.native_repair;
+                let native =
+                    Native { body, chat, reasoning_calls: routed.settings.reasoning_calls };
+                return repaired(state, &routed.chain, payloads, native, repair);
+            }
+            Err(err) if plan == Plan::Native => return Err(err),
+            Err(err) => {
+                if let Some(err) = after_refusal(&routed.chain, err) {
+                    return Err(err);
+                }
+            }
+        }
+    }
+    let metrics = Arc::clone(&state.metrics);
+    Ok(Box::pin(crate::chat::run(routed.chain, routed.settings, metrics, chat, stream)))
+}
+
+/// A request sent natively: the body as relayed, and the request as the gateway read it
+/// (with only the tools the body declares).
+pub(crate) struct Native {
+    pub(crate) body: Value,
+    pub(crate) chat: ChatRequest,
+    pub(crate) reasoning_calls: ReasoningCalls,
+}
+
+/// What a repaired reply needs after its first reply.
+struct After {
+    state: AppState,
+    chain: Chain,
+    native: Native,
+    declared: DeclaredTools,
+    shown: String,
+}
+
+/// A native reply read into chat events through `NativeReply`, and what follows it. With
+/// `repair` off (`native_repair = false`), the reply's text is text and nothing follows.
+pub(crate) fn repaired(
+    state: &AppState,
+    chain: &Chain,
+    payloads: PayloadStream,
+    native: Native,
+    repair: bool,
+) -> Result<EventStream, ApiError> {
+    let chat = &native.chat;
+    let repair = repair && !chat.tools.is_empty() && chat.tool_choice != ToolChoice::None;
+    let declared = DeclaredTools::new(&chat.tools)?;
+    let followups = if repair {
+        Followups {
+            check_grounding: state.config.check_grounding,
+            continue_calls: state.config.continue_calls,
+        }
+    } else {
+        Followups::NONE
+    };
+    let mut fold = NativeReply::new(chat, &declared, native.reasoning_calls, followups, repair);
+    let shown = chain.first().map_or("upstream", |(_, client, _)| client.shown()).to_owned();
+    let mut reply = native_reply(payloads, shown.clone());
+    let after = After { state: state.clone(), chain: chain.clone(), native, declared, shown };
+    let events = async_stream::stream! {
+        while let Some(item) = reply.next().await {
+            let mut out = Vec::new();
+            match item {
+                Ok(event) => fold.feed(event, &mut out),
+                Err(err) => { yield Err(err); return; }
+            }
+            for event in out { yield Ok(event); }
+        }
+        let mut out = Vec::new();
+        let (mut outcome, next) = fold.finish(&mut out);
+        after.state.metrics.guessed_calls(fold.guesses());
+        for event in out { yield Ok(event); }
+        match next {
+            Next::Done => {}
+            Next::Plain => {
+                let (mut fold, mut reply) = match after.plain().await {
+                    Ok(plain) => plain,
+                    Err(err) => { yield Err(err); return; }
+                };
+                while let Some(item) = reply.next().await {
+                    let mut out = Vec::new();
+                    match item {
+                        Ok(event) => fold.feed(event, &mut out),
+                        Err(err) => { yield Err(err); return; }
+                    }
+                    for event in out { yield Ok(event); }
+                }
+                let mut out = Vec::new();
+                let (answered, _) = fold.finish(&mut out);
+                for event in out { yield Ok(event); }
+                outcome = instead(outcome, answered);
+            }
+            Next::Continue(mut follow) => {
+                if let Some(dialect) = after.prefill().await {
+                    while let Some(prefix) = follow.next_prefix() {
+                        let body = openai::continued(&after.native.body, prefix, dialect, follow.max_tokens());
+                        for event in after.round(&body, &mut follow).await { yield Ok(event); }
+                    }
+                    outcome.usage.add(follow.usage());
+                }
+            }
+        }
+        yield Ok(ChatEvent::Done(outcome));
+    };
+    Ok(Box::pin(events))
+}
+
+impl After {
+    /// How the route's first upstream continues a final assistant message, if it does.
+    async fn prefill(&self) -> Option<crate::upstream::constrain::Dialect> {
+        match self.chain.first() {
+            Some((_, client, _)) => client.prefill_dialect().await,
+            None => None,
+        }
+    }
+
+    /// One continuation: the kept call's events, if any.
+    async fn round(&self, body: &Value, follow: &mut Follow) -> Vec<ChatEvent> {
+        let metrics = Arc::clone(&self.state.metrics);
+        match self.chain.relay(body).await {
+            Ok(payloads) => {
+                let mut round = follow.round(
+                    &self.native.chat,
+                    &self.declared,
+                    self.native.reasoning_calls,
+                    None,
+                );
+                let mut reply: UpstreamStream = native_reply(payloads, self.shown.clone());
+                while let Some(item) = reply.next().await {
+                    match item {
+                        Ok(event) => {
+                            if round.feed(event) {
+                                break;
+                            }
+                        }
+                        Err(err) => {
+                            round.broke(&err);
+                            break;
+                        }
+                    }
+                }
+                round.end();
+                follow.end_round(round, &metrics)
+            }
+            Err(err) => {
+                follow.failed(&err, &metrics);
+                Vec::new()
+            }
+        }
+    }
+
+    /// The reply's only calls were guesses: the same conversation without tools, for a
+    /// plain answer; its fold and its reply.
+    async fn plain(&self) -> Result<(NativeReply, UpstreamStream), ApiError> {
+        self.state.metrics.retry("guessed_arguments", true);
+        tracing::info!("the reply's calls were guesses; asking for a plain answer");
+        let payloads = self.chain.relay(&openai::without_tools(&self.native.body)).await?;
+        let mut plain = self.native.chat.clone();
+        plain.tools.clear();
+        plain.tool_choice = ToolChoice::None;
+        let fold = NativeReply::new(
+            &plain,
+            &DeclaredTools::default(),
+            self.native.reasoning_calls,
+            Followups::NONE,
+            false,
+        );
+        Ok((fold, native_reply(payloads, self.shown.clone())))
+    }
+}
+
+/// The outcome of a plain answer asked for instead of a reply that only guessed: it ended as
+/// the answer did, and cost both.
+fn instead(guessed: Outcome, answered: Outcome) -> Outcome {
+    let mut usage = guessed.usage;
+    usage.add(answered.usage);
+    Outcome { finish: answered.finish, usage, retried: guessed.usage }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chat::{Message, ToolSpec};
+
+    fn chat(tools: bool, choice: ToolChoice) -> ChatRequest {
+        ChatRequest {
+            model: "m".into(),
+            messages: vec![Message::User("Weather in Paris?".into())],
+            tools: if tools {
+                vec![ToolSpec {
+                    name: "get_weather".into(),
+                    description: None,
+                    parameters: None,
+                    strict: false,
+                }]
+            } else {
+                Vec::new()
+            },
+            tool_choice: choice,
+            parallel_tool_calls: true,
+            sampling: serde_json::Map::new(),
+            show_reasoning: false,
+            output: None,
+        }
+    }
+
+    const OPENAI: Upstream = Upstream { anthropic: false, refused_tools: false, grammar: false };
+
+    #[test]
+    fn one_decision_for_every_family() {
+        let auto = chat(true, ToolChoice::Auto);
+        assert_eq!(decide(Mode::Auto, &auto, OPENAI), Plan::TryNative);
+        assert_eq!(decide(Mode::Native, &auto, OPENAI), Plan::Native);
+        assert_eq!(decide(Mode::Emulate, &auto, OPENAI), Plan::Emulate);
+        assert_eq!(decide(Mode::Auto, &chat(false, ToolChoice::Auto), OPENAI), Plan::Plain);
+        // An Anthropic upstream takes no native request of another family.
+        let anthropic = Upstream { anthropic: true, ..OPENAI };
+        assert_eq!(decide(Mode::Native, &auto, anthropic), Plan::Emulate);
+        // A refusal is remembered.
+        let refused = Upstream { refused_tools: true, ..OPENAI };
+        assert_eq!(decide(Mode::Auto, &auto, refused), Plan::Emulate);
+        assert_eq!(decide(Mode::Native, &auto, refused), Plan::Native);
+        // A forced choice goes under the grammar where there is one.
+        let grammar = Upstream { grammar: true, ..OPENAI };
+        let forced = chat(true, ToolChoice::Named("get_weather".into()));
+        assert_eq!(decide(Mode::Auto, &forced, grammar), Plan::Emulate);
+        assert_eq!(decide(Mode::Auto, &forced, OPENAI), Plan::TryNative);
+        assert_eq!(decide(Mode::Auto, &auto, grammar), Plan::TryNative);
+        // A format is the pipeline's.
+        let mut format = auto.clone();
+        format.output =
+            Some(crate::chat::OutputFormat { name: "o".into(), schema: None, strict: false });
+        assert_eq!(decide(Mode::Auto, &format, OPENAI), Plan::Emulate);
+    }
+}

@@ -1,0 +1,315 @@
+//! Issue 25: native tools on every API family. Chat Completions, Messages and Responses in
+//! `native`, `auto` and `emulate` against the same scripted upstream: natively, the upstream
+//! gets the tools, the history's calls and results as Chat Completions declares them, and
+//! its native calls reach the client in the client's family; a refusal of native tools
+//! falls back to emulation and is remembered; calls left in the text are repaired.
+
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+use toolshim_gateway::Mode;
+
+use crate::common::api::{Api, within};
+use crate::common::{Reply, TestGateway, hermes, spawn_gateway};
+
+/// The three client families.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Family {
+    Chat,
+    Messages,
+    Responses,
+}
+
+const FAMILIES: [Family; 3] = [Family::Chat, Family::Messages, Family::Responses];
+
+/// A reply the mock streams as an upstream with native tool calling does: one call to
+/// `name`, its arguments in two pieces, then usage.
+fn native_call(name: &str, arguments: &str) -> Reply {
+    let chunk = |delta: Value, finish: Option<&str>| {
+        let chunk = json!({"id": "chatcmpl-up", "object": "chat.completion.chunk", "created": 1,
+            "model": "up", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        format!("data: {chunk}\n\n")
+    };
+    let (head, tail) = arguments.split_at(arguments.len() / 2);
+    let usage = json!({"id": "chatcmpl-up", "object": "chat.completion.chunk", "created": 1,
+        "model": "up", "choices": [], "usage": {"prompt_tokens": 31, "completion_tokens": 9,
+        "total_tokens": 40}});
+    Reply::bytes(
+        "text/event-stream",
+        [
+            chunk(
+                json!({"role": "assistant", "content": null, "tool_calls": [{"index": 0,
+                "id": "call_up1", "type": "function",
+                "function": {"name": name, "arguments": head}}]}),
+                None,
+            ),
+            chunk(json!({"tool_calls": [{"index": 0, "function": {"arguments": tail}}]}), None),
+            chunk(json!({}), Some("tool_calls")),
+            format!("data: {usage}\n\n"),
+            "data: [DONE]\n\n".to_owned(),
+        ],
+    )
+}
+
+impl Family {
+    fn request(self, user: &str, stream: bool) -> Value {
+        match self {
+            Family::Chat => Api::OpenAi.request(user, true, stream),
+            Family::Messages => Api::Anthropic.request(user, true, stream),
+            Family::Responses => json!({"model": "m", "input": user, "stream": stream,
+                "tools": [crate::responses::weather()]}),
+        }
+    }
+
+    async fn send(self, gw: &TestGateway, body: &Value) -> reqwest::Response {
+        match self {
+            Family::Chat => within(Api::OpenAi.send(gw, body)).await,
+            Family::Messages => within(Api::Anthropic.send(gw, body)).await,
+            Family::Responses => crate::responses::post(gw, body).await,
+        }
+    }
+
+    /// The calls of a reply, streamed or not, as (name, arguments), and its text.
+    async fn calls(self, gw: &TestGateway, body: &Value) -> (Vec<(String, Value)>, String) {
+        let response = self.send(gw, body).await;
+        let status = response.status();
+        let text = within(response.text()).await.unwrap();
+        assert_eq!(status, StatusCode::OK, "{self:?}: {text}");
+        let parse = |args: &str| serde_json::from_str::<Value>(args).unwrap();
+        let stream = body["stream"] == json!(true);
+        match (self, stream) {
+            (Family::Chat | Family::Messages, true) => {
+                let api = if self == Family::Chat { Api::OpenAi } else { Api::Anthropic };
+                let folded = api.fold(&text);
+                assert!(folded.finished && folded.error.is_none(), "{self:?}: {text}");
+                let calls = folded.calls.iter().map(|(n, a)| (n.clone(), parse(a))).collect();
+                (calls, folded.text)
+            }
+            (Family::Chat, false) => {
+                let value: Value = serde_json::from_str(&text).unwrap();
+                let message = &value["choices"][0]["message"];
+                let calls = message["tool_calls"].as_array().cloned().unwrap_or_default();
+                let calls = calls
+                    .iter()
+                    .map(|c| {
+                        let name = c["function"]["name"].as_str().unwrap().to_owned();
+                        (name, parse(c["function"]["arguments"].as_str().unwrap()))
+                    })
+                    .collect();
+                (calls, message["content"].as_str().unwrap_or_default().to_owned())
+            }
+            (Family::Messages, false) => {
+                let value: Value = serde_json::from_str(&text).unwrap();
+                let blocks = value["content"].as_array().unwrap();
+                let calls = blocks
+                    .iter()
+                    .filter(|b| b["type"] == "tool_use")
+                    .map(|b| (b["name"].as_str().unwrap().to_owned(), b["input"].clone()))
+                    .collect();
+                let text = blocks.iter().filter_map(|b| b["text"].as_str()).collect();
+                (calls, text)
+            }
+            (Family::Responses, _) => {
+                let value = if stream {
+                    let events = crate::responses::events(&text);
+                    let last = events.last().unwrap();
+                    assert_eq!(last["type"], "response.completed", "{text}");
+                    last["response"].clone()
+                } else {
+                    serde_json::from_str(&text).unwrap()
+                };
+                let output = value["output"].as_array().unwrap();
+                let calls = output
+                    .iter()
+                    .filter(|i| i["type"] == "function_call")
+                    .map(|i| {
+                        let name = i["name"].as_str().unwrap().to_owned();
+                        (name, parse(i["arguments"].as_str().unwrap()))
+                    })
+                    .collect();
+                let text = output
+                    .iter()
+                    .filter(|i| i["type"] == "message")
+                    .flat_map(|i| i["content"].as_array().cloned().unwrap_or_default())
+                    .filter_map(|c| c["text"].as_str().map(str::to_owned))
+                    .collect();
+                (calls, text)
+            }
+        }
+    }
+}
+
+fn weather_call() -> Vec<(String, Value)> {
+    vec![("get_weather".to_owned(), json!({"city": "Paris"}))]
+}
+
+/// The same scenario on every family and mode: natively (native, auto) the upstream gets
+/// the tools and answers with a native call; emulated, it gets the contract and answers in
+/// text. The client gets the call either way, streamed and not.
+#[tokio::test]
+async fn issue_25_every_family_calls_tools_natively_in_native_and_auto_and_emulated_in_emulate() {
+    for family in FAMILIES {
+        for mode in [Mode::Native, Mode::Auto, Mode::Emulate] {
+            let gw = spawn_gateway(|config| config.mode = mode).await;
+            for stream in [false, true] {
+                if mode == Mode::Emulate {
+                    gw.upstream.push(Reply::text(hermes("get_weather", json!({"city": "Paris"}))));
+                } else {
+                    gw.upstream.push(native_call("get_weather", r#"{"city": "Paris"}"#));
+                }
+                let (calls, _) =
+                    family.calls(&gw, &family.request("Weather in Paris?", stream)).await;
+                assert_eq!(calls, weather_call(), "{family:?} {mode:?} stream={stream}");
+                let sent = gw.upstream.requests().pop().unwrap();
+                let tools = sent.get("tools").and_then(Value::as_array);
+                if mode == Mode::Emulate {
+                    assert!(tools.is_none(), "{family:?}: emulated: {sent:#}");
+                } else {
+                    let tools = tools.unwrap_or_else(|| panic!("{family:?} {mode:?}: {sent:#}"));
+                    assert!(
+                        tools.iter().any(|t| t["type"] == "function"
+                            && t["function"]["name"] == "get_weather"
+                            && t["function"]["parameters"]["properties"]["city"]["type"]
+                                == "string"),
+                        "{family:?} {mode:?}: {sent:#}"
+                    );
+                    let system = sent["messages"][0]["content"].as_str().unwrap_or_default();
+                    assert!(!system.contains("# Tools"), "no tool contract natively: {sent:#}");
+                }
+            }
+        }
+    }
+}
+
+/// Messages natively: the history's `tool_use` and `tool_result` blocks reach the upstream
+/// as `tool_calls` and `tool` messages, an error result says so, the tool choice and the
+/// sampling options are translated, and the upstream's usage is reported.
+#[tokio::test]
+async fn issue_25_messages_history_goes_upstream_as_native_calls_and_results() {
+    let gw = spawn_gateway(|config| config.mode = Mode::Native).await;
+    gw.upstream.push(native_call("get_time", r#"{"timezone": "Europe/Paris"}"#));
+    let body = json!({"model": "claude-test", "max_tokens": 300, "temperature": 0.2,
+        "system": "Be brief.", "tools": crate::anthropic::tools(),
+        "tool_choice": {"type": "tool", "name": "get_time"},
+        "messages": [
+            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": [
+                {"type": "text", "text": "Checking."},
+                {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "is_error": true,
+                 "content": "the weather service is down"},
+                {"type": "text", "text": "Then the time there?"}]}]});
+    let response = within(Api::Anthropic.send(&gw, &body)).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let message: Value = response.json().await.unwrap();
+    let call = message["content"].as_array().unwrap().iter().find(|b| b["type"] == "tool_use");
+    let call = call.unwrap_or_else(|| panic!("{message:#}"));
+    assert_eq!(call["name"], "get_time");
+    assert_eq!(call["input"], json!({"timezone": "Europe/Paris"}));
+    assert!(call["id"].as_str().unwrap().starts_with("toolu_"), "an id in Anthropic's form");
+    assert_eq!(message["stop_reason"], "tool_use");
+    assert_eq!(message["usage"]["output_tokens"], 9, "{message:#}");
+
+    let sent = &gw.upstream.requests()[0];
+    assert_eq!(sent["max_tokens"], 300);
+    assert_eq!(sent["temperature"], 0.2);
+    assert_eq!(sent["tool_choice"], json!({"type": "function", "function": {"name": "get_time"}}));
+    let messages = sent["messages"].as_array().unwrap();
+    let roles: Vec<&str> = messages.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "tool", "user"], "{sent:#}");
+    assert_eq!(messages[0]["content"], "Be brief.");
+    assert_eq!(messages[2]["content"], "Checking.");
+    let calls = messages[2]["tool_calls"].as_array().unwrap();
+    assert_eq!(calls[0]["id"], "toolu_1");
+    assert_eq!(calls[0]["function"]["name"], "get_weather");
+    let arguments: Value =
+        serde_json::from_str(calls[0]["function"]["arguments"].as_str().unwrap()).unwrap();
+    assert_eq!(arguments, json!({"city": "Paris"}));
+    assert_eq!(messages[3]["tool_call_id"], "toolu_1");
+    assert_eq!(messages[3]["content"], "Error: the weather service is down");
+    assert_eq!(messages[4]["content"], "Then the time there?");
+}
+
+/// Responses natively: a custom (freeform) tool is a function of one string `input`
+/// upstream, and the native call to it comes back as a `custom_tool_call` with that input;
+/// the history's calls and outputs go upstream as `tool_calls` and `tool` messages.
+#[tokio::test]
+async fn issue_25_responses_custom_tools_and_history_natively() {
+    let gw = spawn_gateway(|config| config.mode = Mode::Auto).await;
+    gw.upstream.push(native_call("apply_patch", r#"{"input": "*** Begin Patch\n*** End Patch"}"#));
+    let body = json!({"model": "m", "tools": [crate::responses::weather(),
+            {"type": "custom", "name": "apply_patch", "description": "Edit files."}],
+        "input": [
+            {"role": "user", "content": "Weather in Paris, then patch the file."},
+            {"type": "function_call", "call_id": "call_1", "name": "get_weather",
+             "arguments": "{\"city\": \"Paris\"}"},
+            {"type": "function_call_output", "call_id": "call_1", "output": "sunny"}]});
+    let response = crate::responses::post(&gw, &body).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let value: Value = response.json().await.unwrap();
+    let output = value["output"].as_array().unwrap();
+    let call = output.iter().find(|i| i["type"] == "custom_tool_call");
+    let call = call.unwrap_or_else(|| panic!("{value:#}"));
+    assert_eq!(call["name"], "apply_patch");
+    assert_eq!(call["input"], "*** Begin Patch\n*** End Patch");
+
+    let sent = &gw.upstream.requests()[0];
+    let tool =
+        sent["tools"].as_array().unwrap().iter().find(|t| t["function"]["name"] == "apply_patch");
+    let tool = tool.unwrap_or_else(|| panic!("{sent:#}"));
+    assert_eq!(tool["function"]["parameters"]["properties"]["input"]["type"], "string");
+    let messages = sent["messages"].as_array().unwrap();
+    let roles: Vec<&str> = messages.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["user", "assistant", "tool"], "{sent:#}");
+    assert_eq!(messages[1]["tool_calls"][0]["id"], "call_1");
+    assert_eq!(messages[2], json!({"role": "tool", "tool_call_id": "call_1", "content": "sunny"}));
+}
+
+/// `auto` on Messages and Responses: an upstream that rejects native tools (a 400) gets the
+/// request emulated at once, and the next request goes straight to emulation.
+#[tokio::test]
+async fn issue_25_a_refusal_of_native_tools_falls_back_and_is_remembered_on_every_family() {
+    for family in [Family::Messages, Family::Responses] {
+        let gw = spawn_gateway(|config| config.mode = Mode::Auto).await;
+        gw.upstream.push(Reply::error(
+            400,
+            json!({"error": {"message": "tools are not supported", "type": "invalid_request_error"}}),
+        ));
+        for _ in 0..2 {
+            gw.upstream.push(Reply::text(hermes("get_weather", json!({"city": "Paris"}))));
+            let (calls, _) = family.calls(&gw, &family.request("Weather in Paris?", false)).await;
+            assert_eq!(calls, weather_call(), "{family:?}");
+        }
+        let sent = gw.upstream.requests();
+        let native: Vec<bool> = sent.iter().map(|r| r.get("tools").is_some()).collect();
+        assert_eq!(native, [true, false, false], "{family:?}: native once, then emulated");
+    }
+}
+
+/// Calls the upstream's parser left in the text (fenced JSON) are read as calls on Messages
+/// and Responses too; with `native_repair = false` the text stays text.
+#[tokio::test]
+async fn issue_25_native_replies_are_repaired_on_messages_and_responses() {
+    let fenced = "```json\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n```";
+    for family in [Family::Messages, Family::Responses] {
+        for repair in [true, false] {
+            let gw = spawn_gateway(|config| {
+                config.mode = Mode::Native;
+                config.native_repair = repair;
+            })
+            .await;
+            for stream in [false, true] {
+                gw.upstream.push(Reply::text(fenced));
+                let (calls, text) =
+                    family.calls(&gw, &family.request("Weather in Paris?", stream)).await;
+                if repair {
+                    assert_eq!(calls, weather_call(), "{family:?} stream={stream}");
+                    assert_eq!(text.trim(), "", "{family:?} stream={stream}");
+                } else {
+                    assert!(calls.is_empty(), "{family:?} stream={stream}: {calls:?}");
+                    assert_eq!(text, fenced, "{family:?} stream={stream}");
+                }
+            }
+        }
+    }
+}

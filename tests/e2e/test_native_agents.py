@@ -1,0 +1,238 @@
+"""Claude Code (Messages) and Codex (Responses) in front of an upstream with native tool
+calling, the gateway in its default `auto` mode (issue 25).
+
+The scripted upstream here is what vLLM or llama.cpp with a working tool parser is: it takes
+`tools` and answers with `tool_calls`. It looks at what it was sent: the tools as Chat
+Completions declares them, the history's calls as `tool_calls` and their results as `tool`
+messages, and no tool contract in the prompt. Emulation against a chat-only upstream is
+`test_claude_code.py` and `test_codex.py`.
+
+The binaries come from `CLAUDE_BIN` and `CODEX_BIN`, else `target/claude-code` and
+`target/codex` (`.ci/run` installs them there with npm).
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import secrets
+import subprocess
+import threading
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from test_claude_code import CLAUDE_BIN, fitting
+from test_codex import CODEX_BIN, MODEL as CODEX_MODEL, PATCH, PATCH_FILE, SHELL_FILE
+
+TIMEOUT_S = 180
+
+class NativeUpstream:
+    """An OpenAI-compatible upstream with native tool calling, answering through `script`:
+    the request body → its text, or one native call as (name, arguments). Every request is
+    kept."""
+
+    def __init__(self, script: Callable[[dict], object]) -> None:
+        self.requests: list[dict] = []
+        upstream = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:  # /v1/models
+                body = b'{"object": "list", "data": []}'
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length", 0))
+                body = json.loads(self.rfile.read(length))
+                upstream.requests.append(body)
+                answer = script(body)
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("connection", "close")
+                self.end_headers()
+                if isinstance(answer, tuple):
+                    name, arguments = answer
+                    text = json.dumps(arguments)
+                    call_id = f"call_{secrets.token_hex(4)}"
+                    self._send({"choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [
+                        {"index": 0, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}]},
+                        "finish_reason": None}]})
+                    for i in range(0, len(text), 12):
+                        self._send({"choices": [{"index": 0, "delta": {"tool_calls": [
+                            {"index": 0, "function": {"arguments": text[i : i + 12]}}]}, "finish_reason": None}]})
+                    finish = "tool_calls"
+                else:
+                    for i in range(0, len(answer), 8):
+                        self._send({"choices": [{"index": 0, "delta": {"content": answer[i : i + 8]}, "finish_reason": None}]})
+                    finish = "stop"
+                self._send({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+                self._send({"choices": [], "usage": {"prompt_tokens": 100, "completion_tokens": 10}})
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+
+            def _send(self, obj: dict) -> None:
+                self.wfile.write(f"data: {json.dumps(obj)}\n\n".encode())
+                self.wfile.flush()
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+def tool_names(body: dict) -> set[str]:
+    return {tool["function"]["name"] for tool in body.get("tools", []) if tool.get("type") == "function"}
+
+
+def called(body: dict) -> list[str]:
+    """The names of the history's calls, in order."""
+    return [call["function"]["name"] for message in body["messages"] for call in message.get("tool_calls") or []]
+
+
+def check_native(requests: list[dict]) -> list[dict]:
+    """The upstream requests with tools: each declares them natively and carries no tool
+    contract; every earlier call is a `tool_calls` entry answered by a `tool` message."""
+    native = [r for r in requests if r.get("tools")]
+    assert native, "no request reached the upstream with native tools"
+    for request in native:
+        assert "# Tools" not in json.dumps(request["messages"]), "a tool contract in a native request"
+        ids = [call["id"] for m in request["messages"] for call in m.get("tool_calls") or []]
+        answered = [m["tool_call_id"] for m in request["messages"] if m["role"] == "tool"]
+        assert ids == answered, (ids, answered)
+    return native
+
+
+def require(binary: Path, package: str, folder: str) -> None:
+    if not (binary.is_file() and os.access(binary, os.X_OK)):
+        pytest.fail(f"{binary} not found: `npm install --prefix target/{folder} {package}`", pytrace=False)
+
+
+def test_claude_code_reads_a_file_with_native_tools(gateway_factory, tmp_path: Path) -> None:
+    require(CLAUDE_BIN, "@anthropic-ai/claude-code", "claude-code")
+    secret = f"heron-{secrets.token_hex(6)}"
+    work = tmp_path / "work"
+    work.mkdir()
+    note = work / "hello.txt"
+    note.write_text(f"The secret word is {secret}.\n")
+
+    def script(body: dict) -> object:
+        schema = (body.get("response_format") or {}).get("json_schema", {}).get("schema")
+        if schema:  # Claude Code's session title: a structured output, emulated
+            return json.dumps(fitting(schema))
+        last = body["messages"][-1]
+        if last["role"] == "tool":
+            return f"The file says: {last['content']}"
+        if "Read" in tool_names(body) and note.name in json.dumps(body["messages"]):
+            return ("Read", {"file_path": str(note)})
+        return "ok"
+
+    upstream = NativeUpstream(script)
+    try:
+        config = tmp_path / "gateway.toml"
+        config.write_text(
+            f'default_upstream = "local"\n[upstreams.local]\nurl = "{upstream.base_url}"\nmodel = "local-qwen"\n'
+        )
+        gw = gateway_factory("--config", str(config), "--mode", "auto", upstream_url="http://127.0.0.1:9")
+        home = tmp_path / "home"
+        home.mkdir()
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": str(home),
+            "ANTHROPIC_BASE_URL": gw.root,
+            "ANTHROPIC_AUTH_TOKEN": "test",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+            "DISABLE_BUG_COMMAND": "1",
+        }
+        done = subprocess.run(
+            [str(CLAUDE_BIN), "-p", "Read the file hello.txt and tell me what it says.",
+             "--allowedTools", "Read", "--output-format", "json"],
+            cwd=work, env=env, capture_output=True, text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL,
+        )
+        assert done.returncode == 0, f"claude exited {done.returncode}\nstdout: {done.stdout}\nstderr: {done.stderr}\ngateway: {gw.stderr_text()}"
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        assert result["is_error"] is False, result
+        assert result["num_turns"] >= 2, result
+        assert secret in result["result"], result
+        native = check_native(upstream.requests)
+        assert any("Read" in tool_names(r) for r in native)
+        # The tool result came back to the upstream as a `tool` message holding the file.
+        results = [m for r in native for m in r["messages"] if m["role"] == "tool"]
+        assert any(secret in json.dumps(m["content"]) for m in results), results
+        assert {r["model"] for r in upstream.requests} == {"local-qwen"}
+    finally:
+        upstream.close()
+
+
+def test_codex_runs_a_shell_command_and_a_patch_with_native_tools(gateway_factory, tmp_path: Path) -> None:
+    require(CODEX_BIN, "@openai/codex", "codex")
+    work = tmp_path / "work"
+    work.mkdir()
+    home = tmp_path / "codex-home"
+    home.mkdir()
+
+    def script(body: dict) -> object:
+        if not body.get("tools"):
+            return "ok"
+        done = called(body)
+        if "apply_patch" in done:
+            return f"Both files are in place: {SHELL_FILE} and {PATCH_FILE}."
+        if "exec_command" in done:
+            return ("apply_patch", {"input": PATCH})
+        return ("exec_command", {"cmd": f"printf shell-ok > {SHELL_FILE}"})
+
+    upstream = NativeUpstream(script)
+    try:
+        gw = gateway_factory("--mode", "auto", upstream_url=upstream.base_url)
+        (home / "config.toml").write_text(
+            f'model = "{CODEX_MODEL}"\n'
+            'model_provider = "toolshim"\n'
+            "check_for_update_on_startup = false\n"
+            "[analytics]\nenabled = false\n"
+            "[features]\nplugins = false\n"
+            "[model_providers.toolshim]\n"
+            'name = "toolshim"\n'
+            f'base_url = "{gw.root}/v1"\n'
+            'wire_api = "responses"\n'
+            'env_key = "TOOLSHIM_TEST_KEY"\n'
+        )
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": str(tmp_path),
+            "CODEX_HOME": str(home),
+            "TOOLSHIM_TEST_KEY": "test",
+            "RUST_LOG": "warn",
+        }
+        done = subprocess.run(
+            [str(CODEX_BIN), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
+             "-C", str(work), f"Create {SHELL_FILE} with a shell command, then add {PATCH_FILE} with a patch."],
+            cwd=work, env=env, capture_output=True, text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL,
+        )
+        assert done.returncode == 0, f"codex exited {done.returncode}\nstdout: {done.stdout}\nstderr: {done.stderr}\ngateway: {gw.stderr_text()}"
+        assert (work / SHELL_FILE).read_text() == "shell-ok", done.stderr
+        assert (work / PATCH_FILE).read_text() == "Hello from apply_patch\n", done.stderr
+        assert "Both files are in place" in done.stdout + done.stderr
+        native = check_native(upstream.requests)
+        last = native[-1]
+        assert called(last)[:2] == ["exec_command", "apply_patch"], called(last)
+        # The freeform tool is a function of one string `input` upstream, and its call went
+        # back into the history with that input.
+        patch = next(t for t in last["tools"] if t["function"]["name"] == "apply_patch")
+        assert patch["function"]["parameters"]["properties"]["input"]["type"] == "string", patch
+        assert "Add File: made_by_patch.txt" in json.dumps(last["messages"])
+    finally:
+        upstream.close()
