@@ -23,6 +23,8 @@ pub enum ApiError {
     Auth(AuthFailure),
     /// An unknown route.
     NotFound(String),
+    /// A known route asked with a method it does not serve (`GET /v1/chat/completions`).
+    MethodNotAllowed(String),
     /// A model no upstream serves; the message names the models there are.
     ModelNotFound(String),
     /// The request body is larger than the configured limit.
@@ -65,6 +67,7 @@ impl ApiError {
             ApiError::InvalidRequest { .. } => StatusCode::BAD_REQUEST,
             ApiError::Auth(_) => StatusCode::UNAUTHORIZED,
             ApiError::NotFound(_) | ApiError::ModelNotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
             ApiError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
@@ -90,6 +93,7 @@ impl ApiError {
             ApiError::InvalidRequest { .. } => "invalid_request",
             ApiError::Auth(_) => "auth",
             ApiError::NotFound(_) => "not_found",
+            ApiError::MethodNotAllowed(_) => "method_not_allowed",
             ApiError::ModelNotFound(_) => "model_not_found",
             ApiError::BodyTooLarge { .. } => "body_too_large",
             ApiError::RequestTimeout => "request_timeout",
@@ -131,7 +135,9 @@ impl ApiError {
             ApiError::ContextOverflow { tokens, limit } => format!(
                 "This model's maximum context length is {limit} tokens. However, your messages resulted in {tokens} tokens. Please reduce the length of the messages."
             ),
-            ApiError::NotFound(what) | ApiError::ModelNotFound(what) => what.clone(),
+            ApiError::NotFound(what)
+            | ApiError::ModelNotFound(what)
+            | ApiError::MethodNotAllowed(what) => what.clone(),
             ApiError::BodyTooLarge { limit } => {
                 format!("The request body is larger than the gateway's limit of {limit} bytes.")
             }
@@ -172,6 +178,7 @@ impl ApiError {
             ApiError::InvalidRequest { .. }
             | ApiError::Auth(_)
             | ApiError::NotFound(_)
+            | ApiError::MethodNotAllowed(_)
             | ApiError::ModelNotFound(_)
             | ApiError::BodyTooLarge { .. }
             | ApiError::UpstreamRejected { .. }

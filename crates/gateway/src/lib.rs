@@ -65,6 +65,7 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(ready))
         .route("/metrics", get(metrics_text))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), observe::observe))
         .layer(CatchPanicLayer::new())
         .with_state(state)
@@ -129,6 +130,22 @@ async fn probe_upstream(state: AppState) {
                 "the upstream cannot be reached now; requests for it will fail until it can (GET /readyz checks it)"
             ),
         }
+    }
+}
+
+/// A known path asked with another method: a 405 in the path's family's error shape.
+async fn method_not_allowed(request: Request) -> Response {
+    let path = request.uri().path().to_owned();
+    let err = ApiError::MethodNotAllowed(format!(
+        "{} is not served at {path}; see the API reference for the methods it takes.",
+        request.method()
+    ));
+    if path.starts_with("/v1/messages") {
+        api::anthropic::error::response(err, None)
+    } else if path.starts_with("/v1/responses") || path.starts_with("/responses") {
+        api::responses::error::response(err)
+    } else {
+        api::openai::error::response(err)
     }
 }
 

@@ -161,6 +161,15 @@ impl Chain {
         }
     }
 
+    /// Logs a link's failure; the next link, if any, is tried.
+    fn failed(&self, link: usize, name: &str, err: &ApiError) {
+        if link + 1 < self.links.len() {
+            tracing::warn!(upstream = %name, kind = err.kind(), detail = %err.detail(), "upstream failed; trying the next one");
+        } else {
+            tracing::debug!(upstream = %name, kind = err.kind(), "the route's last upstream failed");
+        }
+    }
+
     /// Notes which link's answer was a 400 or 422 (a refusal of what the request offered).
     fn note_rejection(&self, link: usize, err: &ApiError) {
         if matches!(err, ApiError::UpstreamRejected { status: 400 | 422, .. }) {
@@ -182,7 +191,7 @@ impl Chain {
             match client.relay(&body).await {
                 Ok(payloads) => return Ok(payloads),
                 Err(err) if falls_back(&err) => {
-                    tracing::warn!(upstream = %name, kind = err.kind(), detail = %err.detail(), "upstream failed; trying the next one");
+                    self.failed(link, name, &err);
                     last = Some(err);
                 }
                 Err(err) => {
@@ -216,7 +225,7 @@ impl Upstream for Chain {
             match client.chat(request).await {
                 Ok(stream) => return Ok(stream),
                 Err(err) if falls_back(&err) => {
-                    tracing::warn!(upstream = %name, kind = err.kind(), detail = %err.detail(), "upstream failed; trying the next one");
+                    self.failed(link, name, &err);
                     last = Some(err);
                 }
                 Err(err) => {

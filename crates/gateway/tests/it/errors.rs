@@ -1,4 +1,4 @@
-//! Errors: the client's mistakes (400/401/404/413), the upstream's failures before the first
+//! Errors: the client's mistakes (400/401/404/405/413), the upstream's failures before the first
 //! byte (429/502/504 as ordinary HTTP errors) and after it (an in-band error chunk), and a
 //! client that goes away mid-stream.
 
@@ -324,4 +324,24 @@ async fn client_leaving_before_the_first_byte_aborts_the_upstream_request() {
             "stream: {stream}: the upstream never saw its request cancelled"
         );
     }
+}
+
+/// Issue 25: a known path asked with a method it does not serve is a 405 with a body in the
+/// family's error shape (it was an empty body).
+#[tokio::test]
+async fn a_wrong_method_is_a_405_in_the_familys_shape() {
+    let gw = spawn_gateway(|_| {}).await;
+    for path in ["/v1/chat/completions", "/v1/responses/resp_1"] {
+        let response = gw.http().put(gw.url(path)).send().await.unwrap();
+        let (status, value) = error_of(response).await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{path}");
+        assert_eq!(value["error"]["code"], "method_not_allowed", "{path}: {value}");
+        assert!(value["error"]["message"].as_str().unwrap().contains("PUT"), "{value}");
+    }
+    let response = gw.http().get(gw.url("/v1/messages")).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
+    let value: Value = response.json().await.unwrap();
+    assert_eq!(value["type"], "error", "{value}");
+    assert_eq!(value["error"]["type"], "invalid_request_error", "{value}");
+    assert!(value["error"]["message"].as_str().unwrap().contains("GET"), "{value}");
 }

@@ -21,6 +21,9 @@ pub(crate) fn body(err: &ApiError) -> serde_json::Value {
         ),
         ApiError::UpstreamOverloaded { .. } => ("server_error", Some("overloaded".into()), None),
         ApiError::NotFound(_) => ("invalid_request_error", Some("not_found".into()), None),
+        ApiError::MethodNotAllowed(_) => {
+            ("invalid_request_error", Some("method_not_allowed".into()), None)
+        }
         ApiError::ModelNotFound(_) => {
             ("invalid_request_error", Some("model_not_found".into()), Some("model".into()))
         }

@@ -31,6 +31,7 @@ pub(crate) fn code(err: &ApiError) -> &'static str {
         ApiError::InvalidRequest { .. }
         | ApiError::Auth(_)
         | ApiError::NotFound(_)
+        | ApiError::MethodNotAllowed(_)
         | ApiError::ModelNotFound(_)
         | ApiError::BodyTooLarge { .. }
         | ApiError::RequestTimeout
