@@ -206,10 +206,10 @@ pub(crate) fn run<U: Upstream>(
                 usage = Usage {
                     prompt_tokens: sent_tokens,
                     completion_tokens: (raw.chars().count() as u64).div_ceil(4),
+                    cached_tokens: 0,
                 };
             }
-            spent.prompt_tokens += usage.prompt_tokens;
-            spent.completion_tokens += usage.completion_tokens;
+            spent.add(usage);
             if !committed {
                 if let Some(reason) = problem {
                     metrics.retry(reason.as_str(), attempt < max_retries);
@@ -448,6 +448,7 @@ mod tests {
             parallel_tool_calls: true,
             sampling: serde_json::Map::new(),
             show_reasoning: false,
+            cache_breakpoints: false,
             output: None,
         }
     }

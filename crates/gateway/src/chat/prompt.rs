@@ -68,6 +68,7 @@ pub(crate) fn render(
         stop,
         response_format,
         grammar,
+        cache_breakpoints: req.cache_breakpoints,
         prefill: None,
     }
 }
@@ -150,10 +151,18 @@ pub(crate) fn render_messages(req: &ChatRequest, format: CallFormat) -> (String,
         ));
     }
     let mut out = Vec::new();
-    // Consecutive tool results become one user message.
+    // Consecutive tool results become one user message, which says what to do with them:
+    // without that, small models repeat the call they see in the history instead of
+    // answering. Every group says it, not only the last one, so that a turn's prompt is the
+    // start of the next turn's (an upstream's prefix cache needs that).
+    let next = next_step(&req.tools, &req.tool_choice);
     let mut results = String::new();
     let flush = |results: &mut String, out: &mut Vec<Turn>| {
         if !results.is_empty() {
+            if let Some(next) = next {
+                results.push_str("\n\n");
+                results.push_str(next);
+            }
             out.push(Turn { role: Role::User, text: std::mem::take(results) });
         }
     };
@@ -182,12 +191,6 @@ pub(crate) fn render_messages(req: &ChatRequest, format: CallFormat) -> (String,
                 results.push_str(&render_result(req, call_id, name.as_deref(), content, *is_error));
             }
         }
-    }
-    // Results that end the conversation are what the next reply must use. Without a nudge,
-    // small models repeat the call they see in the history instead of answering.
-    if let Some(next) = next_step(&req.tools, &req.tool_choice).filter(|_| !results.is_empty()) {
-        results.push_str("\n\n");
-        results.push_str(next);
     }
     flush(&mut results, &mut out);
     (system, out)
@@ -651,6 +654,7 @@ mod tests {
             parallel_tool_calls: true,
             sampling: serde_json::Map::new(),
             show_reasoning: false,
+            cache_breakpoints: false,
             output: None,
         }
     }
@@ -700,7 +704,7 @@ mod tests {
     }
 
     #[test]
-    fn results_at_the_end_ask_for_the_answer() {
+    fn results_ask_for_the_answer_in_every_turn() {
         let call = PriorCall {
             id: "call_1".into(),
             name: "get_weather".into(),
@@ -726,7 +730,11 @@ mod tests {
         req.tool_choice = ToolChoice::Auto;
         req.messages.push(Message::Assistant { text: "18C in Paris.".into(), calls: vec![] });
         let messages = openai_messages(&req);
-        assert!(messages[3]["content"].as_str().unwrap().ends_with("18C"), "only the last results");
+        let results = messages[3]["content"].as_str().unwrap();
+        assert!(
+            results.ends_with("or call another tool if you still need one."),
+            "results earlier in the history keep what they said (a prefix cache needs it): {results}"
+        );
     }
 
     #[test]

@@ -775,6 +775,7 @@ mod tests {
             parallel_tool_calls: true,
             sampling: serde_json::Map::new(),
             show_reasoning: true,
+            cache_breakpoints: false,
             output: None,
         };
         let mut shaper =

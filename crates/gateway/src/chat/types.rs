@@ -25,6 +25,9 @@ pub(crate) struct ChatRequest {
     pub(crate) show_reasoning: bool,
     /// The format the answer must have (structured outputs), if the client set one.
     pub(crate) output: Option<OutputFormat>,
+    /// The client marked parts of its prompt for caching (Anthropic's `cache_control`): an
+    /// upstream that caches only where asked (Anthropic's) is asked to cache the prompt.
+    pub(crate) cache_breakpoints: bool,
 }
 
 /// What the pipeline needs to know besides the request.
@@ -137,8 +140,11 @@ pub(crate) enum Finish {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Usage {
+    /// Every token of the prompt, cached ones included.
     pub(crate) prompt_tokens: u64,
     pub(crate) completion_tokens: u64,
+    /// The prompt's tokens the upstream read from its cache (part of `prompt_tokens`).
+    pub(crate) cached_tokens: u64,
 }
 
 impl Usage {
@@ -146,6 +152,7 @@ impl Usage {
     pub(crate) fn add(&mut self, other: Usage) {
         self.prompt_tokens += other.prompt_tokens;
         self.completion_tokens += other.completion_tokens;
+        self.cached_tokens += other.cached_tokens;
     }
 }
 

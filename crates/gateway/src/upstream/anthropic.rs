@@ -31,6 +31,21 @@ pub(crate) fn body(request: &UpstreamRequest) -> Value {
     if !request.system.is_empty() {
         out["system"] = Value::String(request.system.clone());
     }
+    // Anthropic caches a prompt only up to a block marked for it: the system text (the tool
+    // contract, the same every turn) and the end of the conversation so far, whose prefix
+    // the next turn repeats.
+    if request.cache_breakpoints {
+        let ephemeral = serde_json::json!({"type": "ephemeral"});
+        if !request.system.is_empty() {
+            out["system"] = serde_json::json!([{"type": "text", "text": request.system,
+                "cache_control": ephemeral}]);
+        }
+        if let Some(last) = out["messages"].as_array_mut().and_then(|m| m.last_mut()) {
+            let text = last["content"].as_str().unwrap_or_default().to_owned();
+            last["content"] =
+                serde_json::json!([{"type": "text", "text": text, "cache_control": ephemeral}]);
+        }
+    }
     for key in ["temperature", "top_p", "top_k"] {
         if let Some(value) = request.sampling.get(key) {
             out[key] = value.clone();
@@ -59,7 +74,7 @@ pub(crate) fn body(request: &UpstreamRequest) -> Value {
 /// and are to be ignored, while content only ever comes in the events above.
 pub(crate) fn stream_event(
     value: &Value,
-    input_tokens: &mut u64,
+    start: &mut Usage,
 ) -> Result<Vec<UpstreamEvent>, Unreadable> {
     let mut events = Vec::new();
     let Some(kind) = value.get("type").and_then(Value::as_str) else {
@@ -70,8 +85,7 @@ pub(crate) fn stream_event(
     };
     match kind {
         "message_start" => {
-            *input_tokens =
-                value.pointer("/message/usage/input_tokens").and_then(Value::as_u64).unwrap_or(0);
+            *start = value.pointer("/message/usage").map(usage_of).unwrap_or_default();
             content_events(value.pointer("/message/content"), "message.content", &mut events)?;
         }
         "content_block_start" => {
@@ -88,10 +102,7 @@ pub(crate) fn stream_event(
                 events.push(UpstreamEvent::Finish(FinishReason::from_wire(reason)));
             }
             let output = value.pointer("/usage/output_tokens").and_then(Value::as_u64).unwrap_or(0);
-            events.push(UpstreamEvent::Usage(Usage {
-                prompt_tokens: *input_tokens,
-                completion_tokens: output,
-            }));
+            events.push(UpstreamEvent::Usage(Usage { completion_tokens: output, ..*start }));
         }
         // No content: the end of a block or of the message, a keep-alive.
         "content_block_stop" | "message_stop" | "ping" => {}
@@ -210,12 +221,21 @@ pub(crate) fn message_events(value: &Value) -> Result<Vec<UpstreamEvent>, Unread
         events.push(UpstreamEvent::Finish(FinishReason::from_wire(reason)));
     }
     if let Some(usage) = value.get("usage") {
-        events.push(UpstreamEvent::Usage(Usage {
-            prompt_tokens: usage.get("input_tokens").and_then(Value::as_u64).unwrap_or(0),
-            completion_tokens: usage.get("output_tokens").and_then(Value::as_u64).unwrap_or(0),
-        }));
+        events.push(UpstreamEvent::Usage(usage_of(usage)));
     }
     Ok(events)
+}
+
+/// A Messages `usage` object: its prompt is the uncached input plus what was read from and
+/// written to the cache.
+fn usage_of(usage: &Value) -> Usage {
+    let count = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
+    let cached = count("cache_read_input_tokens");
+    Usage {
+        prompt_tokens: count("input_tokens") + cached + count("cache_creation_input_tokens"),
+        completion_tokens: count("output_tokens"),
+        cached_tokens: cached,
+    }
 }
 
 #[cfg(test)]
@@ -230,7 +250,7 @@ mod tests {
 
     #[test]
     fn issue_14_output_in_an_unreadable_shape_is_an_error() {
-        let mut tokens = 0;
+        let mut tokens = Usage::default();
         for bad in [
             json!("just a string"),
             json!({"index": 0}),
@@ -252,7 +272,7 @@ mod tests {
 
     #[test]
     fn issue_14_events_without_output_are_read_as_nothing() {
-        let mut tokens = 0;
+        let mut tokens = Usage::default();
         for empty in [
             json!({"type": "ping"}),
             json!({"type": "message_start", "message": {"content": [], "usage": {"input_tokens": 3}}}),
@@ -266,7 +286,7 @@ mod tests {
         ] {
             assert_eq!(stream_event(&empty, &mut tokens), Ok(Vec::new()), "{empty}");
         }
-        assert_eq!(tokens, 3);
+        assert_eq!(tokens.prompt_tokens, 3);
         let start = json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "Hi"}});
         assert_eq!(stream_event(&start, &mut tokens), Ok(vec![UpstreamEvent::Text("Hi".into())]));
         let long = delta(json!({"type": "x".repeat(10_000)}));

@@ -644,14 +644,14 @@ impl Upstream for UpstreamClient {
         let mut cap = OutputCap::new(self.limits.max_reply, &self.shown);
         let this = self.clone();
         let stream = async_stream::stream! {
-            let mut input_tokens = 0;
+            let mut start = crate::chat::Usage::default();
             while let Some(item) = payloads.next().await {
                 let payload = match item {
                     Ok(payload) => payload,
                     Err(err) => { yield Err(err); return; }
                 };
                 let read = match (&payload, anthropic) {
-                    (Payload::Event(value), true) => anthropic::stream_event(value, &mut input_tokens),
+                    (Payload::Event(value), true) => anthropic::stream_event(value, &mut start),
                     (Payload::Event(value), false) => openai::chunk_events(value),
                     (Payload::Body(value), true) => anthropic::message_events(value),
                     (Payload::Body(value), false) => openai::completion_events(value),

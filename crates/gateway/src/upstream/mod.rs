@@ -54,6 +54,9 @@ pub(crate) struct UpstreamRequest {
     /// A GBNF grammar of the reply the tool contract asks for (`chat::grammar`), for an
     /// upstream that decodes under one (`upstream.constrain`); others never see it.
     pub(crate) grammar: Option<String>,
+    /// The client marked its prompt for caching: an upstream that caches only where asked
+    /// (Anthropic's) is asked to cache the system text and the conversation so far.
+    pub(crate) cache_breakpoints: bool,
     /// The start of the assistant's reply, for the upstream to continue
     /// (`chat::continuation`; only for an upstream that does, `upstream.prefill`).
     pub(crate) prefill: Option<String>,

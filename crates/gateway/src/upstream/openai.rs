@@ -177,6 +177,10 @@ fn usage_of(value: &Value) -> Option<Usage> {
     Some(Usage {
         prompt_tokens: usage.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
         completion_tokens: usage.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0),
+        cached_tokens: usage
+            .pointer("/prompt_tokens_details/cached_tokens")
+            .and_then(Value::as_u64)
+            .unwrap_or(0),
     })
 }
 

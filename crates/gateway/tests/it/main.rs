@@ -66,6 +66,7 @@
 )]
 
 mod anthropic;
+mod caching;
 mod call_format;
 mod common;
 mod constrain;

@@ -83,7 +83,7 @@ impl Encoder {
         self.started = true;
         let message = json!({"type": "message_start", "message": {
             "id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": [],
-            "stop_reason": null, "stop_sequence": null, "usage": usage(self.input_tokens, 1)}});
+            "stop_reason": null, "stop_sequence": null, "usage": usage(self.input_tokens, 0, 1)}});
         out.push(frame("message_start", &message));
     }
 
@@ -161,15 +161,18 @@ impl Encoder {
             ChatEvent::Done(outcome) => {
                 self.close(out);
                 let output_tokens = outcome.usage.completion_tokens.max(1);
-                // The same input count as `message_start` and `count_tokens` (one rendering),
-                // plus what the emulation's retries cost.
-                let input_tokens = self.input_tokens + outcome.retried.prompt_tokens;
+                let usage = usage(
+                    prompt_tokens(self.input_tokens, outcome),
+                    outcome.usage.cached_tokens,
+                    output_tokens,
+                );
                 out.push(frame(
                     "message_delta",
                     &json!({"type": "message_delta",
                         "delta": {"stop_reason": stop_reason(outcome.finish), "stop_sequence": null},
-                        "usage": {"input_tokens": input_tokens, "cache_creation_input_tokens": 0,
-                                  "cache_read_input_tokens": 0, "output_tokens": output_tokens}}),
+                        "usage": {"input_tokens": usage.input_tokens, "cache_creation_input_tokens": 0,
+                                  "cache_read_input_tokens": usage.cache_read_input_tokens,
+                                  "output_tokens": output_tokens}}),
                 ));
                 out.push(frame("message_stop", &json!({"type": "message_stop"})));
             }
@@ -271,10 +274,22 @@ impl Collector {
             stop_reason: Some(stop_reason(outcome.finish)),
             stop_sequence: None,
             usage: usage(
-                input_tokens + outcome.retried.prompt_tokens,
+                prompt_tokens(input_tokens, &outcome),
+                outcome.usage.cached_tokens,
                 outcome.usage.completion_tokens,
             ),
         }
+    }
+}
+
+/// The prompt's tokens, as the reply's usage counts them: the same count as `message_start`
+/// and `count_tokens` (one rendering, `estimated`) plus what the emulation's retries cost;
+/// but the upstream's own count when it reported cached tokens, which are part of it.
+fn prompt_tokens(estimated: u64, outcome: &Outcome) -> u64 {
+    if outcome.usage.cached_tokens > 0 {
+        outcome.usage.prompt_tokens
+    } else {
+        estimated + outcome.retried.prompt_tokens
     }
 }
 

@@ -15,6 +15,22 @@ pub(crate) struct Parsed {
     pub(crate) stream: bool,
 }
 
+/// Whether the request marks any part of its prompt for caching (`cache_control` on the
+/// system text, a tool, or a block of a message).
+fn marks_cache(object: &serde_json::Map<String, Value>) -> bool {
+    let marked = |value: &Value| value.get("cache_control").is_some_and(|c| !c.is_null());
+    let blocks =
+        |value: Option<&Value>| value.and_then(Value::as_array).into_iter().flatten().any(&marked);
+    blocks(object.get("system"))
+        || blocks(object.get("tools"))
+        || object
+            .get("messages")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .any(|message| blocks(message.get("content")))
+}
+
 fn invalid(message: impl Into<String>) -> ApiError {
     ApiError::invalid(message, None)
 }
@@ -138,6 +154,7 @@ pub(crate) fn from_wire(body: &Value, counting: bool) -> Result<Parsed, ApiError
             parallel_tool_calls,
             sampling,
             show_reasoning,
+            cache_breakpoints: marks_cache(object),
             output,
         },
         stream: object.get("stream").and_then(Value::as_bool).unwrap_or(false),
@@ -533,11 +550,13 @@ pub(crate) struct WireUsage {
     pub(crate) service_tier: &'static str,
 }
 
-pub(crate) fn usage(input_tokens: u64, output_tokens: u64) -> WireUsage {
+/// Usage in Messages' terms: `input_tokens` are the prompt's tokens not read from the cache
+/// (`prompt_tokens`, all of them, less `cached`).
+pub(crate) fn usage(prompt_tokens: u64, cached: u64, output_tokens: u64) -> WireUsage {
     WireUsage {
-        input_tokens,
+        input_tokens: prompt_tokens.saturating_sub(cached),
         cache_creation_input_tokens: 0,
-        cache_read_input_tokens: 0,
+        cache_read_input_tokens: cached.min(prompt_tokens),
         output_tokens,
         service_tier: "standard",
     }

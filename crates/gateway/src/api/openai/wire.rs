@@ -183,6 +183,7 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
             parallel_tool_calls,
             sampling,
             show_reasoning,
+            cache_breakpoints: false,
             output,
         },
         stream,
@@ -792,7 +793,10 @@ pub(crate) fn to_wire_usage(usage: Usage) -> WireUsage {
         prompt_tokens: usage.prompt_tokens,
         completion_tokens: usage.completion_tokens,
         total_tokens: usage.prompt_tokens + usage.completion_tokens,
-        prompt_tokens_details: PromptDetails { cached_tokens: 0, audio_tokens: 0 },
+        prompt_tokens_details: PromptDetails {
+            cached_tokens: usage.cached_tokens,
+            audio_tokens: 0,
+        },
         completion_tokens_details: CompletionDetails {
             reasoning_tokens: 0,
             audio_tokens: 0,

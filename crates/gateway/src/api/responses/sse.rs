@@ -104,7 +104,7 @@ pub(crate) struct Builder {
 fn usage(usage: Usage) -> Value {
     json!({
         "input_tokens": usage.prompt_tokens,
-        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "input_tokens_details": {"cached_tokens": usage.cached_tokens, "cache_write_tokens": 0},
         "output_tokens": usage.completion_tokens,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": usage.prompt_tokens + usage.completion_tokens,
@@ -553,7 +553,7 @@ mod tests {
     }
 
     fn done(finish: Finish) -> ChatEvent {
-        let usage = Usage { prompt_tokens: 0, completion_tokens: 5 };
+        let usage = Usage { prompt_tokens: 0, completion_tokens: 5, cached_tokens: 0 };
         ChatEvent::Done(Outcome { finish, usage, retried: Usage::default() })
     }
 

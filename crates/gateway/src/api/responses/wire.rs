@@ -355,6 +355,7 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
             parallel_tool_calls,
             sampling,
             show_reasoning,
+            cache_breakpoints: false,
             output,
         },
         stream: object.get("stream").and_then(Value::as_bool).unwrap_or(false),

@@ -256,6 +256,7 @@ mod tests {
             parallel_tool_calls: true,
             sampling: serde_json::Map::new(),
             show_reasoning: false,
+            cache_breakpoints: false,
             output: None,
         })
     }

@@ -19,6 +19,7 @@ fn request() -> ChatRequest {
         parallel_tool_calls: true,
         sampling: serde_json::Map::new(),
         show_reasoning: false,
+        cache_breakpoints: false,
         output: None,
     }
 }
