@@ -1,5 +1,7 @@
 """Claude Code (Messages) and Codex (Responses) in front of an upstream with native tool
-calling, the gateway in its default `auto` mode (issue 25).
+calling, the gateway in its default `auto` mode (issue 25), each with a picture: Claude Code
+reads one with its `Read` tool, Codex gets one attached to its prompt (`-i`); the upstream
+must receive it as an image.
 
 The scripted upstream here is what vLLM or llama.cpp with a working tool parser is: it takes
 `tools` and answers with `tool_calls`. It looks at what it was sent: the tools as Chat
@@ -17,8 +19,10 @@ import http.server
 import json
 import os
 import secrets
+import struct
 import subprocess
 import threading
+import zlib
 from pathlib import Path
 from typing import Callable
 
@@ -93,6 +97,31 @@ class NativeUpstream:
         self.server.shutdown()
 
 
+def png(path: Path) -> Path:
+    """Writes an 8×8 red PNG at `path`."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    rows = b"".join(b"\x00" + b"\xff\x00\x00" * 8 for _ in range(8))
+    path.write_bytes(
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", 8, 8, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
+    return path
+
+
+def images(request: dict) -> list[str]:
+    """The image URLs of an upstream request's messages."""
+    return [
+        part["image_url"]["url"]
+        for message in request["messages"]
+        if isinstance(message.get("content"), list)
+        for part in message["content"]
+        if part.get("type") == "image_url"
+    ]
+
+
 def tool_names(body: dict) -> set[str]:
     return {tool["function"]["name"] for tool in body.get("tools", []) if tool.get("type") == "function"}
 
@@ -127,14 +156,17 @@ def test_claude_code_reads_a_file_with_native_tools(gateway_factory, tmp_path: P
     work.mkdir()
     note = work / "hello.txt"
     note.write_text(f"The secret word is {secret}.\n")
+    picture = png(work / "pixel.png")
 
     def script(body: dict) -> object:
         schema = (body.get("response_format") or {}).get("json_schema", {}).get("schema")
         if schema:  # Claude Code's session title: a structured output, emulated
             return json.dumps(fitting(schema))
-        last = body["messages"][-1]
-        if last["role"] == "tool":
-            return f"The file says: {last['content']}"
+        results = [m for m in body["messages"] if m["role"] == "tool"]
+        if len(results) >= 2:  # the picture came back: an image after the results
+            return f"The file says: {results[0]['content']} The picture has {len(images(body))} image."
+        if results:
+            return ("Read", {"file_path": str(picture)})
         if "Read" in tool_names(body) and note.name in json.dumps(body["messages"]):
             return ("Read", {"file_path": str(note)})
         return "ok"
@@ -159,7 +191,7 @@ def test_claude_code_reads_a_file_with_native_tools(gateway_factory, tmp_path: P
             "DISABLE_BUG_COMMAND": "1",
         }
         done = subprocess.run(
-            [str(CLAUDE_BIN), "-p", "Read the file hello.txt and tell me what it says.",
+            [str(CLAUDE_BIN), "-p", "Read the file hello.txt and tell me what it says, then look at pixel.png.",
              "--allowedTools", "Read", "--output-format", "json"],
             cwd=work, env=env, capture_output=True, text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL,
         )
@@ -168,8 +200,13 @@ def test_claude_code_reads_a_file_with_native_tools(gateway_factory, tmp_path: P
         assert result["is_error"] is False, result
         assert result["num_turns"] >= 2, result
         assert secret in result["result"], result
+        assert "The picture has 1 image" in result["result"], result
         native = check_native(upstream.requests)
         assert any("Read" in tool_names(r) for r in native)
+        # Claude Code's Read returns a picture as an image block: it reached the upstream as
+        # an image, after the tool's result.
+        shown = [url for r in native for url in images(r)]
+        assert shown and shown[-1].startswith("data:image/"), shown
         # The tool result came back to the upstream as a `tool` message holding the file.
         results = [m for r in native for m in r["messages"] if m["role"] == "tool"]
         assert any(secret in json.dumps(m["content"]) for m in results), results
@@ -184,6 +221,7 @@ def test_codex_runs_a_shell_command_and_a_patch_with_native_tools(gateway_factor
     work.mkdir()
     home = tmp_path / "codex-home"
     home.mkdir()
+    picture = png(tmp_path / "pixel.png")
 
     def script(body: dict) -> object:
         if not body.get("tools"):
@@ -219,7 +257,8 @@ def test_codex_runs_a_shell_command_and_a_patch_with_native_tools(gateway_factor
         }
         done = subprocess.run(
             [str(CODEX_BIN), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
-             "-C", str(work), f"Create {SHELL_FILE} with a shell command, then add {PATCH_FILE} with a patch."],
+             "-C", str(work), f"--image={picture}",
+             f"Create {SHELL_FILE} with a shell command, then add {PATCH_FILE} with a patch."],
             cwd=work, env=env, capture_output=True, text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL,
         )
         assert done.returncode == 0, f"codex exited {done.returncode}\nstdout: {done.stdout}\nstderr: {done.stderr}\ngateway: {gw.stderr_text()}"
@@ -227,6 +266,8 @@ def test_codex_runs_a_shell_command_and_a_patch_with_native_tools(gateway_factor
         assert (work / PATCH_FILE).read_text() == "Hello from apply_patch\n", done.stderr
         assert "Both files are in place" in done.stdout + done.stderr
         native = check_native(upstream.requests)
+        # The attached picture reached the upstream as an image in the user's message.
+        assert all(images(r) and images(r)[0].startswith("data:image/png") for r in native), [images(r)[:1] for r in native]
         last = native[-1]
         assert called(last)[:2] == ["exec_command", "apply_patch"], called(last)
         # The freeform tool is a function of one string `input` upstream, and its call went

@@ -105,9 +105,43 @@ pub(crate) fn after_refusal(chain: &Chain, err: ApiError) -> Option<ApiError> {
     }
 }
 
+/// An upstream's refusal of a request that carries images says so: a model without vision
+/// refuses them with a message of its own, which seldom names them.
+pub(crate) fn naming_images(chat: &ChatRequest) -> impl Fn(ApiError) -> ApiError + Send + use<> {
+    let first = chat.images.first().map(|(_, image)| {
+        let shown: String = image.url.chars().take(40).collect();
+        if shown.len() < image.url.len() { format!("{shown}…") } else { shown }
+    });
+    let count = chat.images.len();
+    move |err| match (err, &first) {
+        (ApiError::UpstreamRejected { status, message }, Some(first)) => {
+            let images = if count == 1 { "an image" } else { "images" };
+            ApiError::UpstreamRejected {
+                status,
+                message: format!(
+                    "{message} (The request carries {images}, the first `{first}`; a model that reads no images refuses them: send the text alone, or route to a model with vision.)"
+                ),
+            }
+        }
+        (err, _) => err,
+    }
+}
+
 /// The chat events of a request of a family whose body is built from the neutral request
 /// (Messages, Responses), served as `plan` decides.
 pub(crate) async fn serve(
+    state: &AppState,
+    chat: ChatRequest,
+    stream: bool,
+) -> Result<EventStream, ApiError> {
+    let name = naming_images(&chat);
+    match serve_plan(state, chat, stream).await {
+        Ok(events) => Ok(Box::pin(events.map(move |event| event.map_err(&name)))),
+        Err(err) => Err(name(err)),
+    }
+}
+
+async fn serve_plan(
     state: &AppState,
     chat: ChatRequest,
     stream: bool,
@@ -321,6 +355,7 @@ mod tests {
             sampling: serde_json::Map::new(),
             show_reasoning: false,
             cache_breakpoints: false,
+            images: Vec::new(),
             output: None,
         }
     }

@@ -466,6 +466,7 @@ mod tests {
             sampling: serde_json::Map::new(),
             show_reasoning: false,
             cache_breakpoints: false,
+            images: Vec::new(),
             output: None,
         }
     }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use toolshim_parse::{Config as ParseConfig, ReasoningCalls, Tool, ToolSet, WarningCode};
 
 use crate::chat::types::{
-    ChatRequest, Message, OutputFormat, Retry, RetryReason, Settings, ToolChoice, ToolSpec,
+    ChatRequest, Image, Message, OutputFormat, Retry, RetryReason, Settings, ToolChoice, ToolSpec,
 };
 use crate::config::CallFormat;
 use crate::upstream::{Role, Turn, UpstreamRequest};
@@ -31,9 +31,9 @@ pub(crate) fn render(
     let (system, mut turns) = render_messages(req, format);
     if let Some(retry) = retry {
         if !retry.reply.trim().is_empty() {
-            turns.push(Turn { role: Role::Assistant, text: retry.reply.clone() });
+            turns.push(Turn::text(Role::Assistant, retry.reply.clone()));
         }
-        turns.push(Turn { role: Role::User, text: correction(req, retry, format) });
+        turns.push(Turn::text(Role::User, correction(req, retry, format)));
     }
     let mut sampling = req.sampling.clone();
     let mut stop = match sampling.remove("stop") {
@@ -157,24 +157,28 @@ pub(crate) fn render_messages(req: &ChatRequest, format: CallFormat) -> (String,
     // start of the next turn's (an upstream's prefix cache needs that).
     let next = next_step(&req.tools, &req.tool_choice);
     let mut results = String::new();
-    let flush = |results: &mut String, out: &mut Vec<Turn>| {
+    // The images of the results: they go with the results' turn.
+    let mut result_images = Vec::new();
+    let flush = |results: &mut String, images: &mut Vec<Image>, out: &mut Vec<Turn>| {
         if !results.is_empty() {
             if let Some(next) = next {
                 results.push_str("\n\n");
                 results.push_str(next);
             }
-            out.push(Turn { role: Role::User, text: std::mem::take(results) });
+            let (text, images) = (std::mem::take(results), std::mem::take(images));
+            out.push(Turn { role: Role::User, text, images });
         }
     };
-    for message in &req.messages {
+    for (i, message) in req.messages.iter().enumerate() {
         match message {
             Message::System(_) => {}
             Message::User(text) => {
-                flush(&mut results, &mut out);
-                out.push(Turn { role: Role::User, text: text.clone() });
+                flush(&mut results, &mut result_images, &mut out);
+                let images = req.images_of(i).cloned().collect();
+                out.push(Turn { role: Role::User, text: text.clone(), images });
             }
             Message::Assistant { text, calls } => {
-                flush(&mut results, &mut out);
+                flush(&mut results, &mut result_images, &mut out);
                 let mut content = text.clone();
                 for call in calls {
                     if !content.is_empty() {
@@ -182,17 +186,18 @@ pub(crate) fn render_messages(req: &ChatRequest, format: CallFormat) -> (String,
                     }
                     content.push_str(&render_call(format, &call.id, &call.name, &call.arguments));
                 }
-                out.push(Turn { role: Role::Assistant, text: content });
+                out.push(Turn::text(Role::Assistant, content));
             }
             Message::ToolResult { call_id, name, content, is_error } => {
                 if !results.is_empty() {
                     results.push_str("\n\n");
                 }
                 results.push_str(&render_result(req, call_id, name.as_deref(), content, *is_error));
+                result_images.extend(req.images_of(i).cloned());
             }
         }
     }
-    flush(&mut results, &mut out);
+    flush(&mut results, &mut result_images, &mut out);
     (system, out)
 }
 
@@ -655,6 +660,7 @@ mod tests {
             sampling: serde_json::Map::new(),
             show_reasoning: false,
             cache_breakpoints: false,
+            images: Vec::new(),
             output: None,
         }
     }

@@ -776,6 +776,7 @@ mod tests {
             sampling: serde_json::Map::new(),
             show_reasoning: true,
             cache_breakpoints: false,
+            images: Vec::new(),
             output: None,
         };
         let mut shaper =

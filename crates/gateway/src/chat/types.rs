@@ -28,6 +28,33 @@ pub(crate) struct ChatRequest {
     /// The client marked parts of its prompt for caching (Anthropic's `cache_control`): an
     /// upstream that caches only where asked (Anthropic's) is asked to cache the prompt.
     pub(crate) cache_breakpoints: bool,
+    /// Images the conversation carries, each with the index of the message it came with (a
+    /// user message, or a tool result): passed to the upstream as image parts, emulated or
+    /// native.
+    pub(crate) images: Vec<(usize, Image)>,
+}
+
+/// An image: an `http(s)` URL, passed on and never fetched by the gateway, or a `data:` URL
+/// holding the image itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Image {
+    pub(crate) url: String,
+}
+
+impl Image {
+    /// The media type and base64 data of a `data:` URL.
+    pub(crate) fn data(&self) -> Option<(&str, &str)> {
+        let rest = self.url.strip_prefix("data:")?;
+        let (media, data) = rest.split_once(',')?;
+        Some((media.strip_suffix(";base64")?, data))
+    }
+}
+
+impl ChatRequest {
+    /// The images that came with message `index`.
+    pub(crate) fn images_of(&self, index: usize) -> impl Iterator<Item = &Image> {
+        self.images.iter().filter(move |(at, _)| *at == index).map(|(_, image)| image)
+    }
 }
 
 /// What the pipeline needs to know besides the request.

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::chat::Usage;
+use crate::chat::{Image, Usage};
 use crate::upstream::{
     FinishReason, Role, Unreadable, UpstreamEvent, UpstreamRequest, shape_of, text_field,
 };
@@ -11,21 +11,34 @@ use crate::upstream::{
 /// The request as a streaming Anthropic Messages body: the system text apart, roles
 /// alternating (consecutive turns of one role are joined).
 pub(crate) fn body(request: &UpstreamRequest) -> Value {
-    let mut messages: Vec<Value> = Vec::new();
+    // (role, text, images), consecutive turns of one role joined.
+    let mut joined: Vec<(&str, String, Vec<&Image>)> = Vec::new();
     for turn in &request.turns {
         let role = match turn.role {
             Role::User => "user",
             Role::Assistant => "assistant",
         };
-        match messages.last_mut() {
-            Some(last) if last["role"] == role => {
-                let merged =
-                    format!("{}\n\n{}", last["content"].as_str().unwrap_or_default(), turn.text);
-                last["content"] = Value::String(merged);
+        match joined.last_mut() {
+            Some((last, text, images)) if *last == role => {
+                text.push_str("\n\n");
+                text.push_str(&turn.text);
+                images.extend(&turn.images);
             }
-            _ => messages.push(serde_json::json!({"role": role, "content": turn.text})),
+            _ => joined.push((role, turn.text.clone(), turn.images.iter().collect())),
         }
     }
+    let messages: Vec<Value> = joined
+        .into_iter()
+        .map(|(role, text, images)| {
+            if images.is_empty() {
+                return serde_json::json!({"role": role, "content": text});
+            }
+            let text =
+                (!text.is_empty()).then(|| serde_json::json!({"type": "text", "text": text}));
+            let blocks = text.into_iter().chain(images.into_iter().map(image_block));
+            serde_json::json!({"role": role, "content": blocks.collect::<Vec<_>>()})
+        })
+        .collect();
     let max_tokens = request.sampling.get("max_tokens").and_then(Value::as_u64).unwrap_or(4096);
     let mut out = serde_json::json!({"model": request.model, "max_tokens": max_tokens, "messages": messages, "stream": true});
     if !request.system.is_empty() {
@@ -41,9 +54,12 @@ pub(crate) fn body(request: &UpstreamRequest) -> Value {
                 "cache_control": ephemeral}]);
         }
         if let Some(last) = out["messages"].as_array_mut().and_then(|m| m.last_mut()) {
-            let text = last["content"].as_str().unwrap_or_default().to_owned();
-            last["content"] =
-                serde_json::json!([{"type": "text", "text": text, "cache_control": ephemeral}]);
+            if let Some(text) = last["content"].as_str().map(str::to_owned) {
+                last["content"] = serde_json::json!([{"type": "text", "text": text}]);
+            }
+            if let Some(block) = last["content"].as_array_mut().and_then(|b| b.last_mut()) {
+                block["cache_control"] = ephemeral;
+            }
         }
     }
     for key in ["temperature", "top_p", "top_k"] {
@@ -61,6 +77,18 @@ pub(crate) fn body(request: &UpstreamRequest) -> Value {
             serde_json::json!({"format": {"type": "json_schema", "schema": schema}});
     }
     out
+}
+
+/// An image as a Messages `image` block: a `data:` URL as a `base64` source, any other as a
+/// `url` source.
+fn image_block(image: &Image) -> Value {
+    let source = match image.data() {
+        Some((media_type, data)) => {
+            serde_json::json!({"type": "base64", "media_type": media_type, "data": data})
+        }
+        None => serde_json::json!({"type": "url", "url": image.url}),
+    };
+    serde_json::json!({"type": "image", "source": source})
 }
 
 /// Events of one Anthropic stream event.

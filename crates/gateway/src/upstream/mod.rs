@@ -8,7 +8,7 @@ use std::pin::Pin;
 use futures::Stream;
 use serde_json::Value;
 
-use crate::chat::{OutputFormat, Usage};
+use crate::chat::{Image, OutputFormat, Usage};
 use crate::config::CallFormat;
 use crate::error::ApiError;
 
@@ -31,6 +31,14 @@ pub(crate) enum Role {
 pub(crate) struct Turn {
     pub(crate) role: Role,
     pub(crate) text: String,
+    /// Images after the text (user turns only).
+    pub(crate) images: Vec<Image>,
+}
+
+impl Turn {
+    pub(crate) fn text(role: Role, text: String) -> Turn {
+        Turn { role, text, images: Vec::new() }
+    }
 }
 
 /// A chat request as an emulating upstream gets it: a system text and plain text turns,

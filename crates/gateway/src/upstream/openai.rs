@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::chat::{ChatRequest, Message, OutputFormat, ToolChoice, Usage};
+use crate::chat::{ChatRequest, Image, Message, OutputFormat, ToolChoice, Usage};
 use crate::upstream::constrain::Dialect;
 use crate::upstream::{
     CallDelta, FinishReason, Role, Unreadable, UpstreamEvent, UpstreamRequest, shape_of, text_field,
@@ -25,7 +25,7 @@ pub(crate) fn body(
             Role::User => "user",
             Role::Assistant => "assistant",
         };
-        messages.push(json!({"role": role, "content": turn.text}));
+        messages.push(json!({"role": role, "content": content(&turn.text, &turn.images)}));
     }
     let prefill = request.prefill.as_deref().zip(prefill);
     if let Some((text, _)) = prefill {
@@ -54,6 +54,17 @@ pub(crate) fn body(
     Value::Object(body)
 }
 
+/// A message's `content`: its text, or with images, a text part and an `image_url` part each.
+fn content(text: &str, images: &[Image]) -> Value {
+    if images.is_empty() {
+        return json!(text);
+    }
+    let text = (!text.is_empty()).then(|| json!({"type": "text", "text": text}));
+    let images =
+        images.iter().map(|image| json!({"type": "image_url", "image_url": {"url": image.url}}));
+    Value::Array(text.into_iter().chain(images).collect())
+}
+
 /// A format as OpenAI's `response_format`.
 pub(crate) fn response_format(output: &OutputFormat) -> Value {
     match &output.schema {
@@ -69,10 +80,20 @@ pub(crate) fn response_format(output: &OutputFormat) -> Value {
 /// the sampling options and the answer's format.
 pub(crate) fn native_body(req: &ChatRequest, model: &str) -> Value {
     let mut messages = Vec::with_capacity(req.messages.len());
-    for message in &req.messages {
+    // Images of tool results: a `tool` message holds text only, so they follow the results
+    // in a user message of their own.
+    let mut result_images: Vec<Image> = Vec::new();
+    for (i, message) in req.messages.iter().enumerate() {
+        if !matches!(message, Message::ToolResult { .. }) && !result_images.is_empty() {
+            let images = std::mem::take(&mut result_images);
+            messages.push(json!({"role": "user", "content": content("", &images)}));
+        }
         messages.push(match message {
             Message::System(text) => json!({"role": "system", "content": text}),
-            Message::User(text) => json!({"role": "user", "content": text}),
+            Message::User(text) => {
+                let images: Vec<Image> = req.images_of(i).cloned().collect();
+                json!({"role": "user", "content": content(text, &images)})
+            }
             Message::Assistant { text, calls } if calls.is_empty() => {
                 json!({"role": "assistant", "content": text})
             }
@@ -89,10 +110,14 @@ pub(crate) fn native_body(req: &ChatRequest, model: &str) -> Value {
             }
             // Chat Completions has no error flag on a result: an error says so in its text.
             Message::ToolResult { call_id, content, is_error, .. } => {
+                result_images.extend(req.images_of(i).cloned());
                 let content = if *is_error { format!("Error: {content}") } else { content.clone() };
                 json!({"role": "tool", "tool_call_id": call_id, "content": content})
             }
         });
+    }
+    if !result_images.is_empty() {
+        messages.push(json!({"role": "user", "content": content("", &result_images)}));
     }
     let mut body = serde_json::Map::new();
     body.insert("model".into(), Value::String(model.to_owned()));

@@ -76,6 +76,7 @@ mod fail_closed;
 mod faults;
 mod finish;
 mod followups;
+mod images;
 mod integrity;
 mod modes;
 mod native_families;

@@ -230,7 +230,8 @@ async fn rate_limits_and_context_overflows_are_response_failed_in_a_stream() {
 }
 
 /// Everything that reaches the prompt as text: Codex's `local_shell_call`s and their output
-/// (as `function_call_output`, or `local_shell_call_output` by `id`), images, files.
+/// (as `function_call_output`, or `local_shell_call_output` by `id`), images (as images),
+/// files.
 #[tokio::test]
 async fn local_shell_calls_images_and_files_reach_the_prompt() {
     let gw = spawn_gateway(|_| {}).await;
@@ -251,12 +252,19 @@ async fn local_shell_calls_images_and_files_reach_the_prompt() {
     assert_eq!(response.status(), StatusCode::OK);
     let value: Value = response.json().await.unwrap();
     assert_eq!(value["output"][0]["content"][0]["text"], "Two files.");
-    let sent = gw.upstream.requests()[0].to_string();
-    for seen in
-        ["[image]", "[file: notes.pdf]", "local_shell", "ls", "a.txt b.txt", "contents-of-a"]
-    {
+    let request = &gw.upstream.requests()[0];
+    let sent = request.to_string();
+    for seen in ["[file: notes.pdf]", "local_shell", "ls", "a.txt b.txt", "contents-of-a"] {
         assert!(sent.contains(seen), "{seen} in {sent}");
     }
+    // Issue 25: the image reaches the upstream as an image, not as a word.
+    let user = &request["messages"][1]["content"];
+    assert_eq!(
+        user[1],
+        json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}),
+        "{sent}"
+    );
+    assert!(!sent.contains("[image]"), "{sent}");
 }
 
 fn patch_tool() -> Value {

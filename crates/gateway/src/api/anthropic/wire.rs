@@ -5,7 +5,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::api::fields::{Fields, JsonType, Walker, items};
-use crate::chat::{ChatRequest, Message, PriorCall, ToolChoice, ToolSpec};
+use crate::chat::{ChatRequest, Image, Message, PriorCall, ToolChoice, ToolSpec};
 use crate::error::ApiError;
 
 /// A parsed request: the neutral part and what only the encoder needs.
@@ -99,12 +99,19 @@ pub(crate) fn from_wire(body: &Value, counting: bool) -> Result<Parsed, ApiError
         return Err(invalid("messages: List should have at least 1 item after validation, not 0"));
     }
     let mut messages = Vec::new();
+    let mut images = Vec::new();
     match object.get("system") {
         None | Some(Value::Null) => {}
         Some(system) => messages.push(Message::System(text_of(system))),
     }
     for (i, message) in raw_messages.iter().enumerate() {
+        let first = messages.len();
         read_message(i, message, &mut messages)?;
+        // A message's images go with what it became: its text, or the tool result that
+        // held them.
+        if message.get("role").and_then(Value::as_str) == Some("user") {
+            images_of_user(message.get("content"), first, &messages, &mut images);
+        }
     }
     validate_history(raw_messages)?;
 
@@ -155,6 +162,7 @@ pub(crate) fn from_wire(body: &Value, counting: bool) -> Result<Parsed, ApiError
             sampling,
             show_reasoning,
             cache_breakpoints: marks_cache(object),
+            images,
             output,
         },
         stream: object.get("stream").and_then(Value::as_bool).unwrap_or(false),
@@ -283,6 +291,46 @@ fn type_error(path: &str, types: &[JsonType], _value: &Value) -> ApiError {
     invalid(format!("{path}: Input should be a valid {name}"))
 }
 
+/// An `image` block's image: a `base64` source as a `data:` URL, a `url` source as it is.
+fn image_of(block: &Value) -> Option<Image> {
+    let source = block.get("source")?;
+    let url = match source.get("type").and_then(Value::as_str)? {
+        "base64" => format!(
+            "data:{};base64,{}",
+            source.get("media_type").and_then(Value::as_str)?,
+            source.get("data").and_then(Value::as_str)?
+        ),
+        "url" => source.get("url").and_then(Value::as_str)?.to_owned(),
+        _ => return None,
+    };
+    Some(Image { url })
+}
+
+/// The images of a user message's blocks, each with the index of the message it went to:
+/// the tool result that held it (its results were read from `first` on, in order), or its
+/// text (read last).
+fn images_of_user(
+    content: Option<&Value>,
+    first: usize,
+    messages: &[Message],
+    out: &mut Vec<(usize, Image)>,
+) {
+    let Some(Value::Array(blocks)) = content else { return };
+    let last = messages.len().saturating_sub(1);
+    let mut results = first;
+    for block in blocks {
+        match block.get("type").and_then(Value::as_str) {
+            Some("tool_result") => {
+                let inner = block.get("content").and_then(Value::as_array).into_iter().flatten();
+                out.extend(inner.filter_map(image_of).map(|image| (results, image)));
+                results += 1;
+            }
+            Some("image") => out.extend(image_of(block).map(|image| (last, image))),
+            _ => {}
+        }
+    }
+}
+
 /// The text of a string or of an array of content blocks (images described in text).
 fn text_of(content: &Value) -> String {
     match content {
@@ -292,6 +340,8 @@ fn text_of(content: &Value) -> String {
                 Some("text") => {
                     block.get("text").and_then(Value::as_str).unwrap_or_default().to_owned()
                 }
+                // Passed on as an image (`images_of_user`); one that cannot be is named.
+                Some("image") if image_of(block).is_some() => String::new(),
                 Some("image") => "[image]".to_owned(),
                 Some("document") => "[document]".to_owned(),
                 Some("search_result") => block.get("content").map(text_of).unwrap_or_default(),
@@ -329,8 +379,9 @@ fn read_message(i: usize, value: &Value, out: &mut Vec<Message>) -> Result<(), A
                         text_blocks.push(block.clone());
                     }
                 }
+                let images = text_blocks.iter().any(|b| image_of(b).is_some());
                 let text = text_of(&Value::Array(text_blocks));
-                if !text.is_empty() {
+                if !text.is_empty() || images {
                     out.push(Message::User(text));
                 }
             } else {

@@ -109,7 +109,8 @@ async fn emulate(state: AppState, parsed: wire::Parsed) -> Result<Response, ApiE
     let stream = parsed.stream;
     let (model, include_usage, legacy) =
         (parsed.chat.model.clone(), parsed.include_usage, parsed.legacy);
-    let events = state.emulate(parsed.chat, stream);
+    let name = crate::dispatch::naming_images(&parsed.chat);
+    let events = state.emulate(parsed.chat, stream).map(move |event| event.map_err(&name));
     respond(&state, events, stream, model, include_usage, legacy).await
 }
 

@@ -6,7 +6,8 @@ use serde_json::Value;
 
 use crate::api::fields::{Fields, JsonType, Walker, items};
 use crate::chat::{
-    ChatRequest, Message, OutputFormat, PriorCall, ToolChoice, ToolListProblem, ToolSpec, Usage,
+    ChatRequest, Image, Message, OutputFormat, PriorCall, ToolChoice, ToolListProblem, ToolSpec,
+    Usage,
 };
 use crate::error::ApiError;
 
@@ -65,6 +66,7 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
         }
         None => return Err(missing("messages")),
     };
+    let images = images(messages);
     let messages =
         messages.iter().enumerate().map(|(i, m)| message(i, m)).collect::<Result<Vec<_>, _>>()?;
     let messages = merge_assistant_turns(messages);
@@ -184,6 +186,7 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
             sampling,
             show_reasoning,
             cache_breakpoints: false,
+            images,
             output,
         },
         stream,
@@ -420,8 +423,42 @@ pub(crate) fn missing(param: &str) -> ApiError {
     }
 }
 
-/// The text of a `content` field: a string, or the text parts of an array (images, audio and
-/// files as placeholders the model can see).
+/// The image of a content part (`image_url`, or the Responses API's `input_image`): its URL,
+/// an `http(s)` one or a `data:` one.
+pub(crate) fn image_of_part(part: &Value) -> Option<Image> {
+    let url = match part.get("type").and_then(Value::as_str)? {
+        "image_url" | "input_image" => match part.get("image_url")? {
+            Value::String(url) => url,
+            value => value.get("url")?.as_str()?,
+        },
+        _ => return None,
+    };
+    (!url.is_empty()).then(|| Image { url: url.to_owned() })
+}
+
+/// The images of the user and tool messages, each with the index its message has once
+/// consecutive assistant messages are merged (`merge_assistant_turns`).
+fn images(raw: &[Value]) -> Vec<(usize, Image)> {
+    let mut out = Vec::new();
+    let mut merged = 0;
+    let mut previous = "";
+    for (i, message) in raw.iter().enumerate() {
+        let role = message.get("role").and_then(Value::as_str).unwrap_or_default();
+        if role == "assistant" && previous == "assistant" {
+            merged += 1;
+        }
+        previous = role;
+        if let Some(Value::Array(parts)) = message.get("content") {
+            if role == "user" || role == "tool" {
+                out.extend(parts.iter().filter_map(image_of_part).map(|image| (i - merged, image)));
+            }
+        }
+    }
+    out
+}
+
+/// The text of a `content` field: a string, or the text parts of an array (audio and files as
+/// placeholders the model can see; images go as images, `image_of_part`).
 pub(crate) fn text_of(content: Option<&Value>) -> String {
     match content {
         Some(Value::String(text)) => text.clone(),
@@ -432,6 +469,9 @@ pub(crate) fn text_of(content: Option<&Value>) -> String {
                 }
                 Some("refusal") => {
                     part.get("refusal").and_then(Value::as_str).unwrap_or_default().to_owned()
+                }
+                Some("image_url") | Some("input_image") if image_of_part(part).is_some() => {
+                    String::new()
                 }
                 Some("image_url") | Some("input_image") => "[image]".to_owned(),
                 Some("input_audio") => "[audio]".to_owned(),

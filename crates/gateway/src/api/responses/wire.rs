@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use crate::api::fields::{Fields, JsonType, Walker, items};
-use crate::api::openai::wire::{arguments_text, function, missing, text_of, type_error};
+use crate::api::openai::wire::{
+    arguments_text, function, image_of_part, missing, text_of, type_error,
+};
 use crate::chat::{ChatRequest, Message, PriorCall, ToolChoice, ToolListProblem, ToolSpec};
 use crate::error::ApiError;
 
@@ -242,6 +244,7 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
     }
 
     let mut messages = Vec::new();
+    let mut images = Vec::new();
     if let Some(instructions) = object.get("instructions").and_then(Value::as_str) {
         if !instructions.is_empty() {
             messages.push(Message::System(instructions.to_owned()));
@@ -251,7 +254,23 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
         Some(Value::String(text)) => messages.push(Message::User(text.clone())),
         Some(Value::Array(input)) => {
             for (i, item) in input.iter().enumerate() {
+                let before = messages.len();
                 read_item(i, item, &origins, &mut messages)?;
+                // The images of a user message or a tool's output go with the message it
+                // became.
+                let parts = item.get("content").or_else(|| item.get("output"));
+                if let (Some(Value::Array(parts)), true) = (parts, messages.len() > before) {
+                    let at = messages.len() - 1;
+                    let user = matches!(
+                        messages.last(),
+                        Some(Message::User(_) | Message::ToolResult { .. })
+                    );
+                    if user {
+                        images.extend(
+                            parts.iter().filter_map(image_of_part).map(|image| (at, image)),
+                        );
+                    }
+                }
             }
             check_pairs(input)?;
         }
@@ -356,6 +375,7 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
             sampling,
             show_reasoning,
             cache_breakpoints: false,
+            images,
             output,
         },
         stream: object.get("stream").and_then(Value::as_bool).unwrap_or(false),
@@ -1183,16 +1203,28 @@ mod tests {
     }
 
     #[test]
-    fn images_and_files_are_placeholders_the_model_sees() {
+    fn images_go_as_images_and_files_are_placeholders_the_model_sees() {
         let parsed = parse(json!({"model": "m", "input": [{"role": "user", "content": [
             {"type": "input_text", "text": "Compare:"},
             {"type": "input_image", "image_url": "data:image/png;base64,AAAA"},
+            {"type": "input_image", "file_id": "file_2"},
             {"type": "input_file", "filename": "report.pdf", "file_data": "data:application/pdf;base64,AAAA"},
-            {"type": "input_file", "file_id": "file_1"}]}]}))
+            {"type": "input_file", "file_id": "file_1"}]},
+            {"type": "function_call", "call_id": "c1", "name": "shot", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": [
+                {"type": "input_image", "image_url": "https://example.com/shot.png"}]}]}))
         .unwrap();
         assert_eq!(
             parsed.chat.messages[0],
-            Message::User("Compare:\n[image]\n[file: report.pdf]\n[file]".into())
+            Message::User("Compare:\n[image]\n[file: report.pdf]\n[file]".into()),
+            "an image by file id cannot be passed on: it is named"
+        );
+        let urls: Vec<(usize, &str)> =
+            parsed.chat.images.iter().map(|(at, image)| (*at, image.url.as_str())).collect();
+        assert_eq!(
+            urls,
+            [(0, "data:image/png;base64,AAAA"), (2, "https://example.com/shot.png")],
+            "each with the message it came with"
         );
     }
 

@@ -20,6 +20,7 @@ fn request() -> ChatRequest {
         sampling: serde_json::Map::new(),
         show_reasoning: false,
         cache_breakpoints: false,
+        images: Vec::new(),
         output: None,
     }
 }
