@@ -87,7 +87,7 @@ DIALECTS = {"hermes": hermes, "bare_json": bare_json, "fenced": fenced, "invoke_
 REFUSAL_EN = "I'm sorry, but I don't have access to tools, so I can't check the weather."
 REFUSAL_ZH = "抱歉，我这里没有可用的工具，无法查询天气。"
 
-# Visible text must never contain any of these (protocols.md §7.1).
+# Visible text must never contain any of these.
 _MARKUP = [
     re.compile(r"<\s*/?\s*tool_call", re.I),
     re.compile(r"<\s*/?\s*function_calls", re.I),
@@ -219,7 +219,7 @@ class StreamSummary:
 def check_chat_stream(
     raw: bytes, *, include_usage: bool | None = None, allow_error: bool = False
 ) -> StreamSummary:
-    """Assert the Chat Completions stream grammar (protocols.md §1.5, §2.13, §2.14, §2.16).
+    """Assert the Chat Completions stream grammar.
 
     `include_usage`: True → the usage chunk must be there; False → no chunk may carry `usage`;
     None → not checked. `allow_error`: the stream may end with an in-band `{"error": …}` chunk
@@ -505,7 +505,7 @@ def _num_class(c: str) -> str:
 
 
 class JsonObjectPrefix:
-    """A strict incremental JSON checker for one top-level object (protocols.md §3.10).
+    """A strict incremental JSON checker for one top-level object.
 
     `feed(text)` raises `ValueError` at the first character that no valid JSON object could
     continue with, so after every `feed` the text so far is a valid prefix. `complete` is True
@@ -681,7 +681,7 @@ class AnthropicStreamSummary(AnthropicContent):
 def check_anthropic_stream(
     raw: bytes, *, allow_error: bool = False, ping_after_first_block: bool = True
 ) -> AnthropicStreamSummary:
-    """Assert the Messages stream grammar (protocols.md §1.5, §3.9-3.11) on raw SSE bytes.
+    """Assert the Messages stream grammar on raw SSE bytes.
 
     message_start, then for i = 0, 1, …: content_block_start(i) · content_block_delta(i)* ·
     content_block_stop(i), then message_delta, message_stop (last). Every event has an `event:`
@@ -871,7 +871,7 @@ def check_anthropic_stream(
 
 
 def check_anthropic_message(obj: Any) -> dict:
-    """The non-streaming Message shape of the contract (protocols.md §3.7-3.8); returns it."""
+    """The non-streaming Message shape of the contract; returns it."""
     assert isinstance(obj, dict), f"not a JSON object: {obj!r}"
     for key in ("id", "type", "role", "model", "content", "stop_reason", "stop_sequence", "usage"):
         assert key in obj, f"message lacks {key!r}: {obj!r}"

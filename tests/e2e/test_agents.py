@@ -1,4 +1,4 @@
-"""openai-agents with `OpenAIChatCompletionsModel` (protocols.md §6C, Chat Completions mode).
+"""openai-agents with `OpenAIChatCompletionsModel`.
 
 The SDK's default (Responses) model is driven in test_responses.py. Tracing is off: nothing
 leaves 127.0.0.1.

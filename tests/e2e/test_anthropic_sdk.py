@@ -6,7 +6,7 @@ upstream model writes, then asserts what the SDK sees and what the upstream was 
 scenario runs three ways (`mode`): `create` (non-streamed), `stream`
 (`messages.stream(...).get_final_message()`) and `events` (`messages.create(stream=True)`, events
 accumulated by hand). Streamed modes also check the raw bytes the SDK received against the event
-grammar of protocols.md §3.9-3.11 (`check_anthropic_stream`).
+grammar (`check_anthropic_stream`).
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ TOOLS = [WEATHER, TIME]
 MODES = pytest.mark.parametrize("mode", ["create", "stream", "events"])
 STREAMED = pytest.mark.parametrize("mode", ["stream", "events"])
 
-# The error types of protocols.md §3.12.
+# Anthropic's error types.
 ERROR_TYPES = {
     "invalid_request_error",
     "authentication_error",

@@ -1,5 +1,5 @@
 """The Codex CLI (`codex exec`, from npm) through the gateway's Responses API, against a scripted
-chat-only upstream (issue 16, protocols.md §6B).
+chat-only upstream (issue 16).
 
 Codex speaks only the Responses API. Here it works in a temp folder: the upstream has it run a
 shell command that creates a file (its `exec_command` function tool), then apply a patch that

@@ -140,7 +140,7 @@ def test_no_api_key_means_no_auth(gateway, upstream):
 
 
 def test_unknown_fields_and_headers_are_accepted(gateway, upstream):
-    """protocols.md §1.9: never 400 because of unknown fields or headers."""
+    """Never 400 because of unknown fields or headers."""
     upstream.script([hermes("get_weather", {"city": "Paris"})])
     body = {
         "model": MODEL,

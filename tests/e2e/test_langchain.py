@@ -1,4 +1,4 @@
-"""LangChain `ChatOpenAI` (protocols.md §6D) against `toolshim serve --mode emulate`."""
+"""LangChain `ChatOpenAI` against `toolshim serve --mode emulate`."""
 
 from __future__ import annotations
 

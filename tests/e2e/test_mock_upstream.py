@@ -232,7 +232,7 @@ def test_reset_forgets_everything(up, http):
     assert not up.client_disconnected.is_set()
 
 
-# -- the grammar checker itself rejects the breakages protocols.md §10 lists ---------------------
+# -- the grammar checker itself rejects the known breakages ---------------------
 
 
 def _sse(*objs) -> bytes:

@@ -2,7 +2,7 @@
 
 Every scenario scripts what the plain upstream model writes, then asserts what the SDK sees and
 what the upstream was sent. Streaming scenarios also check the raw bytes the SDK received
-against the Chat Completions stream grammar (protocols.md §2.13-2.14).
+against the Chat Completions stream grammar.
 """
 
 from __future__ import annotations
@@ -556,7 +556,7 @@ def test_upstream_429_is_a_rate_limit(client, sse_captures, upstream, stream):
 @STREAM
 @pytest.mark.parametrize("status,expected", [(500, 502), (503, 503)])
 def test_upstream_5xx_is_a_bad_gateway_or_overloaded(client, sse_captures, upstream, stream, status, expected):
-    # protocols.md 1.7: an overloaded upstream (503) stays 503 for OpenAI clients; other
+    # An overloaded upstream (503) stays 503 for OpenAI clients; other
     # failures are a bad gateway.
     upstream.script([{"status": status}] * 3)
     with pytest.raises(openai.InternalServerError) as info:
@@ -664,7 +664,7 @@ def test_include_usage_chunk(client, sse_captures, upstream):
 
 
 def test_usage_matches_upstream(client, sse_captures, upstream):
-    """protocols.md §7.7 [SHOULD]: one upstream request → the client sees its usage."""
+    """One upstream request → the client sees its usage."""
     usage = {"prompt_tokens": 321, "completion_tokens": 23}
     upstream.script([{"text": "Fine.", "usage": usage}, {"text": "Fine.", "usage": usage}])
     res = complete(client, sse_captures, stream=True, tools=TOOLS, stream_options={"include_usage": True})

@@ -1,4 +1,4 @@
-"""The Responses API (issue 16, protocols.md §4) through `toolshim serve`, driven by the official
+"""The Responses API (issue 16) through `toolshim serve`, driven by the official
 `openai` SDK with strict response validation and by the OpenAI Agents SDK's default
 (Responses) model. The upstream is the scripted chat-only mock; nothing leaves 127.0.0.1.
 """

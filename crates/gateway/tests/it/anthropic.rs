@@ -1,5 +1,5 @@
 //! Anthropic Messages through real HTTP, on the same emulation pipeline: responses, the
-//! stream event grammar (protocols.md §3C), `tool_choice`, history, auth, errors,
+//! stream event grammar, `tool_choice`, history, auth, errors,
 //! `count_tokens` and `/v1/models`.
 
 use axum::http::StatusCode;

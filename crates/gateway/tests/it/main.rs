@@ -4,7 +4,7 @@
 //! - `common`: `MockUpstream` (a small axum app that streams scripted replies as OpenAI SSE,
 //!   or errors, stalls and disconnects, and records every request), `spawn_gateway`,
 //!   the test HTTP client, request builders, and `check_stream`, the Chat Completions
-//!   SSE grammar checker (protocols.md 2.13/2.14).
+//!   SSE grammar checker.
 //! - `openai`: non-streaming completions: calls parsed from each dialect, `tool_choice`
 //!   and `parallel_tool_calls` policy, retries (missing call, unknown tool, refusal,
 //!   truncation), repair and coercion, history rendered as text, `/v1/models`, `/healthz`,

@@ -59,7 +59,7 @@ async fn single_call_has_name_arguments_id_and_finish_reason() {
     assert_eq!(finish_reason(&completion), "tool_calls");
     assert_eq!(message(&completion)["content"], Value::Null);
     assert_eq!(completion["model"], MODEL);
-    // Usage is the upstream's (protocols.md 7.7).
+    // Usage is the upstream's.
     assert_eq!(completion["usage"]["prompt_tokens"], UPSTREAM_PROMPT_TOKENS);
     assert_eq!(completion["usage"]["completion_tokens"], UPSTREAM_COMPLETION_TOKENS);
 
@@ -429,7 +429,7 @@ async fn legacy_functions_answer_with_function_call() {
     assert_eq!(finish_reason(&completion), "function_call");
 }
 
-/// Assistant `tool_calls` and `tool` results reach the upstream as text (protocols.md 7.6).
+/// Assistant `tool_calls` and `tool` results reach the upstream as text.
 #[tokio::test]
 async fn tool_history_is_rendered_as_text_for_the_upstream() {
     let gw = spawn_gateway(|_| {}).await;

@@ -1,4 +1,4 @@
-//! `x-should-retry` (protocols.md 1.7): the OpenAI and Anthropic SDKs retry every 5xx twice
+//! `x-should-retry`: the OpenAI and Anthropic SDKs retry every 5xx twice
 //! unless the response says `x-should-retry: false`. A failure the same request will meet
 //! again (the emulation's retries ran out, the request is wrong) says so; a transient one
 //! (an upstream that is unreachable, rate-limited or overloaded) never does.

@@ -1,5 +1,5 @@
-//! Streaming Chat Completions: every scenario is checked against the chunk grammar of
-//! protocols.md 2.13/2.14 by `common::check_stream`, plus one byte-level golden.
+//! Streaming Chat Completions: every scenario is checked against the chunk grammar
+//! (`common::check_stream`), plus one byte-level golden.
 
 use serde_json::{Value, json};
 

@@ -1,4 +1,4 @@
-//! Encodes `ChatEvent`s as Anthropic stream events (protocols.md §3C), and folds them into one
+//! Encodes `ChatEvent`s as Anthropic stream events, and folds them into one
 //! message for non-streaming requests.
 
 use bytes::Bytes;

@@ -1,4 +1,4 @@
-//! Encodes `ChatEvent`s as Chat Completions chunks (protocols.md §2C), and folds them into
+//! Encodes `ChatEvent`s as Chat Completions chunks, and folds them into
 //! one completion for non-streaming requests.
 
 use bytes::Bytes;

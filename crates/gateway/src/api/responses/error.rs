@@ -1,5 +1,5 @@
 //! `ApiError` as the Responses API words it: OpenAI's error shape (`api::openai::error`), with
-//! the codes and messages clients read from a Responses failure (protocols.md §4.10, §6.8): a
+//! the codes and messages clients read from a Responses failure: a
 //! rate limit says when to try again ("Please try again in 3s.", which Codex reads for its retry
 //! delay), and a context overflow names `input`.
 

@@ -1,4 +1,4 @@
-//! `ChatEvent`s as a Responses API reply (protocols.md §4B, §4C): output items (reasoning, a
+//! `ChatEvent`s as a Responses API reply: output items (reasoning, a
 //! message, function and custom tool calls), the streamed event grammar with its sequence
 //! numbers, and the final `Response` object. One `Builder` drives both: a stream writes its
 //! events, a non-streaming request keeps only the final object.

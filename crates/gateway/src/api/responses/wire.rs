@@ -1,16 +1,16 @@
-//! The Responses API request (protocols.md §4A): `input` items into the pipeline's
-//! `ChatRequest`, tools flattened (custom tools take one raw-text input, namespaced tools get
-//! a flat name that maps back), hosted tools left out, OpenAI-worded validation.
+//! The Responses API request: `input` items into the pipeline's `ChatRequest` (`items.rs`),
+//! tools flattened (`tools.rs`: custom tools take one raw-text input, namespaced tools get a
+//! flat name that maps back), hosted tools left out, OpenAI-worded validation.
 
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use super::items::*;
+use super::tools::*;
 use crate::api::fields::{Fields, JsonType, Walker, items};
-use crate::api::openai::wire::{
-    arguments_text, function, image_of_part, missing, text_of, type_error,
-};
-use crate::chat::{ChatRequest, Message, PriorCall, ToolChoice, ToolListProblem, ToolSpec};
+use crate::api::openai::wire::{image_of_part, missing, type_error};
+use crate::chat::{ChatRequest, Message, ToolListProblem};
 use crate::error::ApiError;
 
 /// What kind of tool a flat name stands for.
@@ -71,23 +71,23 @@ pub(crate) struct Echo {
 }
 
 /// The name the model calls Codex's `tool_search` by.
-const TOOL_SEARCH: &str = "tool_search";
+pub(super) const TOOL_SEARCH: &str = "tool_search";
 
 /// Whether a `tool_search` tool or item is one the client runs (`execution: "client"`);
 /// one the server would run is a hosted tool.
-fn is_client(value: &Value) -> bool {
+pub(super) fn is_client(value: &Value) -> bool {
     value.get("execution").and_then(Value::as_str) == Some("client")
 }
 
 /// The `service_tier` values the API knows.
-const SERVICE_TIERS: &[&str] = &["auto", "default", "flex", "scale", "priority"];
+pub(super) const SERVICE_TIERS: &[&str] = &["auto", "default", "flex", "scale", "priority"];
 
 /// The separator of a namespace and a tool's name in the flat name the model sees.
-const NAMESPACE_SEPARATOR: &str = "__";
+pub(super) const NAMESPACE_SEPARATOR: &str = "__";
 
 /// The tool types the gateway cannot run (the hosted ones, and those the client runs with a
 /// protocol of its own): left out of the prompt, never a 400.
-fn is_hosted(kind: &str) -> bool {
+pub(super) fn is_hosted(kind: &str) -> bool {
     !matches!(kind, "function" | "custom" | "namespace")
 }
 
@@ -95,7 +95,7 @@ use JsonType::{
     Array as Arr, Boolean as Bool, Integer as Int, Number as Num, Object as Obj, String as Str,
 };
 
-const REQUEST: Fields = &[
+pub(super) const REQUEST: Fields = &[
     ("model", &[Str]),
     ("input", &[Str, Arr]),
     ("instructions", &[Str]),
@@ -122,7 +122,7 @@ const REQUEST: Fields = &[
     ("stream_options", &[Obj]),
     ("background", &[Bool]),
 ];
-const ITEM: Fields = &[
+pub(super) const ITEM: Fields = &[
     ("type", &[Str]),
     ("execution", &[Str]),
     ("tools", &[Arr]),
@@ -135,7 +135,7 @@ const ITEM: Fields = &[
     ("input", &[Str]),
     ("output", &[Str, Arr]),
 ];
-const TOOL: Fields = &[
+pub(super) const TOOL: Fields = &[
     ("type", &[Str]),
     ("execution", &[Str]),
     ("name", &[Str]),
@@ -145,7 +145,7 @@ const TOOL: Fields = &[
     ("format", &[Obj]),
     ("tools", &[Arr]),
 ];
-const TOOL_CHOICE: Fields = &[
+pub(super) const TOOL_CHOICE: Fields = &[
     ("type", &[Str]),
     ("name", &[Str]),
     ("namespace", &[Str]),
@@ -153,9 +153,9 @@ const TOOL_CHOICE: Fields = &[
     ("tools", &[Arr]),
 ];
 
-const WALK: Walker = Walker { error: type_error };
+pub(super) const WALK: Walker = Walker { error: type_error };
 
-fn check_types(body: &serde_json::Map<String, Value>) -> Result<(), ApiError> {
+pub(super) fn check_types(body: &serde_json::Map<String, Value>) -> Result<(), ApiError> {
     WALK.fields("", body, REQUEST)?;
     if let Some(Value::Array(input)) = body.get("input") {
         for (i, item) in input.iter().enumerate() {
@@ -189,11 +189,11 @@ fn check_types(body: &serde_json::Map<String, Value>) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn invalid(message: impl Into<String>, param: &str) -> ApiError {
+pub(super) fn invalid(message: impl Into<String>, param: &str) -> ApiError {
     ApiError::invalid(message, Some(param))
 }
 
-fn invalid_coded(message: impl Into<String>, param: &str, code: &str) -> ApiError {
+pub(super) fn invalid_coded(message: impl Into<String>, param: &str, code: &str) -> ApiError {
     ApiError::InvalidRequest {
         message: message.into(),
         param: Some(param.to_owned()),
@@ -386,7 +386,9 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
 }
 
 /// `text.format`: a JSON schema (flat: `name`, `schema`, `strict`), any JSON object, or text.
-fn text_format(value: Option<&Value>) -> Result<Option<crate::chat::OutputFormat>, ApiError> {
+pub(super) fn text_format(
+    value: Option<&Value>,
+) -> Result<Option<crate::chat::OutputFormat>, ApiError> {
     let Some(format) = value.filter(|v| !v.is_null()) else { return Ok(None) };
     match format.get("type").and_then(Value::as_str) {
         Some("text") => Ok(None),
@@ -412,613 +414,10 @@ fn text_format(value: Option<&Value>) -> Result<Option<crate::chat::OutputFormat
     }
 }
 
-/// The request's tools as a Response echoes them: function tools with `strict` present.
-fn echo_tools(tools: Option<&Value>) -> Value {
-    let Some(Value::Array(tools)) = tools else { return json!([]) };
-    Value::Array(
-        tools
-            .iter()
-            .map(|tool| {
-                let mut tool = tool.clone();
-                if tool.get("type").and_then(Value::as_str) == Some("function") {
-                    if tool.get("strict").is_none() {
-                        tool["strict"] = json!(true);
-                    }
-                    if tool.get("parameters").is_none() {
-                        tool["parameters"] = Value::Null;
-                    }
-                }
-                tool
-            })
-            .collect(),
-    )
-}
-
-/// One entry of `tools`: a function or custom tool (under a namespace, when `namespace` is
-/// given), a namespace of them, or a hosted tool (left out, counted).
-fn read_tool(
-    path: &str,
-    value: &Value,
-    namespace: Option<(&str, &str)>,
-    tools: &mut Vec<ToolSpec>,
-    origins: &mut BTreeMap<String, ToolOrigin>,
-    hosted: &mut Vec<String>,
-) -> Result<(), ApiError> {
-    let kind = value
-        .get("type")
-        .and_then(Value::as_str)
-        .ok_or_else(|| missing(&format!("{path}.type")))?;
-    let flat = |name: &str| match namespace {
-        Some((ns, _)) => format!("{ns}{NAMESPACE_SEPARATOR}{name}"),
-        None => name.to_owned(),
-    };
-    let describe = |description: Option<String>| match namespace {
-        Some((_, ns_description)) if !ns_description.is_empty() => {
-            Some(format!("{ns_description} {}", description.unwrap_or_default()).trim().to_owned())
-        }
-        _ => description,
-    };
-    match kind {
-        "function" => {
-            let mut spec = function(path, value)?;
-            let name = spec.name.clone();
-            spec.name = flat(&name);
-            spec.description = describe(spec.description);
-            let origin = ToolOrigin {
-                kind: ToolKind::Function,
-                namespace: namespace.map(|(ns, _)| ns.to_owned()),
-                name,
-            };
-            origins.insert(spec.name.clone(), origin);
-            tools.push(spec);
-        }
-        "custom" => {
-            let name = value
-                .get("name")
-                .and_then(Value::as_str)
-                .ok_or_else(|| missing(&format!("{path}.name")))?;
-            if name.is_empty() {
-                return Err(missing(&format!("{path}.name")));
-            }
-            let description = value.get("description").and_then(Value::as_str).map(str::to_owned);
-            let spec = ToolSpec {
-                name: flat(name),
-                description: describe(Some(custom_description(description.as_deref()))),
-                parameters: Some(custom_parameters(value.get("format"))),
-                strict: false,
-            };
-            origins.insert(
-                spec.name.clone(),
-                ToolOrigin {
-                    kind: ToolKind::Custom,
-                    namespace: namespace.map(|(ns, _)| ns.to_owned()),
-                    name: name.to_owned(),
-                },
-            );
-            tools.push(spec);
-        }
-        "tool_search" if is_client(value) && namespace.is_none() => {
-            let spec = ToolSpec {
-                name: TOOL_SEARCH.to_owned(),
-                description: Some(
-                    value
-                        .get("description")
-                        .and_then(Value::as_str)
-                        .unwrap_or("Searches for more tools and makes the ones found callable.")
-                        .to_owned(),
-                ),
-                parameters: Some(value.get("parameters").cloned().unwrap_or_else(|| {
-                    json!({"type": "object", "properties": {"query": {"type": "string"},
-                        "limit": {"type": "number"}}, "required": ["query"]})
-                })),
-                strict: false,
-            };
-            origins.insert(
-                spec.name.clone(),
-                ToolOrigin { kind: ToolKind::ToolSearch, namespace: None, name: spec.name.clone() },
-            );
-            tools.push(spec);
-        }
-        "namespace" if namespace.is_none() => {
-            let name = value
-                .get("name")
-                .and_then(Value::as_str)
-                .ok_or_else(|| missing(&format!("{path}.name")))?;
-            let description = value.get("description").and_then(Value::as_str).unwrap_or_default();
-            for (j, inner) in
-                value.get("tools").and_then(Value::as_array).into_iter().flatten().enumerate()
-            {
-                read_tool(
-                    &format!("{path}.tools[{j}]"),
-                    inner,
-                    Some((name, description)),
-                    tools,
-                    origins,
-                    hosted,
-                )?;
-            }
-        }
-        other if is_hosted(other) => hosted.push(other.to_owned()),
-        other => {
-            return Err(invalid(
-                format!(
-                    "Invalid value: '{other}'. A namespace holds function and custom tools only."
-                ),
-                &format!("{path}.type"),
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// The tools the history's `tool_search_output` items loaded (Codex's sub-agent and MCP
-/// tools are deferred behind its `tool_search`): declared like those of `tools`, once each.
-fn loaded_tools(
-    input: &[Value],
-    tools: &mut Vec<ToolSpec>,
-    origins: &mut BTreeMap<String, ToolOrigin>,
-    hosted: &mut Vec<String>,
-) -> Result<(), ApiError> {
-    let mut loaded = Vec::new();
-    let mut loaded_origins = BTreeMap::new();
-    for (i, item) in input.iter().enumerate() {
-        if item.get("type").and_then(Value::as_str) != Some("tool_search_output")
-            || !is_client(item)
-        {
-            continue;
-        }
-        for (j, tool) in
-            item.get("tools").and_then(Value::as_array).into_iter().flatten().enumerate()
-        {
-            let path = format!("input[{i}].tools[{j}]");
-            read_tool(&path, tool, None, &mut loaded, &mut loaded_origins, hosted)?;
-        }
-    }
-    for spec in loaded {
-        if tools.iter().any(|t| t.name == spec.name) {
-            continue;
-        }
-        if let Some(origin) = loaded_origins.remove(&spec.name) {
-            origins.insert(spec.name.clone(), origin);
-        }
-        tools.push(spec);
-    }
-    Ok(())
-}
-
-/// How a freeform tool is described to a model that writes JSON calls.
-fn custom_description(description: Option<&str>) -> String {
-    let mut text = description.unwrap_or_default().trim().to_owned();
-    if !text.is_empty() {
-        text.push(' ');
-    }
-    text.push_str(
-        "(Freeform tool: put its whole input, exactly as the tool expects it, in the one string argument `input`.)",
-    );
-    text
-}
-
-/// The one-argument schema a freeform tool gets: `input`, a string, with its grammar.
-fn custom_parameters(format: Option<&Value>) -> Value {
-    let mut input =
-        json!({"type": "string", "description": "The tool's whole input, as raw text."});
-    if let Some(format) =
-        format.filter(|f| f.get("type").and_then(Value::as_str) == Some("grammar"))
-    {
-        let syntax = format
-            .pointer("/grammar/syntax")
-            .or_else(|| format.get("syntax"))
-            .and_then(Value::as_str)
-            .unwrap_or("grammar");
-        let definition = format
-            .pointer("/grammar/definition")
-            .or_else(|| format.get("definition"))
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        if !definition.is_empty() {
-            input["description"] = json!(format!(
-                "The tool's whole input, as raw text that follows this {syntax} grammar:\n{definition}"
-            ));
-        }
-    }
-    json!({"type": "object", "properties": {"input": input}, "required": ["input"]})
-}
-
-/// The flat name of a call in the history (a namespaced call's `namespace` joined on).
-fn flat_name(item: &Value) -> String {
-    let name = item.get("name").and_then(Value::as_str).unwrap_or_default();
-    match item.get("namespace").and_then(Value::as_str) {
-        Some(ns) if !ns.is_empty() => format!("{ns}{NAMESPACE_SEPARATOR}{name}"),
-        _ => name.to_owned(),
-    }
-}
-
-/// Adds a call to the assistant turn that ends the conversation so far, or starts one.
-fn push_call(messages: &mut Vec<Message>, call: PriorCall) {
-    match messages.last_mut() {
-        Some(Message::Assistant { calls, .. }) => calls.push(call),
-        _ => messages.push(Message::Assistant { text: String::new(), calls: vec![call] }),
-    }
-}
-
-/// The text of a tool output: a string, or the text of its parts.
-fn output_text(output: Option<&Value>) -> String {
-    text_of(output)
-}
-
-fn call_id(item: &Value, i: usize) -> Result<String, ApiError> {
-    match item.get("call_id").or_else(|| item.get("id")).and_then(Value::as_str) {
-        Some(id) if !id.is_empty() => Ok(id.to_owned()),
-        _ => Err(missing(&format!("input[{i}].call_id"))),
-    }
-}
-
-/// One `input` item into the conversation.
-fn read_item(
-    i: usize,
-    item: &Value,
-    origins: &BTreeMap<String, ToolOrigin>,
-    messages: &mut Vec<Message>,
-) -> Result<(), ApiError> {
-    let kind = item.get("type").and_then(Value::as_str).unwrap_or("message");
-    match kind {
-        "message" => {
-            let role = item
-                .get("role")
-                .and_then(Value::as_str)
-                .ok_or_else(|| missing(&format!("input[{i}].role")))?;
-            let text = text_of(item.get("content"));
-            match role {
-                "system" | "developer" => messages.push(Message::System(text)),
-                "user" => messages.push(Message::User(text)),
-                "assistant" => match messages.last_mut() {
-                    Some(Message::Assistant { text: previous, calls }) if calls.is_empty() => {
-                        if !previous.is_empty() {
-                            previous.push('\n');
-                        }
-                        previous.push_str(&text);
-                    }
-                    _ => messages.push(Message::Assistant { text, calls: Vec::new() }),
-                },
-                other => {
-                    return Err(invalid(
-                        format!(
-                            "Invalid value: '{other}'. Supported values are: 'user', 'assistant', 'system', and 'developer'."
-                        ),
-                        &format!("input[{i}].role"),
-                    ));
-                }
-            }
-        }
-        "function_call" => push_call(
-            messages,
-            PriorCall {
-                id: call_id(item, i)?,
-                name: flat_name(item),
-                arguments: arguments_text(item.get("arguments")),
-            },
-        ),
-        "custom_tool_call" => {
-            let input = item.get("input").and_then(Value::as_str).unwrap_or_default();
-            push_call(
-                messages,
-                PriorCall {
-                    id: call_id(item, i)?,
-                    name: flat_name(item),
-                    arguments: json!({"input": input}).to_string(),
-                },
-            );
-        }
-        "tool_search_call" if is_client(item) => push_call(
-            messages,
-            PriorCall {
-                id: call_id(item, i)?,
-                name: TOOL_SEARCH.to_owned(),
-                arguments: arguments_text(item.get("arguments")),
-            },
-        ),
-        "tool_search_output" if is_client(item) => {
-            let mut names = Vec::new();
-            let mut ignored = Vec::new();
-            let mut origins = BTreeMap::new();
-            for tool in item.get("tools").and_then(Value::as_array).into_iter().flatten() {
-                read_tool("", tool, None, &mut names, &mut origins, &mut ignored)?;
-            }
-            let names: Vec<String> = names.into_iter().map(|t| t.name).collect();
-            let content = if names.is_empty() {
-                "No tools were found.".to_owned()
-            } else {
-                format!("These tools can be called now: {}.", names.join(", "))
-            };
-            messages.push(Message::ToolResult {
-                call_id: call_id(item, i)?,
-                name: Some(TOOL_SEARCH.to_owned()),
-                content,
-                is_error: false,
-            });
-        }
-        "local_shell_call" => push_call(
-            messages,
-            PriorCall {
-                id: call_id(item, i)?,
-                name: "local_shell".into(),
-                arguments: item.get("action").map_or_else(|| "{}".into(), Value::to_string),
-            },
-        ),
-        "function_call_output" | "custom_tool_call_output" | "local_shell_call_output" => {
-            let id = call_id(item, i)?;
-            let name =
-                called(messages, &id).or_else(|| origins.keys().find(|n| **n == id).cloned());
-            messages.push(Message::ToolResult {
-                call_id: id,
-                name,
-                content: output_text(item.get("output")),
-                is_error: false,
-            });
-        }
-        "reasoning" => {}
-        "item_reference" => {
-            return Err(invalid(
-                "Item references are not supported: this gateway keeps no items. Send the item itself in 'input'.",
-                &format!("input[{i}]"),
-            ));
-        }
-        // Results of hosted tools from an earlier session (web searches, …): nothing the
-        // model here can use, and not call syntax.
-        _ => tracing::debug!(kind, "input item of a hosted tool left out"),
-    }
-    Ok(())
-}
-
-/// The name of the earlier call with this id.
-fn called(messages: &[Message], id: &str) -> Option<String> {
-    messages.iter().rev().find_map(|message| match message {
-        Message::Assistant { calls, .. } => {
-            calls.iter().find(|c| c.id == id).map(|c| c.name.clone())
-        }
-        _ => None,
-    })
-}
-
-/// Whether an item is a call or a call's output, for pairing them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Pairing {
-    Call,
-    Output,
-    Neither,
-}
-
-fn pairing(item: &Value) -> Pairing {
-    match item.get("type").and_then(Value::as_str).unwrap_or("message") {
-        "function_call" | "custom_tool_call" | "local_shell_call" => Pairing::Call,
-        "tool_search_call" if is_client(item) => Pairing::Call,
-        "function_call_output" | "custom_tool_call_output" | "local_shell_call_output" => {
-            Pairing::Output
-        }
-        "tool_search_output" if is_client(item) => Pairing::Output,
-        _ => Pairing::Neither,
-    }
-}
-
-/// Every call has its output later, and every output follows its call (the API's words).
-fn check_pairs(input: &[Value]) -> Result<(), ApiError> {
-    let id = |item: &Value| {
-        item.get("call_id")
-            .or_else(|| item.get("id"))
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
-    let mut calls: Vec<String> = Vec::new();
-    for item in input {
-        match pairing(item) {
-            Pairing::Call => calls.push(id(item)),
-            Pairing::Output => {
-                let output = id(item);
-                if !calls.contains(&output) {
-                    return Err(ApiError::InvalidRequest {
-                        message: format!(
-                            "No tool call found for function call output with call_id {output}."
-                        ),
-                        param: Some("input".into()),
-                        code: None,
-                    });
-                }
-            }
-            Pairing::Neither => {}
-        }
-    }
-    for call in &calls {
-        let answered =
-            input.iter().any(|item| pairing(item) == Pairing::Output && id(item) == *call);
-        if !answered {
-            return Err(ApiError::InvalidRequest {
-                message: format!("No tool output found for function call {call}."),
-                param: Some("input".into()),
-                code: None,
-            });
-        }
-    }
-    Ok(())
-}
-
-/// `tool_choice` in all its forms; `allowed_tools` narrows the tool list to its tools. Every
-/// tool it names must be declared, with the type it is named with.
-fn read_tool_choice(
-    value: Option<&Value>,
-    tools: Vec<ToolSpec>,
-    origins: &BTreeMap<String, ToolOrigin>,
-) -> Result<(ToolChoice, Vec<ToolSpec>), ApiError> {
-    let param = "tool_choice";
-    let (choice, tools) = match value {
-        None | Some(Value::Null) => {
-            (if tools.is_empty() { ToolChoice::None } else { ToolChoice::Auto }, tools)
-        }
-        Some(Value::String(text)) => {
-            let choice = match text.as_str() {
-                "none" => ToolChoice::None,
-                "auto" => ToolChoice::Auto,
-                "required" => ToolChoice::Required,
-                other => {
-                    return Err(invalid(
-                        format!(
-                            "Invalid value: '{other}'. Supported values are: 'none', 'auto', and 'required'."
-                        ),
-                        param,
-                    ));
-                }
-            };
-            (choice, tools)
-        }
-        Some(Value::Object(object)) => {
-            let kind = object.get("type").and_then(Value::as_str).unwrap_or_default();
-            match kind {
-                "function" | "custom" => {
-                    let flat = named(object, param, &tools, origins, |unknown| {
-                        invalid(
-                            format!("Tool choice '{unknown}' not found in 'tools' parameter."),
-                            param,
-                        )
-                    })?;
-                    (ToolChoice::Named(flat), tools)
-                }
-                "allowed_tools" => allowed_tools(object, tools, origins)?,
-                hosted if is_hosted(hosted) && !hosted.is_empty() => {
-                    return Err(invalid(
-                        format!(
-                            "Tool choice '{hosted}' forces a hosted tool, which this gateway cannot run; use 'auto' or name a function or custom tool."
-                        ),
-                        param,
-                    ));
-                }
-                _ => return Err(invalid(format!("Invalid value for '{param}'."), param)),
-            }
-        }
-        Some(_) => return Err(invalid(format!("Invalid type for '{param}'."), param)),
-    };
-    if matches!(choice, ToolChoice::Required | ToolChoice::Named(_)) && tools.is_empty() {
-        return Err(invalid(
-            format!(
-                "Invalid value for '{param}': '{param}' requires 'tools' with at least one function or custom tool."
-            ),
-            param,
-        ));
-    }
-    Ok((choice, tools))
-}
-
-/// `{"type": "allowed_tools", "mode", "tools"}`: the tool list narrowed to the tools it
-/// names (hosted ones among them are left out, as in `tools`), and the mode.
-fn allowed_tools(
-    object: &serde_json::Map<String, Value>,
-    tools: Vec<ToolSpec>,
-    origins: &BTreeMap<String, ToolOrigin>,
-) -> Result<(ToolChoice, Vec<ToolSpec>), ApiError> {
-    let mode = match object.get("mode").and_then(Value::as_str) {
-        None | Some("auto") => ToolChoice::Auto,
-        Some("required") => ToolChoice::Required,
-        Some(other) => {
-            return Err(invalid(
-                format!("Invalid value: '{other}'. Supported values are: 'auto' and 'required'."),
-                "tool_choice.mode",
-            ));
-        }
-    };
-    let Some(Value::Array(entries)) = object.get("tools") else {
-        return Err(missing("tool_choice.tools"));
-    };
-    let mut allowed = Vec::new();
-    for (j, entry) in entries.iter().enumerate() {
-        let path = format!("tool_choice.tools[{j}]");
-        let Value::Object(entry) = entry else { continue };
-        match entry.get("type").and_then(Value::as_str) {
-            Some(kind @ ("function" | "custom")) => {
-                let flat = named(entry, &path, &tools, origins, |unknown| {
-                    invalid(
-                        format!(
-                            "Invalid value for 'tool_choice.tools': {kind} '{unknown}' is not one of the given tools."
-                        ),
-                        "tool_choice.tools",
-                    )
-                })?;
-                allowed.push(flat);
-            }
-            Some(kind) if is_hosted(kind) && !kind.is_empty() => {}
-            Some(_) => return Err(invalid(format!("Invalid value for '{path}.type'."), &path)),
-            None => return Err(missing(&format!("{path}.type"))),
-        }
-    }
-    let tools: Vec<ToolSpec> = tools.into_iter().filter(|t| allowed.contains(&t.name)).collect();
-    let mode = match mode {
-        ToolChoice::Auto if tools.is_empty() => ToolChoice::None,
-        mode => mode,
-    };
-    Ok((mode, tools))
-}
-
-/// The flat name of the tool `{"type", "name", "namespace"?}` names: the name itself, or a
-/// namespaced tool's own name (with its `namespace`, or without when only one namespace
-/// has it). A name no declared tool has is the error `unknown` makes of it; a tool of the
-/// other type, or a name several namespaces share, is a 400 of its own.
-fn named(
-    object: &serde_json::Map<String, Value>,
-    path: &str,
-    tools: &[ToolSpec],
-    origins: &BTreeMap<String, ToolOrigin>,
-    unknown: impl Fn(&str) -> ApiError,
-) -> Result<String, ApiError> {
-    let custom = object.get("type").and_then(Value::as_str) == Some("custom");
-    let name = object
-        .get("name")
-        .and_then(Value::as_str)
-        .ok_or_else(|| missing(&format!("{path}.name")))?;
-    let namespace = object.get("namespace").and_then(Value::as_str);
-    let declared = |flat: &str| tools.iter().any(|t| t.name == flat);
-    let candidates: Vec<(&String, &ToolOrigin)> = origins
-        .iter()
-        .filter(|(flat, _)| declared(flat))
-        .filter(|(flat, origin)| match namespace {
-            Some(ns) => origin.namespace.as_deref() == Some(ns) && origin.name == name,
-            None => *flat == name || origin.name == name,
-        })
-        .collect();
-    let found = match candidates.iter().find(|(flat, _)| *flat == name) {
-        Some(exact) => *exact,
-        None => match candidates.as_slice() {
-            [one] => *one,
-            [] => return Err(unknown(name)),
-            several => {
-                let namespaces: Vec<&str> =
-                    several.iter().filter_map(|(_, o)| o.namespace.as_deref()).collect();
-                return Err(invalid(
-                    format!(
-                        "Tool choice '{name}' is ambiguous: the namespaces {} each have it; add 'namespace'.",
-                        namespaces.join(", ")
-                    ),
-                    path,
-                ));
-            }
-        },
-    };
-    let (flat, origin) = found;
-    if (origin.kind == ToolKind::Custom) != custom {
-        let (is, use_type) = match origin.kind {
-            ToolKind::Function | ToolKind::ToolSearch => ("a function tool", "function"),
-            ToolKind::Custom => ("a custom tool", "custom"),
-        };
-        return Err(invalid(
-            format!(
-                "Invalid value for '{path}': '{name}' is {is}; name it with {{\"type\": \"{use_type}\", \"name\": \"{name}\"}}."
-            ),
-            path,
-        ));
-    }
-    Ok(flat.clone())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::chat::ToolChoice;
 
     fn parse(body: Value) -> Result<Parsed, ApiError> {
         from_wire(&body)

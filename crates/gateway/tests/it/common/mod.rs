@@ -1,5 +1,5 @@
 //! Shared test helpers: a scripted mock upstream, an in-process gateway, an HTTP client,
-//! request builders and a checker for the Chat Completions SSE grammar (protocols.md §2C).
+//! request builders and a checker for the Chat Completions SSE grammar.
 //!
 //! Nothing here waits with `sleep`: servers report their address through channels, and
 //! waits for background effects (a dropped connection) watch a channel with a deadline.
@@ -260,7 +260,7 @@ pub(crate) fn args(call: &Value) -> Value {
     value
 }
 
-/// The shape of a non-streamed completion (protocols.md 2.8, 2.9, 2.11).
+/// The shape of a non-streamed completion.
 pub(crate) fn assert_completion_shape(value: &Value) {
     let id = value["id"].as_str().unwrap_or_default();
     assert!(id.starts_with("chatcmpl-"), "{value}");
@@ -294,7 +294,7 @@ pub(crate) fn assert_completion_shape(value: &Value) {
     assert_eq!(p + c, t, "{usage}");
 }
 
-/// The four keys of OpenAI's error body (protocols.md 2.15).
+/// The four keys of OpenAI's error body.
 pub(crate) fn assert_error_shape(value: &Value) -> &Value {
     let error = value.get("error").unwrap_or_else(|| panic!("no `error`: {value}"));
     assert!(error["message"].as_str().is_some_and(|m| !m.is_empty()), "{value}");
@@ -354,7 +354,7 @@ impl Streamed {
     }
 }
 
-/// Checks a whole Chat Completions stream against protocols.md 2.13/2.14 and folds it.
+/// Checks a whole Chat Completions stream against the chunk grammar and folds it.
 pub(crate) fn check_stream(body: &str, include_usage: bool) -> Streamed {
     let data = sse_data(body);
     assert_eq!(data.last().map(String::as_str), Some("[DONE]"), "`[DONE]` must be last: {body}");
