@@ -167,7 +167,14 @@ impl Metrics {
     }
 
     pub(crate) fn hosted_tool_left_out(&self, kind: &str) {
-        // Tool types come from clients: keep the label set small.
+        // Tool types come from clients: keep the label set small. Anthropic's carry a date
+        // (`web_search_20250305`): the label is the type without it.
+        let kind = match kind.rsplit_once('_') {
+            Some((base, date)) if date.len() == 8 && date.bytes().all(|b| b.is_ascii_digit()) => {
+                base
+            }
+            _ => kind,
+        };
         let kind = match kind {
             "web_search"
             | "web_search_preview"
@@ -179,7 +186,13 @@ impl Metrics {
             | "local_shell"
             | "tool_search"
             | "shell"
-            | "apply_patch" => kind,
+            | "apply_patch"
+            | "web_fetch"
+            | "code_execution"
+            | "bash"
+            | "text_editor"
+            | "computer"
+            | "memory" => kind,
             _ => "other",
         };
         self.hosted_tools.get_or_create(&vec![("type", kind.to_owned())]).inc();

@@ -479,3 +479,28 @@ async fn input_tokens_agree_everywhere_and_request_id_is_sent() {
     let message: Value = response.json().await.unwrap();
     assert_eq!(message["usage"]["input_tokens"], counted["input_tokens"]);
 }
+
+/// Issue 25: server tools (`web_search_20250305` next to a client tool) are left out and
+/// counted, as the Responses API's hosted tools are; a `tool_choice` forcing one is a 400.
+#[tokio::test]
+async fn server_tools_are_left_out_and_counted() {
+    let gw = spawn_gateway(|_| {}).await;
+    gw.upstream.push(Reply::text(hermes("get_weather", json!({"city": "Paris"}))));
+    let mut body = request("Weather in Paris?");
+    body["tools"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"type": "web_search_20250305", "name": "web_search", "max_uses": 3}));
+    let reply = message(&gw, &body).await;
+    assert_eq!(tool_uses(&reply).len(), 1, "{reply:#}");
+    let prompt = gw.upstream.requests()[0].to_string();
+    assert!(prompt.contains("get_weather") && !prompt.contains("web_search"), "{prompt}");
+    let metrics = gw.http().get(gw.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains(r#"type="web_search""#), "{metrics}");
+
+    body["tool_choice"] = json!({"type": "tool", "name": "web_search"});
+    let response = post(&gw, "/v1/messages", &body).await;
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let error: Value = response.json().await.unwrap();
+    assert!(error["error"]["message"].as_str().unwrap().contains("server tool"), "{error}");
+}

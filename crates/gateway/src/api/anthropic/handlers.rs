@@ -58,7 +58,11 @@ pub(crate) async fn messages(
     let result = async {
         let value = check(&state, &headers, body).await?;
         let parsed = wire::from_wire(&value, false)?;
-        tracing::info!(model = %parsed.chat.model, stream = parsed.stream, tools = parsed.chat.tools.len(), "messages");
+        for kind in &parsed.server_tools {
+            state.metrics.hosted_tool_left_out(kind);
+        }
+        tracing::info!(model = %parsed.chat.model, stream = parsed.stream, tools = parsed.chat.tools.len(),
+            server_tools_left_out = parsed.server_tools.len(), "messages");
         serve(state, parsed).await
     }
     .await;

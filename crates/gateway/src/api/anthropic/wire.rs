@@ -13,6 +13,8 @@ use crate::error::ApiError;
 pub(crate) struct Parsed {
     pub(crate) chat: ChatRequest,
     pub(crate) stream: bool,
+    /// The types of the server tools left out (`web_search_20250305`, …).
+    pub(crate) server_tools: Vec<String>,
 }
 
 /// Whether the request marks any part of its prompt for caching (`cache_control` on the
@@ -116,9 +118,27 @@ pub(crate) fn from_wire(body: &Value, counting: bool) -> Result<Parsed, ApiError
     validate_history(raw_messages)?;
 
     let mut tools = Vec::new();
+    // Server tools (Anthropic runs them: `web_search_20250305`, …) and Anthropic-defined
+    // ones: (type, name). No upstream here runs them: they are left out, and counted.
+    let mut server = Vec::new();
     if let Some(Value::Array(list)) = object.get("tools") {
         for (i, tool) in list.iter().enumerate() {
-            tools.push(read_tool(i, tool)?);
+            match tool.get("type").and_then(Value::as_str) {
+                Some(kind) if kind != "custom" => {
+                    let name = tool.get("name").and_then(Value::as_str).unwrap_or(kind);
+                    server.push((kind.to_owned(), name.to_owned()));
+                }
+                _ => tools.push(read_tool(i, tool)?),
+            }
+        }
+    }
+    if let Some(name) =
+        object.get("tool_choice").and_then(|c| c.get("name")).and_then(Value::as_str)
+    {
+        if let Some((kind, _)) = server.iter().find(|(_, n)| n == name) {
+            return Err(invalid(format!(
+                "tool_choice.name: `{name}` is a server tool (`{kind}`), which this gateway cannot run; use auto, any or a custom tool"
+            )));
         }
     }
     if tools.is_empty() {
@@ -166,6 +186,7 @@ pub(crate) fn from_wire(body: &Value, counting: bool) -> Result<Parsed, ApiError
             output,
         },
         stream: object.get("stream").and_then(Value::as_bool).unwrap_or(false),
+        server_tools: server.into_iter().map(|(kind, _)| kind).collect(),
     })
 }
 
@@ -502,13 +523,6 @@ fn validate_history(messages: &[Value]) -> Result<(), ApiError> {
 }
 
 fn read_tool(i: usize, value: &Value) -> Result<ToolSpec, ApiError> {
-    if let Some(kind) = value.get("type").and_then(Value::as_str) {
-        if kind != "custom" {
-            return Err(invalid(format!(
-                "tools.{i}: server tools (`{kind}`) are not supported by this gateway; declare a custom tool with an input_schema"
-            )));
-        }
-    }
     let name = value
         .get("name")
         .and_then(Value::as_str)
