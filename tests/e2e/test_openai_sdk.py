@@ -739,3 +739,36 @@ def test_raw_non_stream_shape(gateway, upstream):
     assert isinstance(tc["function"]["arguments"], str)
     assert ch["finish_reason"] == "tool_calls"
     assert_usage(obj["usage"])
+
+
+def test_custom_tool_calls_parse_in_the_sdk(client, upstream):
+    """Issue 25: a custom (freeform) tool on Chat Completions: the SDK parses a `custom` call
+    whose `input` is the raw text; streamed, the input comes in `custom.input` pieces with no
+    `type` (the chunk schema, which the SDK validates, knows only `function`), which the SDK
+    keeps as an extra field; a custom call in the history is accepted."""
+    patch = "*** Begin Patch\n*** Add File: a.txt\n+hi\n*** End Patch"
+    tools = [{"type": "custom", "custom": {"name": "apply_patch", "description": "Edit files."}}]
+    messages = [{"role": "user", "content": "Add a.txt"}]
+    upstream.script([{"text": hermes("apply_patch", {"input": patch}), "chunk": 5}])
+    call = client.chat.completions.create(model=MODEL, messages=messages, tools=tools).choices[0].message.tool_calls[0]
+    assert call.type == "custom", call
+    assert call.custom.name == "apply_patch" and call.custom.input == patch, call
+    upstream.script([{"text": hermes("apply_patch", {"input": patch}), "chunk": 5}])
+    name, pieces = "", []
+    for chunk in client.chat.completions.create(model=MODEL, messages=messages, tools=tools, stream=True):
+        for delta in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
+            custom = delta.model_extra["custom"]
+            assert delta.type is None, delta
+            name += custom.get("name") or ""
+            pieces.append(custom["input"])
+    assert name == "apply_patch" and "".join(pieces) == patch, pieces
+    assert len(pieces) > 2, f"the input streams in pieces: {pieces}"
+    upstream.script([{"text": "Done."}])
+    history = [
+        {"role": "user", "content": "Add a.txt"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "custom", "custom": {"name": "apply_patch", "input": patch}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "ok"},
+    ]
+    answer = client.chat.completions.create(model=MODEL, messages=history, tools=tools)
+    assert answer.choices[0].message.content == "Done."

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::common::{
     MODEL, Reply, UPSTREAM_COMPLETION_TOKENS, UPSTREAM_PROMPT_TOKENS, args, assert_call_id, hermes,
-    model, plain_request, request, spawn_gateway,
+    model, plain_request, request, spawn_gateway, sse_data,
 };
 
 fn message(completion: &Value) -> &Value {
@@ -580,4 +580,56 @@ async fn responses_carry_a_request_id() {
     let response = gw.http().get(gw.url("/healthz")).send().await.unwrap();
     let id = response.headers().get("x-request-id").unwrap().to_str().unwrap();
     assert!(!id.is_empty());
+}
+
+/// Issue 25: custom (freeform) tools on Chat Completions, as on the Responses API: the model
+/// is asked for the tool's one raw-text input, and the client gets a `custom` call with it,
+/// whole and streamed; a custom call in the history goes back to the model as that input.
+#[tokio::test]
+async fn custom_tools_take_raw_input_whole_and_streamed() {
+    let gw = spawn_gateway(|_| {}).await;
+    let patch = "*** Begin Patch\n*** Add File: a.txt\n+\"hi\"\n*** End Patch";
+    let body = json!({"model": MODEL, "messages": [
+            {"role": "user", "content": "Add a.txt"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "call_0", "type": "custom",
+                "custom": {"name": "apply_patch", "input": "*** Begin Patch\n*** End Patch"}}]},
+            {"role": "tool", "tool_call_id": "call_0", "content": "empty patch"}],
+        "tools": [{"type": "custom", "custom": {"name": "apply_patch", "description": "Edit files.",
+            "format": {"type": "grammar", "grammar": {"syntax": "lark", "definition": "start: /.+/"}}}}],
+        "tool_choice": {"type": "custom", "custom": {"name": "apply_patch"}}});
+    for stream in [false, true] {
+        gw.upstream.push(Reply::text(hermes("apply_patch", json!({"input": patch}))).chunks(7));
+        let mut body = body.clone();
+        body["stream"] = json!(stream);
+        let call = if stream {
+            let text = gw.stream_ok(&body).await;
+            let mut name = String::new();
+            let mut input = String::new();
+            for data in sse_data(&text).iter().filter(|d| d.as_str() != "[DONE]") {
+                let chunk: Value = serde_json::from_str(data).unwrap();
+                for call in
+                    chunk["choices"][0]["delta"]["tool_calls"].as_array().into_iter().flatten()
+                {
+                    assert!(call.get("function").is_none(), "{call}");
+                    assert!(call.get("type").is_none(), "no type the chunk schema lacks: {call}");
+                    name.push_str(call["custom"]["name"].as_str().unwrap_or(""));
+                    input.push_str(call["custom"]["input"].as_str().unwrap());
+                }
+            }
+            json!({"type": "custom", "custom": {"name": name, "input": input}})
+        } else {
+            let (status, completion) = gw.chat(&body).await;
+            assert_eq!(status, StatusCode::OK, "{completion}");
+            completion["choices"][0]["message"]["tool_calls"][0].clone()
+        };
+        assert_eq!(call["type"], "custom", "stream={stream}: {call}");
+        assert_eq!(call["custom"]["name"], "apply_patch");
+        assert_eq!(call["custom"]["input"], patch, "stream={stream}");
+    }
+    let sent = gw.upstream.requests()[0].clone();
+    let history = sent["messages"][2]["content"].as_str().unwrap();
+    assert!(
+        history.contains(r#""input":"*** Begin Patch\n*** End Patch""#),
+        "the history's input: {history}"
+    );
 }

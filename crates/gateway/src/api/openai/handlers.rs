@@ -90,6 +90,11 @@ async fn handle(state: AppState, headers: &HeaderMap, body: Body) -> Result<Resp
         Plan::Native => {
             return passthrough(&state, &routed.chain, value, parsed.stream, allowed, repair).await;
         }
+        // Custom tools are OpenAI's own: an upstream that serves another model seldom
+        // takes them, and its refusal would be remembered against every native request.
+        Plan::TryNative if !parsed.custom.is_empty() => {
+            tracing::debug!(upstream = %first, "custom tools; emulating");
+        }
         Plan::TryNative => {
             let native =
                 try_native(&state, &routed.chain, &value, parsed.stream, allowed, repair).await?;
@@ -111,31 +116,41 @@ async fn emulate(state: AppState, parsed: wire::Parsed) -> Result<Response, ApiE
         (parsed.chat.model.clone(), parsed.include_usage, parsed.legacy);
     let name = crate::dispatch::naming_images(&parsed.chat);
     let events = state.emulate(parsed.chat, stream).map(move |event| event.map_err(&name));
-    respond(&state, events, stream, model, include_usage, legacy).await
+    let shape = Shape { stream, model, include_usage, legacy, custom: parsed.custom };
+    respond(&state, events, shape).await
+}
+
+/// How a reply is written.
+pub(crate) struct Shape {
+    pub(crate) stream: bool,
+    pub(crate) model: String,
+    pub(crate) include_usage: bool,
+    /// `function_call` instead of `tool_calls`.
+    pub(crate) legacy: bool,
+    /// Custom tools, whose calls are written as custom calls.
+    pub(crate) custom: std::collections::HashSet<String>,
 }
 
 /// Chat events as the client's reply: one completion, or a stream.
 pub(crate) async fn respond(
     state: &AppState,
     events: impl futures::Stream<Item = Result<ChatEvent, ApiError>> + Send + 'static,
-    stream: bool,
-    model: String,
-    include_usage: bool,
-    legacy: bool,
+    shape: Shape,
 ) -> Result<Response, ApiError> {
+    let Shape { stream, model, include_usage, legacy, custom } = shape;
     let started = Instant::now();
     let id = completion_id();
     let created = now();
     let mut events = Box::pin(events);
     if !stream {
-        let mut collector = Collector::default();
+        let mut collector = Collector::with_custom_tools(custom);
         while let Some(event) = events.next().await {
             collector.push(event?);
         }
         let completion = collector.finish(id, created, model, legacy);
         return Ok((StatusCode::OK, axum::Json(completion)).into_response());
     }
-    let encoder = Encoder::new(id, created, model, include_usage, legacy);
+    let encoder = Encoder::new(id, created, model, include_usage, legacy).custom_tools(custom);
     crate::api::stream_response(state, started, events, encoder).await
 }
 

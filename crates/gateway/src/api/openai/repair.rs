@@ -5,7 +5,7 @@
 use axum::response::Response;
 use serde_json::Value;
 
-use crate::api::openai::handlers::respond;
+use crate::api::openai::handlers::{Shape, respond};
 use crate::api::openai::wire;
 use crate::config::ReasoningCalls;
 use crate::dispatch::{Native, repaired as fold};
@@ -36,5 +36,12 @@ pub(crate) async fn repaired(
     let model = chat.model.clone();
     let native = Native { body: body.clone(), chat, reasoning_calls: repair.reasoning_calls };
     let events = fold(state, chain, payloads, native, true)?;
-    respond(state, events, parsed.stream, model, parsed.include_usage, parsed.legacy).await
+    let shape = Shape {
+        stream: parsed.stream,
+        model,
+        include_usage: parsed.include_usage,
+        legacy: parsed.legacy,
+        custom: parsed.custom.clone(),
+    };
+    respond(state, events, shape).await
 }

@@ -42,7 +42,17 @@ pub(crate) struct WireToolCall {
     pub(crate) id: String,
     #[serde(rename = "type")]
     pub(crate) kind: &'static str,
-    pub(crate) function: WireFunction,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) function: Option<WireFunction>,
+    /// A custom (freeform) tool's call: its name and raw input.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) custom: Option<WireCustom>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct WireCustom {
+    pub(crate) name: String,
+    pub(crate) input: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -137,7 +147,18 @@ pub(crate) struct ToolCallDelta {
     pub(crate) id: Option<String>,
     #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
     pub(crate) kind: Option<&'static str>,
-    pub(crate) function: FunctionDelta,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) function: Option<FunctionDelta>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) custom: Option<CustomDelta>,
+}
+
+/// A piece of a custom call: its name first, then its raw input in pieces.
+#[derive(Debug, Serialize)]
+pub(crate) struct CustomDelta {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) name: Option<String>,
+    pub(crate) input: String,
 }
 
 #[derive(Debug, Serialize)]

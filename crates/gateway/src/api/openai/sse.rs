@@ -3,10 +3,13 @@
 
 use bytes::Bytes;
 
+use std::collections::{HashMap, HashSet};
+
 use crate::api::openai::wire::{
-    Choice, Chunk, ChunkChoice, Completion, Delta, FunctionDelta, ResponseMessage, ToolCallDelta,
-    WireFunction, WireToolCall, to_wire_usage,
+    Choice, Chunk, ChunkChoice, Completion, CustomDelta, Delta, FunctionDelta, ResponseMessage,
+    ToolCallDelta, WireCustom, WireFunction, WireToolCall, to_wire_usage,
 };
+use crate::api::responses::raw_input::RawInput;
 use crate::chat::{ChatEvent, Finish, Outcome};
 
 /// The finish reason for an outcome.
@@ -29,6 +32,10 @@ pub(crate) struct Encoder {
     legacy: bool,
     /// The role chunk has gone out.
     started: bool,
+    /// The custom tools, and each custom call's arguments so far with their raw input's
+    /// reader, by index.
+    custom: HashSet<String>,
+    inputs: HashMap<usize, (String, RawInput)>,
 }
 
 impl Encoder {
@@ -39,7 +46,22 @@ impl Encoder {
         include_usage: bool,
         legacy: bool,
     ) -> Encoder {
-        Encoder { id, created, model, include_usage, legacy, started: false }
+        Encoder {
+            id,
+            created,
+            model,
+            include_usage,
+            legacy,
+            started: false,
+            custom: HashSet::new(),
+            inputs: HashMap::new(),
+        }
+    }
+
+    /// Calls to these tools are custom calls, their input streamed as raw text.
+    pub(crate) fn custom_tools(mut self, custom: HashSet<String>) -> Encoder {
+        self.custom = custom;
+        self
     }
 
     fn chunk(&self, delta: Delta, finish_reason: Option<&'static str>) -> Bytes {
@@ -88,6 +110,52 @@ impl Encoder {
                     ),
                 );
             }
+            ChatEvent::CallStart { index, id, name } if self.custom.contains(name) => {
+                self.start(false, out);
+                self.inputs.insert(*index, (String::new(), RawInput::default()));
+                // No `type`: the chunk schema (and the OpenAI SDK's chunk types, which
+                // validate it) knows only `function`; the `custom` object says what it is.
+                let call = ToolCallDelta {
+                    index: *index,
+                    id: Some(id.clone()),
+                    kind: None,
+                    function: None,
+                    custom: Some(CustomDelta { name: Some(name.clone()), input: String::new() }),
+                };
+                out.push(self.chunk(Delta { tool_calls: vec![call], ..Delta::default() }, None));
+            }
+            ChatEvent::CallArgs { index, json } if self.inputs.contains_key(index) => {
+                let Some((arguments, raw)) = self.inputs.get_mut(index) else { return };
+                arguments.push_str(json);
+                let input = raw.feed(arguments);
+                if !input.is_empty() {
+                    let call = ToolCallDelta {
+                        index: *index,
+                        id: None,
+                        kind: None,
+                        function: None,
+                        custom: Some(CustomDelta { name: None, input }),
+                    };
+                    let delta = Delta { tool_calls: vec![call], ..Delta::default() };
+                    out.push(self.chunk(delta, None));
+                }
+            }
+            ChatEvent::CallEnd { index, .. } if self.inputs.contains_key(index) => {
+                // Arguments whose input could not be read as it came: the whole input now.
+                let Some((arguments, raw)) = self.inputs.remove(index) else { return };
+                if raw.decoded().is_none() {
+                    let call = ToolCallDelta {
+                        index: *index,
+                        id: None,
+                        kind: None,
+                        function: None,
+                        custom: Some(CustomDelta { name: None, input: custom_input(&arguments) }),
+                    };
+                    out.push(
+                        self.chunk(Delta { tool_calls: vec![call], ..Delta::default() }, None),
+                    );
+                }
+            }
             ChatEvent::CallStart { index, id, name } => {
                 self.start(false, out);
                 let delta = if self.legacy {
@@ -104,10 +172,11 @@ impl Encoder {
                             index: *index,
                             id: Some(id.clone()),
                             kind: Some("function"),
-                            function: FunctionDelta {
+                            function: Some(FunctionDelta {
                                 name: Some(name.clone()),
                                 arguments: String::new(),
-                            },
+                            }),
+                            custom: None,
                         }],
                         ..Delta::default()
                     }
@@ -124,7 +193,8 @@ impl Encoder {
                             index: *index,
                             id: None,
                             kind: None,
-                            function,
+                            function: Some(function),
+                            custom: None,
                         }],
                         ..Delta::default()
                     }
@@ -175,6 +245,18 @@ fn frame(value: &impl serde::Serialize) -> Bytes {
     Bytes::from(format!("data: {json}\n\n"))
 }
 
+/// A custom call's raw input: the `input` string of its arguments, or else the arguments as
+/// they are.
+fn custom_input(arguments: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(arguments) {
+        Ok(serde_json::Value::Object(mut object)) => match object.remove("input") {
+            Some(serde_json::Value::String(input)) => input,
+            _ => arguments.to_owned(),
+        },
+        _ => arguments.to_owned(),
+    }
+}
+
 /// Folds events into one non-streamed completion.
 #[derive(Default)]
 pub(crate) struct Collector {
@@ -182,9 +264,16 @@ pub(crate) struct Collector {
     reasoning: String,
     calls: Vec<(String, String, String)>,
     outcome: Option<Outcome>,
+    /// The custom tools: a call to one is a custom call with its raw input.
+    custom: HashSet<String>,
 }
 
 impl Collector {
+    /// A collector for which calls to `custom` tools are custom calls.
+    pub(crate) fn with_custom_tools(custom: HashSet<String>) -> Collector {
+        Collector { custom, ..Collector::default() }
+    }
+
     pub(crate) fn push(&mut self, event: ChatEvent) {
         match event {
             ChatEvent::Text(text) => self.text.push_str(&text),
@@ -214,12 +303,19 @@ impl Collector {
         });
         let content =
             if self.text.is_empty() && !self.calls.is_empty() { None } else { Some(self.text) };
+        let custom = self.custom;
         let mut calls = self.calls.into_iter().map(|(id, name, arguments)| {
+            if custom.contains(&name) {
+                let input = custom_input(&arguments);
+                let custom = Some(WireCustom { name, input });
+                return WireToolCall { id, kind: "custom", function: None, custom };
+            }
             let arguments = if arguments.is_empty() { "{}".to_owned() } else { arguments };
-            WireToolCall { id, kind: "function", function: WireFunction { name, arguments } }
+            let function = Some(WireFunction { name, arguments });
+            WireToolCall { id, kind: "function", function, custom: None }
         });
         let (tool_calls, function_call) = if legacy {
-            (Vec::new(), calls.next().map(|call| call.function))
+            (Vec::new(), calls.next().and_then(|call| call.function))
         } else {
             (calls.collect(), None)
         };

@@ -19,6 +19,8 @@ pub(crate) struct Parsed {
     pub(crate) legacy: bool,
     /// The tools `tool_choice.allowed_tools` allows, when it narrowed the list.
     pub(crate) allowed: Option<Vec<String>>,
+    /// The custom (freeform) tools: a call to one is answered with its raw `input`.
+    pub(crate) custom: std::collections::HashSet<String>,
 }
 
 /// Sampling options passed to the upstream unchanged.
@@ -83,6 +85,20 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
             ));
         }
     };
+    // Custom tools by name, and custom calls in the history (a custom call is answered as one).
+    let mut custom: std::collections::HashSet<String> = items(object, "tools")
+        .filter(|(_, t)| t.get("type").and_then(Value::as_str) == Some("custom"))
+        .filter_map(|(_, t)| t.pointer("/custom/name").and_then(Value::as_str).map(str::to_owned))
+        .collect();
+    for (_, message) in items(object, "messages") {
+        for (_, call) in message.as_object().map(|m| items(m, "tool_calls")).into_iter().flatten() {
+            if call.get("type").and_then(Value::as_str) == Some("custom") {
+                custom.extend(
+                    call.pointer("/custom/name").and_then(Value::as_str).map(str::to_owned),
+                );
+            }
+        }
+    }
     if tools.is_empty() {
         if let Some(Value::Array(functions)) = object.get("functions") {
             legacy = !functions.is_empty();
@@ -125,7 +141,10 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
         let names: Vec<&str> = allowed
             .iter()
             .filter_map(|t| {
-                t.pointer("/function/name").or_else(|| t.get("name")).and_then(Value::as_str)
+                t.pointer("/function/name")
+                    .or_else(|| t.pointer("/custom/name"))
+                    .or_else(|| t.get("name"))
+                    .and_then(Value::as_str)
             })
             .collect();
         if let Some(unknown) = names.iter().find(|name| !tools.iter().any(|t| t.name == **name)) {
@@ -191,6 +210,7 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
         include_usage,
         legacy,
         allowed: narrowed,
+        custom,
     })
 }
 
@@ -275,10 +295,13 @@ const CONTENT_PART: Fields = &[
     ("input_audio", &[Obj]),
     ("file", &[Obj]),
 ];
-const TOOL_CALL: Fields = &[("id", &[Str]), ("type", &[Str]), ("function", &[Obj])];
+const TOOL_CALL: Fields =
+    &[("id", &[Str]), ("type", &[Str]), ("function", &[Obj]), ("custom", &[Obj])];
+const CALLED_CUSTOM: Fields = &[("name", &[Str]), ("input", &[Str])];
 /// `arguments` may also be an object (some clients send it unencoded; it is accepted).
 const CALLED_FUNCTION: Fields = &[("name", &[Str]), ("arguments", &[Str, Obj])];
-const TOOL: Fields = &[("type", &[Str]), ("function", &[Obj])];
+const TOOL: Fields = &[("type", &[Str]), ("function", &[Obj]), ("custom", &[Obj])];
+const CUSTOM: Fields = &[("name", &[Str]), ("description", &[Str]), ("format", &[Obj])];
 const FUNCTION: Fields =
     &[("name", &[Str]), ("description", &[Str]), ("parameters", &[Obj]), ("strict", &[Bool])];
 const TOOL_CHOICE: Fields =
@@ -303,10 +326,12 @@ fn check_types(body: &serde_json::Map<String, Value>) -> Result<(), ApiError> {
         }
         for (j, call) in items(message, "tool_calls") {
             let path = format!("{path}.tool_calls[{j}]");
-            if let Some(Value::Object(function)) =
-                WALK.object(&path, call, TOOL_CALL)?.get("function")
-            {
+            let call = WALK.object(&path, call, TOOL_CALL)?;
+            if let Some(Value::Object(function)) = call.get("function") {
                 WALK.fields(&format!("{path}.function"), function, CALLED_FUNCTION)?;
+            }
+            if let Some(Value::Object(custom)) = call.get("custom") {
+                WALK.fields(&format!("{path}.custom"), custom, CALLED_CUSTOM)?;
             }
         }
         if let Some(Value::Object(call)) = message.get("function_call") {
@@ -315,8 +340,12 @@ fn check_types(body: &serde_json::Map<String, Value>) -> Result<(), ApiError> {
     }
     for (i, tool) in items(body, "tools") {
         let path = format!("tools[{i}]");
-        if let Some(Value::Object(function)) = WALK.object(&path, tool, TOOL)?.get("function") {
+        let tool = WALK.object(&path, tool, TOOL)?;
+        if let Some(Value::Object(function)) = tool.get("function") {
             WALK.fields(&format!("{path}.function"), function, FUNCTION)?;
+        }
+        if let Some(Value::Object(custom)) = tool.get("custom") {
+            WALK.fields(&format!("{path}.custom"), custom, CUSTOM)?;
         }
     }
     for (i, function) in items(body, "functions") {
@@ -508,6 +537,14 @@ fn message(i: usize, value: &Value) -> Result<Message, ApiError> {
             if let Some(Value::Array(tool_calls)) = value.get("tool_calls") {
                 for call in tool_calls {
                     let id = call.get("id").and_then(Value::as_str).unwrap_or_default().to_owned();
+                    if let Some(custom) = call.get("custom").filter(|_| call["type"] == "custom") {
+                        // A custom call's raw input, as the tool's one argument.
+                        let name = custom.get("name").and_then(Value::as_str).unwrap_or_default();
+                        let input = custom.get("input").and_then(Value::as_str).unwrap_or_default();
+                        let arguments = serde_json::json!({"input": input}).to_string();
+                        calls.push(PriorCall { id, name: name.to_owned(), arguments });
+                        continue;
+                    }
                     let name = call
                         .pointer("/function/name")
                         .and_then(Value::as_str)
@@ -638,10 +675,29 @@ fn unanswered(open: &[String], at: usize) -> ApiError {
 fn tool(i: usize, value: &Value) -> Result<ToolSpec, ApiError> {
     match value.get("type").and_then(Value::as_str) {
         Some("function") => {}
+        // A freeform tool: one raw-text input, as on the Responses API.
+        Some("custom") => {
+            let Some(custom) = value.get("custom") else {
+                return Err(missing(&format!("tools[{i}].custom")));
+            };
+            let name = custom.get("name").and_then(Value::as_str).unwrap_or_default();
+            if name.is_empty() {
+                return Err(missing(&format!("tools[{i}].custom.name")));
+            }
+            let description = custom.get("description").and_then(Value::as_str);
+            return Ok(ToolSpec {
+                name: name.to_owned(),
+                description: Some(crate::api::responses::tools::custom_description(description)),
+                parameters: Some(crate::api::responses::tools::custom_parameters(
+                    custom.get("format"),
+                )),
+                strict: false,
+            });
+        }
         Some(other) => {
             return Err(ApiError::invalid(
                 format!(
-                    "Tools of type '{other}' are not supported by this gateway; use 'function' tools."
+                    "Tools of type '{other}' are not supported by this gateway; use 'function' or 'custom' tools."
                 ),
                 Some(&format!("tools[{i}].type")),
             ));
@@ -709,6 +765,7 @@ fn tool_choice(
             let name = object
                 .get("name")
                 .or_else(|| object.get("function").and_then(|f| f.get("name")))
+                .or_else(|| object.get("custom").and_then(|f| f.get("name")))
                 .and_then(Value::as_str);
             match (object.get("type").and_then(Value::as_str), name) {
                 (Some("allowed_tools"), _) => {

@@ -9,5 +9,5 @@ pub(crate) mod handlers;
 mod items;
 pub(crate) mod raw_input;
 pub(crate) mod sse;
-mod tools;
+pub(crate) mod tools;
 pub(crate) mod wire;

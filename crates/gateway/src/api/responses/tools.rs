@@ -186,7 +186,7 @@ pub(super) fn loaded_tools(
 }
 
 /// How a freeform tool is described to a model that writes JSON calls.
-pub(super) fn custom_description(description: Option<&str>) -> String {
+pub(crate) fn custom_description(description: Option<&str>) -> String {
     let mut text = description.unwrap_or_default().trim().to_owned();
     if !text.is_empty() {
         text.push(' ');
@@ -198,7 +198,7 @@ pub(super) fn custom_description(description: Option<&str>) -> String {
 }
 
 /// The one-argument schema a freeform tool gets: `input`, a string, with its grammar.
-pub(super) fn custom_parameters(format: Option<&Value>) -> Value {
+pub(crate) fn custom_parameters(format: Option<&Value>) -> Value {
     let mut input =
         json!({"type": "string", "description": "The tool's whole input, as raw text."});
     if let Some(format) =
