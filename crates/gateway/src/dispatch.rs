@@ -88,8 +88,8 @@ pub(crate) async fn plan(routed: &Routed, chat: &ChatRequest) -> Plan {
 
 /// What a failed first native request means in `auto` mode: `None`, emulate (the upstream
 /// refused the request or failed; only a 400 or 422, its refusal of the request's tools, is
-/// remembered: a server error, a credential problem or a redirect says nothing about tools);
-/// else the error for the client.
+/// remembered: a server error, a credential problem or a redirect says nothing about tools,
+/// and some proxies refuse a feature with a 401 or 403); else the error for the client.
 pub(crate) fn after_refusal(chain: &Chain, err: ApiError) -> Option<ApiError> {
     match err {
         ApiError::UpstreamRejected { status: 400 | 422, .. } => {

@@ -14,6 +14,42 @@ pub enum AuthFailure {
     BadBearer,
 }
 
+/// What went wrong with an upstream's answer (`ApiError::Upstream`), each its own metric and
+/// log kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum UpstreamFault {
+    /// It redirected the request (the gateway does not follow with its credentials).
+    Redirect,
+    /// It refused the gateway's own credentials (401, 403, 407).
+    Credentials,
+    /// It failed (a 5xx other than the overloaded ones, or a status nothing else covers).
+    Failed,
+    /// Its reply cannot be read: not JSON, not an event stream, an unknown encoding, an event
+    /// of the wrong shape, a stream where one body was asked for.
+    Unreadable,
+    /// Its reply passed a configured cap.
+    TooLarge,
+    /// Its reply broke off or ended unfinished.
+    BrokeOff,
+    /// Its reply was an error object instead of output.
+    Reported,
+}
+
+impl UpstreamFault {
+    fn kind(self) -> &'static str {
+        match self {
+            UpstreamFault::Redirect => "upstream_redirect",
+            UpstreamFault::Credentials => "upstream_credentials",
+            UpstreamFault::Failed => "upstream_failed",
+            UpstreamFault::Unreadable => "upstream_unreadable",
+            UpstreamFault::TooLarge => "upstream_too_large",
+            UpstreamFault::BrokeOff => "upstream_broke_off",
+            UpstreamFault::Reported => "upstream_reported",
+        }
+    }
+}
+
 /// Why a request failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApiError {
@@ -33,9 +69,9 @@ pub enum ApiError {
     RequestTimeout,
     /// The gateway is shutting down and its drain timeout passed before the request ended.
     ShuttingDown,
-    /// The upstream answered with an error status or an unusable body. `detail` is for the
-    /// log only: the upstream and what happened.
-    Upstream { message: String, detail: String },
+    /// The upstream answered with an error status or an unusable body; `fault` says which.
+    /// `detail` is for the log only: the upstream and what happened.
+    Upstream { fault: UpstreamFault, message: String, detail: String },
     /// The upstream refused the request as the client made it (a 4xx other than 401, 403,
     /// 408 and 429); the client gets that status and the upstream's message.
     UpstreamRejected { status: u16, message: String },
@@ -98,7 +134,7 @@ impl ApiError {
             ApiError::BodyTooLarge { .. } => "body_too_large",
             ApiError::RequestTimeout => "request_timeout",
             ApiError::ShuttingDown => "shutting_down",
-            ApiError::Upstream { .. } => "upstream",
+            ApiError::Upstream { fault, .. } => fault.kind(),
             ApiError::UpstreamRejected { .. } => "upstream_rejected",
             ApiError::UpstreamRateLimited { .. } => "upstream_rate_limited",
             ApiError::UpstreamOverloaded { .. } => "upstream_overloaded",

@@ -11,7 +11,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use crate::config::{CallFormat, Config, Engine, UpstreamApi, UpstreamConfig, endpoints};
-use crate::error::ApiError;
+use crate::error::{ApiError, UpstreamFault};
 use crate::metrics::Metrics;
 use crate::upstream::constrain::{self, Dialect};
 use crate::upstream::reply::{self, Payload, ReplyLimits};
@@ -239,9 +239,11 @@ impl UpstreamClient {
 
     fn redact_err(&self, err: ApiError) -> ApiError {
         match err {
-            ApiError::Upstream { message, detail } => {
-                ApiError::Upstream { message: self.redact(&message), detail: self.redact(&detail) }
-            }
+            ApiError::Upstream { fault, message, detail } => ApiError::Upstream {
+                fault,
+                message: self.redact(&message),
+                detail: self.redact(&detail),
+            },
             ApiError::UpstreamRejected { status, message } => {
                 ApiError::UpstreamRejected { status, message: self.redact(&message) }
             }
@@ -341,6 +343,7 @@ impl UpstreamClient {
                 .and_then(|v| self.endpoint.join(v).ok())
                 .map_or_else(|| "elsewhere".to_owned(), |to| shown(&to));
             return Err(ApiError::Upstream {
+                fault: UpstreamFault::Redirect,
                 message: format!(
                     "The upstream redirected the request (status {}); the gateway does not follow redirects with its credentials. Set upstream.url to where it points.",
                     status.as_u16()
@@ -364,6 +367,7 @@ impl UpstreamClient {
             },
             408 => ApiError::UpstreamTimeout { detail },
             401 | 403 | 407 => ApiError::Upstream {
+                fault: UpstreamFault::Credentials,
                 message: format!(
                     "The upstream refused the gateway's own credentials (status {code}): set a valid upstream key in the environment variable {} (upstream.api_key_env).",
                     self.key_env
@@ -373,6 +377,7 @@ impl UpstreamClient {
             400 | 413 if is_context_overflow(&body) => context_overflow(&body),
             400..=499 => ApiError::UpstreamRejected { status: code, message: message_of(&body) },
             _ => ApiError::Upstream {
+                fault: UpstreamFault::Failed,
                 message: format!("The upstream model failed (status {code})."),
                 detail,
             },
@@ -435,6 +440,7 @@ impl UpstreamClient {
             // reqwest decodes gzip and deflate and removes the header; anything left is an
             // encoding the gateway cannot read.
             let err = ApiError::Upstream {
+                fault: UpstreamFault::Unreadable,
                 message: format!(
                     "The upstream sent its reply with content-encoding `{encoding}`, which the gateway cannot decode."
                 ),
@@ -506,6 +512,7 @@ impl UpstreamClient {
             }
         }
         let value: Value = serde_json::from_slice(&body).map_err(|_| ApiError::Upstream {
+            fault: UpstreamFault::Unreadable,
             message: "The upstream's model list is not valid JSON.".into(),
             detail: format!("{}: model list: {}", self.shown, first_bytes(&body)),
         })?;
@@ -722,6 +729,7 @@ impl OutputCap {
         }
         let (limit, upstream) = (self.limit, &self.upstream);
         Err(ApiError::Upstream {
+            fault: UpstreamFault::TooLarge,
             message: format!(
                 "The upstream model's reply is larger than the gateway's limit of {limit} bytes of text (upstream.max_reply_bytes)."
             ),
@@ -736,6 +744,7 @@ impl OutputCap {
 fn unreadable_event(upstream: &str, unreadable: &Unreadable, value: &Value) -> ApiError {
     let reason = &unreadable.0;
     ApiError::Upstream {
+        fault: UpstreamFault::Unreadable,
         message: format!("The upstream model sent an event the gateway cannot read: {reason}."),
         detail: format!(
             "{upstream}: unreadable event ({reason}): {}",

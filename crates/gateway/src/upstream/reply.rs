@@ -9,7 +9,7 @@ use futures::{Stream, StreamExt};
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, UpstreamFault};
 use crate::upstream::client::Wire;
 use crate::upstream::sse_decode::{SseDecoder, decode_lossy};
 
@@ -112,6 +112,7 @@ fn sniff(start: &[u8]) -> Option<Result<Framing, ()>> {
 /// An upstream failure described for the log: the upstream, then what happened.
 pub(crate) fn broken(what: &str, upstream: &str) -> ApiError {
     ApiError::Upstream {
+        fault: UpstreamFault::BrokeOff,
         message: format!("The upstream model's reply {what}."),
         detail: format!("{upstream}: the reply {what}"),
     }
@@ -259,6 +260,7 @@ pub(crate) fn payloads(
                 Ok(None) => { ended = true; Bytes::new() }
                 Ok(Some(Err(err))) => {
                     yield Err(ApiError::Upstream {
+                        fault: UpstreamFault::BrokeOff,
                         message: "The connection to the upstream model broke off.".into(),
                         detail: format!("{upstream}: the reply broke off: {}", crate::upstream::client::cause(&err)),
                     });
@@ -311,6 +313,7 @@ pub(crate) fn payloads(
                         Ok(value) => value,
                         Err(err) => {
                             yield Err(ApiError::Upstream {
+                                fault: UpstreamFault::Unreadable,
                                 message: "The upstream model sent an invalid JSON body.".into(),
                                 detail: format!("{upstream}: invalid JSON body ({err}): {}", crate::upstream::client::first_bytes(&body)),
                             });
@@ -355,6 +358,7 @@ pub(crate) fn payloads(
                             Ok(value) => value,
                             Err(err) => {
                                 yield Err(ApiError::Upstream {
+                                    fault: UpstreamFault::Unreadable,
                                     message: "The upstream model sent an invalid JSON event.".into(),
                                     detail: format!("{upstream}: unreadable event ({err}): {}", crate::upstream::client::first_bytes(payload.as_bytes())),
                                 });
@@ -384,6 +388,7 @@ pub(crate) fn payloads(
 
 fn too_large(upstream: &str, what: &str, limit: usize, key: &str) -> ApiError {
     ApiError::Upstream {
+        fault: UpstreamFault::TooLarge,
         message: format!(
             "The upstream model's reply is larger than the gateway's limit of {limit} bytes {what} ({key})."
         ),
@@ -394,6 +399,7 @@ fn too_large(upstream: &str, what: &str, limit: usize, key: &str) -> ApiError {
 fn not_a_reply(upstream: &str, content_type: &str, start: &[u8]) -> ApiError {
     let shown = if content_type.is_empty() { "no content type" } else { content_type };
     ApiError::Upstream {
+        fault: UpstreamFault::Unreadable,
         message: format!(
             "The upstream answered with {shown}, not a JSON body or an event stream; check upstream.url."
         ),
@@ -406,6 +412,7 @@ fn not_a_reply(upstream: &str, content_type: &str, start: &[u8]) -> ApiError {
 
 fn upstream_error(upstream: &str, message: &str) -> ApiError {
     ApiError::Upstream {
+        fault: UpstreamFault::Reported,
         message: "The upstream model reported an error instead of a reply.".into(),
         detail: format!("{upstream}: error in the reply: {message}"),
     }

@@ -384,7 +384,11 @@ async fn errors_after_streaming_began_are_counted_with_their_duration() {
     let folded = Api::OpenAi.streams(&gw, &Api::OpenAi.request("Talk.", false, true)).await;
     assert!(folded.error.is_some(), "{folded:?}");
     let metrics = gw.http().get(gw.url("/metrics")).send().await.unwrap().text().await.unwrap();
-    assert_eq!(sample(&metrics, "toolshim_errors_total{kind=\"upstream\"}"), 1.0, "{metrics}");
+    assert_eq!(
+        sample(&metrics, "toolshim_errors_total{kind=\"upstream_broke_off\"}"),
+        1.0,
+        "{metrics}"
+    );
     let seconds =
         sample(&metrics, "toolshim_request_duration_seconds_sum{route=\"/v1/chat/completions\"}");
     assert!(seconds >= 0.5, "the stream took 40 × 15 ms, recorded {seconds} s");

@@ -211,6 +211,7 @@ async fn relay(
                 Ok((StatusCode::OK, axum::Json(value)).into_response())
             }
             Some(Ok(Payload::Event(_))) => Err(ApiError::Upstream {
+                fault: crate::error::UpstreamFault::Unreadable,
                 message:
                     "The upstream streamed its reply although the request asked for one JSON body."
                         .into(),

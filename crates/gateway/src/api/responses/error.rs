@@ -108,6 +108,7 @@ mod tests {
     #[test]
     fn other_errors_keep_their_message_and_codes() {
         let err = ApiError::Upstream {
+            fault: crate::error::UpstreamFault::Failed,
             message: "The upstream model failed.".into(),
             detail: String::new(),
         };

@@ -726,7 +726,11 @@ mod tests {
         let mut builder = Builder::new(shape(&[]), true);
         let mut events = stream(&mut builder, &[ChatEvent::Text("Paris is".into())]);
         let mut out = Vec::new();
-        builder.fail(&ApiError::Upstream { message: "broke".into(), detail: String::new() });
+        builder.fail(&ApiError::Upstream {
+            fault: crate::error::UpstreamFault::BrokeOff,
+            message: "broke".into(),
+            detail: String::new(),
+        });
         builder.take_frames(&mut out);
         events.extend(parse(&out));
         let types = types(&events);
