@@ -43,6 +43,32 @@ def fitting(schema: dict) -> object:
     return {"string": "Read hello.txt", "integer": 1, "number": 1, "boolean": True}.get(kind)
 
 
+def claude_env(home: Path, gateway_root: str) -> dict[str, str]:
+    """Claude Code's environment: the gateway as its API, no telemetry, updates or reports."""
+    return {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(home),
+        "ANTHROPIC_BASE_URL": gateway_root,
+        "ANTHROPIC_AUTH_TOKEN": "test",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "DISABLE_BUG_COMMAND": "1",
+        # Not CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: it also turns off the session-title
+        # request, a structured output (output_config.format) the tests check.
+    }
+
+
+def run_claude(work: Path, env: dict[str, str], prompt: str, gw) -> dict:
+    """`claude -p PROMPT` allowed to `Read`, in `work`; its JSON result."""
+    done = subprocess.run(
+        [str(CLAUDE_BIN), "-p", prompt, "--allowedTools", "Read", "--output-format", "json"],
+        cwd=work, env=env, capture_output=True, text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, f"claude exited {done.returncode}\nstdout: {done.stdout}\nstderr: {done.stderr}\ngateway: {gw.stderr_text()}"
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 class ScriptedUpstream:
     """A chat-only OpenAI-compatible upstream that answers by looking at the conversation:
     the main turn (it carries the tool prompt and mentions the file) gets a `Read` call; a
@@ -134,25 +160,7 @@ def test_claude_code_reads_a_file_through_the_gateway(gateway_factory, tmp_path:
         gw = gateway_factory("--config", str(config), upstream_url="http://127.0.0.1:9")
         home = tmp_path / "home"
         home.mkdir()
-        env = {
-            "PATH": os.environ.get("PATH", ""),
-            "HOME": str(home),
-            "ANTHROPIC_BASE_URL": gw.root,
-            "ANTHROPIC_AUTH_TOKEN": "test",
-            "DISABLE_TELEMETRY": "1",
-            "DISABLE_AUTOUPDATER": "1",
-            "DISABLE_ERROR_REPORTING": "1",
-            "DISABLE_BUG_COMMAND": "1",
-            # Not CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: it also turns off the session-title
-            # request, a structured output (output_config.format) this test checks.
-        }
-        done = subprocess.run(
-            [str(CLAUDE_BIN), "-p", "Read the file hello.txt and tell me what it says.",
-             "--allowedTools", "Read", "--output-format", "json"],
-            cwd=work, env=env, capture_output=True, text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL,
-        )
-        assert done.returncode == 0, f"claude exited {done.returncode}\nstdout: {done.stdout}\nstderr: {done.stderr}\ngateway: {gw.stderr_text()}"
-        result = json.loads(done.stdout.strip().splitlines()[-1])
+        result = run_claude(work, claude_env(home, gw.root), "Read the file hello.txt and tell me what it says.", gw)
         assert result["is_error"] is False, result
         assert result["num_turns"] >= 2, result
         assert secret in result["result"], result

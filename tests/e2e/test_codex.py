@@ -46,6 +46,33 @@ CODEX_FIELDS = {
 CODEX_TOOL_TYPES = {"function", "custom", "namespace", "tool_search", "web_search", "local_shell"}
 
 
+def codex_home(home: Path, base_url: str) -> None:
+    """Codex's config in `home`: the gateway at `base_url` as its only provider, over the
+    Responses API; no update checks, analytics or plugins."""
+    (home / "config.toml").write_text(
+        f'model = "{MODEL}"\n'
+        'model_provider = "toolshim"\n'
+        "check_for_update_on_startup = false\n"
+        "[analytics]\nenabled = false\n"
+        "[features]\nplugins = false\n"
+        "[model_providers.toolshim]\n"
+        'name = "toolshim"\n'
+        f'base_url = "{base_url}/v1"\n'
+        'wire_api = "responses"\n'
+        'env_key = "TOOLSHIM_TEST_KEY"\n'
+    )
+
+
+def codex_env(tmp_path: Path, home: Path) -> dict[str, str]:
+    return {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(tmp_path),
+        "CODEX_HOME": str(home),
+        "TOOLSHIM_TEST_KEY": "test",
+        "RUST_LOG": "warn",
+    }
+
+
 class ScriptedUpstream:
     """A chat-only OpenAI-compatible upstream that answers by looking at the conversation: the
     task gets a shell call, the shell's result gets the patch, the patch's result gets the
@@ -130,25 +157,8 @@ def test_codex_runs_a_shell_command_applies_a_patch_and_calls_a_deferred_tool(ga
         gw = gateway_factory(upstream_url=upstream.base_url)
         # Codex talks to the gateway through a recording proxy, to see what it sends.
         proxy = RecordingProxy(gw.root).start()
-        (home / "config.toml").write_text(
-            f'model = "{MODEL}"\n'
-            'model_provider = "toolshim"\n'
-            "check_for_update_on_startup = false\n"
-            "[analytics]\nenabled = false\n"
-            "[features]\nplugins = false\n"
-            "[model_providers.toolshim]\n"
-            'name = "toolshim"\n'
-            f'base_url = "{proxy.base_url}/v1"\n'
-            'wire_api = "responses"\n'
-            'env_key = "TOOLSHIM_TEST_KEY"\n'
-        )
-        env = {
-            "PATH": os.environ.get("PATH", ""),
-            "HOME": str(tmp_path),
-            "CODEX_HOME": str(home),
-            "TOOLSHIM_TEST_KEY": "test",
-            "RUST_LOG": "warn",
-        }
+        codex_home(home, proxy.base_url)
+        env = codex_env(tmp_path, home)
         done = subprocess.run(
             [str(CODEX_BIN), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
              "-C", str(work), f"Create {SHELL_FILE} with a shell command, then add {PATCH_FILE} with a patch."],

@@ -28,8 +28,8 @@ from typing import Callable
 
 import pytest
 
-from test_claude_code import CLAUDE_BIN, fitting
-from test_codex import CODEX_BIN, MODEL as CODEX_MODEL, PATCH, PATCH_FILE, SHELL_FILE
+from test_claude_code import CLAUDE_BIN, claude_env, fitting, run_claude
+from test_codex import CODEX_BIN, PATCH, PATCH_FILE, SHELL_FILE, codex_env, codex_home
 
 TIMEOUT_S = 180
 
@@ -180,23 +180,8 @@ def test_claude_code_reads_a_file_with_native_tools(gateway_factory, tmp_path: P
         gw = gateway_factory("--config", str(config), "--mode", "auto", upstream_url="http://127.0.0.1:9")
         home = tmp_path / "home"
         home.mkdir()
-        env = {
-            "PATH": os.environ.get("PATH", ""),
-            "HOME": str(home),
-            "ANTHROPIC_BASE_URL": gw.root,
-            "ANTHROPIC_AUTH_TOKEN": "test",
-            "DISABLE_TELEMETRY": "1",
-            "DISABLE_AUTOUPDATER": "1",
-            "DISABLE_ERROR_REPORTING": "1",
-            "DISABLE_BUG_COMMAND": "1",
-        }
-        done = subprocess.run(
-            [str(CLAUDE_BIN), "-p", "Read the file hello.txt and tell me what it says, then look at pixel.png.",
-             "--allowedTools", "Read", "--output-format", "json"],
-            cwd=work, env=env, capture_output=True, text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL,
-        )
-        assert done.returncode == 0, f"claude exited {done.returncode}\nstdout: {done.stdout}\nstderr: {done.stderr}\ngateway: {gw.stderr_text()}"
-        result = json.loads(done.stdout.strip().splitlines()[-1])
+        prompt = "Read the file hello.txt and tell me what it says, then look at pixel.png."
+        result = run_claude(work, claude_env(home, gw.root), prompt, gw)
         assert result["is_error"] is False, result
         assert result["num_turns"] >= 2, result
         assert secret in result["result"], result
@@ -236,25 +221,8 @@ def test_codex_runs_a_shell_command_and_a_patch_with_native_tools(gateway_factor
     upstream = NativeUpstream(script)
     try:
         gw = gateway_factory("--mode", "auto", upstream_url=upstream.base_url)
-        (home / "config.toml").write_text(
-            f'model = "{CODEX_MODEL}"\n'
-            'model_provider = "toolshim"\n'
-            "check_for_update_on_startup = false\n"
-            "[analytics]\nenabled = false\n"
-            "[features]\nplugins = false\n"
-            "[model_providers.toolshim]\n"
-            'name = "toolshim"\n'
-            f'base_url = "{gw.root}/v1"\n'
-            'wire_api = "responses"\n'
-            'env_key = "TOOLSHIM_TEST_KEY"\n'
-        )
-        env = {
-            "PATH": os.environ.get("PATH", ""),
-            "HOME": str(tmp_path),
-            "CODEX_HOME": str(home),
-            "TOOLSHIM_TEST_KEY": "test",
-            "RUST_LOG": "warn",
-        }
+        codex_home(home, gw.root)
+        env = codex_env(tmp_path, home)
         done = subprocess.run(
             [str(CODEX_BIN), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
              "-C", str(work), f"--image={picture}",
