@@ -40,7 +40,7 @@ pub(crate) enum Plan {
 
 /// What the decision needs to know about the route's first upstream.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Upstream {
+pub(crate) struct FirstUpstream {
     /// It speaks Anthropic's Messages, which takes no native request of another family.
     pub(crate) anthropic: bool,
     /// It refused native tools lately.
@@ -50,7 +50,7 @@ pub(crate) struct Upstream {
 }
 
 /// How `chat` is served on a route in `mode` whose first upstream is `upstream`.
-pub(crate) fn decide(mode: Mode, chat: &ChatRequest, upstream: Upstream) -> Plan {
+pub(crate) fn decide(mode: Mode, chat: &ChatRequest, upstream: FirstUpstream) -> Plan {
     let tools = !chat.tools.is_empty();
     let forced = matches!(chat.tool_choice, ToolChoice::Required | ToolChoice::Named(_));
     match mode {
@@ -75,7 +75,7 @@ pub(crate) fn decide(mode: Mode, chat: &ChatRequest, upstream: Upstream) -> Plan
 pub(crate) async fn plan(routed: &Routed, chat: &ChatRequest) -> Plan {
     let Some((_, client, _)) = routed.chain.first() else { return Plan::Emulate };
     let forced = matches!(chat.tool_choice, ToolChoice::Required | ToolChoice::Named(_));
-    let upstream = Upstream {
+    let upstream = FirstUpstream {
         anthropic: client.is_anthropic(),
         refused_tools: routed.chain.refused(Refused::Tools),
         grammar: routed.mode == Mode::Auto
@@ -166,8 +166,18 @@ async fn serve_plan(
             }
         }
     }
+    Ok(emulated(state, routed, chat, stream))
+}
+
+/// The emulation pipeline's events for `chat` on its route.
+pub(crate) fn emulated(
+    state: &AppState,
+    routed: Routed,
+    chat: ChatRequest,
+    stream: bool,
+) -> EventStream {
     let metrics = Arc::clone(&state.metrics);
-    Ok(Box::pin(crate::chat::run(routed.chain, routed.settings, metrics, chat, stream)))
+    Box::pin(crate::chat::run(routed.chain, routed.settings, metrics, chat, stream))
 }
 
 /// A request sent natively: the body as relayed, and the request as the gateway read it
@@ -360,7 +370,8 @@ mod tests {
         }
     }
 
-    const OPENAI: Upstream = Upstream { anthropic: false, refused_tools: false, grammar: false };
+    const OPENAI: FirstUpstream =
+        FirstUpstream { anthropic: false, refused_tools: false, grammar: false };
 
     #[test]
     fn one_decision_for_every_family() {
@@ -370,14 +381,14 @@ mod tests {
         assert_eq!(decide(Mode::Emulate, &auto, OPENAI), Plan::Emulate);
         assert_eq!(decide(Mode::Auto, &chat(false, ToolChoice::Auto), OPENAI), Plan::Plain);
         // An Anthropic upstream takes no native request of another family.
-        let anthropic = Upstream { anthropic: true, ..OPENAI };
+        let anthropic = FirstUpstream { anthropic: true, ..OPENAI };
         assert_eq!(decide(Mode::Native, &auto, anthropic), Plan::Emulate);
         // A refusal is remembered.
-        let refused = Upstream { refused_tools: true, ..OPENAI };
+        let refused = FirstUpstream { refused_tools: true, ..OPENAI };
         assert_eq!(decide(Mode::Auto, &auto, refused), Plan::Emulate);
         assert_eq!(decide(Mode::Native, &auto, refused), Plan::Native);
         // A forced choice goes under the grammar where there is one.
-        let grammar = Upstream { grammar: true, ..OPENAI };
+        let grammar = FirstUpstream { grammar: true, ..OPENAI };
         let forced = chat(true, ToolChoice::Named("get_weather".into()));
         assert_eq!(decide(Mode::Auto, &forced, grammar), Plan::Emulate);
         assert_eq!(decide(Mode::Auto, &forced, OPENAI), Plan::TryNative);

@@ -5,10 +5,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use futures::{Stream, StreamExt};
 use tokio_util::sync::CancellationToken;
 
-use crate::chat::{self, ChatEvent, ChatRequest, Settings};
+use crate::chat::{self, ChatRequest, Settings};
 use crate::config::{CallFormat, Config, Mode};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
@@ -323,30 +322,6 @@ impl AppState {
                 continue_calls: self.config.continue_calls,
             },
         })
-    }
-
-    /// Runs the emulation pipeline for `req` on its route.
-    pub(crate) fn emulate(
-        &self,
-        req: ChatRequest,
-        stream: bool,
-    ) -> impl Stream<Item = Result<ChatEvent, ApiError>> + Send + use<> {
-        let routed = self.route(&req.model);
-        let metrics = Arc::clone(&self.metrics);
-        async_stream::stream! {
-            let routed = match routed {
-                Ok(routed) => routed,
-                Err(err) => {
-                    yield Err(err);
-                    return;
-                }
-            };
-            let events = chat::run(routed.chain, routed.settings, metrics, req, stream);
-            futures::pin_mut!(events);
-            while let Some(event) = events.next().await {
-                yield event;
-            }
-        }
     }
 
     /// An estimate of the prompt's tokens as the upstream will see it.

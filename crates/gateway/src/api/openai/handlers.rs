@@ -107,15 +107,20 @@ async fn handle(state: AppState, headers: &HeaderMap, body: Body) -> Result<Resp
         }
         Plan::Plain | Plan::Emulate => {}
     }
-    emulate(state, parsed).await
+    emulate(state, routed, parsed).await
 }
 
-async fn emulate(state: AppState, parsed: wire::Parsed) -> Result<Response, ApiError> {
+async fn emulate(
+    state: AppState,
+    routed: crate::state::Routed,
+    parsed: wire::Parsed,
+) -> Result<Response, ApiError> {
     let stream = parsed.stream;
     let (model, include_usage, legacy) =
         (parsed.chat.model.clone(), parsed.include_usage, parsed.legacy);
     let name = crate::dispatch::naming_images(&parsed.chat);
-    let events = state.emulate(parsed.chat, stream).map(move |event| event.map_err(&name));
+    let events = crate::dispatch::emulated(&state, routed, parsed.chat, stream)
+        .map(move |event| event.map_err(&name));
     let shape = Shape { stream, model, include_usage, legacy, custom: parsed.custom };
     respond(&state, events, shape).await
 }
