@@ -160,9 +160,8 @@ impl RegionRun<'_> {
             *self.settled = region.seg.seg().saturating_sub(base);
             return None;
         }
-        // Show what the region knows to be text. A Python group decides its bytes only
-        // when it ends.
-        if !region.body.holds_group()
+        // Show what the region knows to be text, unless its readers still hold it.
+        if !region.body.holds_text()
             && region.seg.shows_text(out.config(), region.body.open_json_call())
         {
             Ctx::new(out, &mut region.seg, buf, base).show_upto(end);

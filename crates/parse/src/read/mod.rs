@@ -119,9 +119,21 @@ impl Body {
         self.stop = stop;
     }
 
-    /// A Python group decides its bytes only when it ends.
-    pub(crate) fn holds_group(&self) -> bool {
+    /// Whether the region's unsettled bytes stay held after this step, whatever the
+    /// settlement says: a Python group decides its bytes only when it ends, and a
+    /// container that may still become a call (`<use_mcp_tool>` before its
+    /// `<tool_name>` has ended) holds its tags and fields until it does or closes, so a
+    /// rejected call before it does not show them as its text in some chunkings only.
+    pub(crate) fn holds_text(&self) -> bool {
         matches!(self.reading, Reading::Python(_))
+            || matches!(self.markup.frames.last(), Some(Elem::Container { call: None, .. }))
+    }
+
+    /// Whether the engine shows the region's unsettled bytes after a step that leaves
+    /// the readers as they are. A reader may go on in the same step only when it does
+    /// not: streaming then sends text at the same points.
+    fn shows_text(&self, ctx: &Ctx<'_, '_>) -> bool {
+        !self.holds_text() && ctx.shows_text(self.env.open_call())
     }
 
     /// The innermost call a JSON body is reading.
@@ -368,10 +380,7 @@ impl Body {
         // does something between the two steps: it checks the hold limit while the
         // decision is pending, and it may show text.
         let after = rest.get(ws..).unwrap_or_default();
-        if ctx.decision() == Decision::Pending
-            || after.is_empty()
-            || ctx.shows_text(self.env.open_call())
-        {
+        if ctx.decision() == Decision::Pending || after.is_empty() || self.shows_text(ctx) {
             return Ok(Took::Go(ws));
         }
         match self.item(after, abs + ws, ctx, eof) {
@@ -462,7 +471,7 @@ impl Body {
                 // The value is read in the same step unless the engine does something
                 // first: it caps what the reader sees while the decision is pending, and
                 // it may show text.
-                if ctx.decision() == Decision::Pending || ctx.shows_text(self.env.open_call()) {
+                if ctx.decision() == Decision::Pending || self.shows_text(ctx) {
                     return Ok(Took::Go(0));
                 }
                 self.step_json(rest, at, ctx)
@@ -599,7 +608,16 @@ impl Body {
 
     /// A JSON value begins: the arguments of the innermost call, or calls of its own.
     fn begin_json(&mut self, at: usize, ctx: &mut Ctx<'_, '_>) {
-        if let Some(Elem::Container { held, .. }) = self.markup.frames.last_mut() {
+        if let Some(Elem::Container { held, at: start, call: None, .. }) =
+            self.markup.frames.last_mut()
+        {
+            if !*held {
+                // The container's tag is the syntax of what it holds, not the text of a
+                // (rejected) call before it.
+                ctx.settle_before(*start);
+            }
+            *held = true;
+        } else if let Some(Elem::Container { held, .. }) = self.markup.frames.last_mut() {
             *held = true;
         }
         match self.lend_call() {

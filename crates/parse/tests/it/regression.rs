@@ -559,3 +559,40 @@ fn issue_29_a_start_marker_beginning_outside_ascii_keeps_the_text() {
         assert!(parsed.calls.is_empty());
     }
 }
+
+/// Issue 29 (found by the `stream_vs_complete` fuzz target with long inputs): a rejected
+/// Functionary `>>>NAME` line kept its text, and the engine showed it after every step,
+/// so a `<use_mcp_tool>` container after it showed its `<tool_name>` field's bytes as
+/// text when they came one at a time, and then gave them to the call as well. A
+/// container that may still become a call now holds its bytes, and its tag is the
+/// call's syntax, not the rejected call's text (also before a JSON call in it).
+#[test]
+fn issue_29_container_after_a_rejected_call_holds_its_bytes() {
+    let tools = r#"[
+      {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+        "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
+      {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object",
+        "properties": {"timezone": {"type": "string"}}}}}
+    ]"#;
+    let Ok(tools) = toolshim_parse::ToolSet::from_json_str(tools) else {
+        unreachable!("the tools are valid")
+    };
+    let config = Config::with_tools(tools);
+    let inputs = [
+        ">>>a\n<use_mcp_tool>\n<tool_name>get_time</tool_name>\n<arguments>{}</arguments>\n</use_mcp_tool>",
+        ">>>a\n<use_mcp_tool>\n<server_name>s</server_name>\n<tool_name>get_time</tool_name>\n<arguments>{\"timezone\": \"UTC\"}</arguments>\n</use_mcp_tool> done",
+        ">>>a\n<tool_call>{\"name\": \"get_time\", \"arguments\": {}}</tool_call>",
+    ];
+    for input in inputs {
+        let complete = parse_complete(input, &config);
+        assert_eq!(complete.calls.len(), 1, "{input}: {complete:?}");
+        assert_eq!(complete.calls[0].name, "get_time", "{input}");
+        assert_eq!(complete.rejected.len(), 1, "{input}: {complete:?}");
+        assert!(complete.content.starts_with(">>>a\n"), "{input}: {complete:?}");
+        assert!(!complete.content.contains('<'), "markup in the text: {input}: {complete:?}");
+        for size in [1, 2, 3, 5, 7, 11] {
+            let events = stream_events(chunk_by_chars(input, size), &config);
+            assert_eq!(Parsed::from_events(events), complete, "{input}: chunk size {size}");
+        }
+    }
+}
