@@ -39,7 +39,7 @@ impl Mode {
 pub enum CallFormat {
     /// The syntax the model's own chat template teaches: chosen from the upstream's model
     /// name, or, when the name says nothing, from the chat template llama.cpp's server shows
-    /// at `GET /props`; `tool_call` when neither tells (`chat::family`).
+    /// at `GET /props`; `tool_call` when neither tells (`neutral::family`).
     #[default]
     Auto,
     /// `<tool_call>{"name":…,"arguments":{…}}</tool_call>` (Hermes, Qwen2.5, Qwen3; most open

@@ -290,20 +290,7 @@ impl After {
                     None,
                 );
                 let mut reply: UpstreamStream = native_reply(payloads, self.shown.clone());
-                while let Some(item) = reply.next().await {
-                    match item {
-                        Ok(event) => {
-                            if round.feed(event) {
-                                break;
-                            }
-                        }
-                        Err(err) => {
-                            round.broke(&err);
-                            break;
-                        }
-                    }
-                }
-                round.end();
+                round.read(&mut reply).await;
                 follow.end_round(round, &metrics)
             }
             Err(err) => {
@@ -361,12 +348,7 @@ mod tests {
                 Vec::new()
             },
             tool_choice: choice,
-            parallel_tool_calls: true,
-            sampling: serde_json::Map::new(),
-            show_reasoning: false,
-            cache_breakpoints: false,
-            images: Vec::new(),
-            output: None,
+            ..ChatRequest::default()
         }
     }
 

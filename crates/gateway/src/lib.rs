@@ -20,6 +20,7 @@ mod config;
 mod dispatch;
 mod error;
 mod metrics;
+mod neutral;
 mod observe;
 mod routes;
 mod server;

@@ -185,9 +185,7 @@ impl Chain {
                 tracing::debug!(upstream = %name, "an Anthropic upstream cannot take a passthrough request; skipped");
                 continue;
             }
-            let mut body = body.clone();
-            body["model"] = serde_json::Value::String(model.clone());
-            match client.relay(&body).await {
+            match client.relay(body, model).await {
                 Ok(payloads) => return Ok(payloads),
                 Err(err) if falls_back(&err) => {
                     self.failed(link, name, &err);
@@ -329,9 +327,9 @@ impl AppState {
         let format = match self.config.resolve(&req.model) {
             Some(route) => {
                 let model = route.chain.first().map_or(req.model.as_str(), |(_, m)| m.as_str());
-                chat::family::resolve_by_name(route.call_format, model)
+                crate::neutral::family::resolve_by_name(route.call_format, model)
             }
-            None => chat::family::resolve_by_name(self.config.call_format, &req.model),
+            None => crate::neutral::family::resolve_by_name(self.config.call_format, &req.model),
         };
         chat::prompt::estimate_input_tokens(req, format)
     }

@@ -447,7 +447,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::chat::types::{ChatRequest, ToolChoice};
+    use crate::chat::types::ChatRequest;
 
     fn numbers(text: &str) -> Vec<f64> {
         let mut out = Vec::new();
@@ -461,13 +461,7 @@ mod tests {
             model: "m".into(),
             messages: vec![Message::User(user.into())],
             tools,
-            tool_choice: ToolChoice::Auto,
-            parallel_tool_calls: true,
-            sampling: serde_json::Map::new(),
-            show_reasoning: false,
-            cache_breakpoints: false,
-            images: Vec::new(),
-            output: None,
+            ..ChatRequest::default()
         }
     }
 

@@ -9,7 +9,6 @@
 
 pub(crate) mod arguments;
 pub(crate) mod continuation;
-pub(crate) mod family;
 pub(crate) mod grammar;
 pub(crate) mod grounding;
 pub(crate) mod native;

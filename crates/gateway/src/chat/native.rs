@@ -13,7 +13,7 @@ use crate::chat::grounding::Grounding;
 use crate::chat::shaper::{DeclaredTools, Judge, Shaper, new_call_id};
 use crate::chat::types::{ChatEvent, ChatRequest, Finish, Outcome, ToolChoice, Usage};
 use crate::config::ReasoningCalls;
-use crate::upstream::{CallDelta, FinishReason, UpstreamEvent};
+use crate::neutral::{CallDelta, FinishReason, UpstreamEvent};
 
 /// What may follow a reply (`check_grounding`, `continue_calls`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -246,13 +246,7 @@ mod tests {
                 ),
                 strict: false,
             }],
-            tool_choice: ToolChoice::Auto,
-            parallel_tool_calls: true,
-            sampling: serde_json::Map::new(),
-            show_reasoning: false,
-            cache_breakpoints: false,
-            images: Vec::new(),
-            output: None,
+            ..ChatRequest::default()
         }
     }
 

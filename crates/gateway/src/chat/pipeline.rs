@@ -8,7 +8,6 @@ use std::sync::Arc;
 use futures::{Stream, StreamExt};
 
 use crate::chat::continuation::{Follow, may_continue};
-use crate::chat::family;
 use crate::chat::native::Followups;
 use crate::chat::prompt;
 use crate::chat::shaper::{DeclaredTools, Shaper};
@@ -18,7 +17,8 @@ use crate::chat::types::{
 };
 use crate::error::ApiError;
 use crate::metrics::Metrics;
-use crate::upstream::{FinishReason, Upstream, UpstreamEvent};
+use crate::neutral::family;
+use crate::neutral::{FinishReason, Upstream, UpstreamEvent};
 
 /// Runs a request in emulation mode against `upstream`.
 pub(crate) fn run<U: Upstream>(
@@ -214,15 +214,11 @@ pub(crate) fn run<U: Upstream>(
                 if let Some(reason) = problem {
                     metrics.retry(reason.as_str(), attempt < max_retries);
                     metrics.guessed_calls(shaper.guesses().len());
-                    // The only calls were guesses: no correction mends a call the request
-                    // gives no values for. Ask for a plain answer, without tools.
-                    if reason == RetryReason::GuessedArguments && plain.is_none() {
-                        tracing::info!(attempt, "the reply's only calls were guesses; asking for a plain answer");
+                    if let Some(why) = plain_answer(reason, attempt < max_retries, plain.is_some(), &req, &shaper) {
+                        tracing::info!(attempt, "{why}; asking for a plain answer");
                         attempt += 1;
                         feedback = None;
-                        let mut without_tools = req.clone();
-                        without_tools.tool_choice = ToolChoice::None;
-                        plain = Some(without_tools);
+                        plain = Some(ChatRequest { tool_choice: ToolChoice::None, ..req.clone() });
                         continue;
                     }
                     if attempt < max_retries {
@@ -230,19 +226,6 @@ pub(crate) fn run<U: Upstream>(
                         attempt += 1;
                         let detail = shaper.problem_detail();
                         feedback = Some(Retry { reply: raw, reason, detail });
-                        continue;
-                    }
-                    // The model kept calling tools that do not exist and wrote nothing else:
-                    // under `auto` that leaves the client an empty reply. Ask once more,
-                    // without tools, for a plain answer.
-                    let nothing_shown = shaper.nothing_shown();
-                    if reason == RetryReason::UnknownTool && req.tool_choice == ToolChoice::Auto && nothing_shown {
-                        tracing::info!(attempt, "only unknown tools were called; asking for a plain answer");
-                        attempt += 1;
-                        feedback = None;
-                        let mut without_tools = req.clone();
-                        without_tools.tool_choice = ToolChoice::None;
-                        plain = Some(without_tools);
                         continue;
                     }
                     if let Some((problem, answer)) = shaper.output_problem() {
@@ -325,21 +308,36 @@ pub(crate) fn run<U: Upstream>(
     }
 }
 
+/// Why a rejected reply is better asked for again as a plain answer, without tools: its
+/// only calls were guesses (no correction mends a call the request gives no values for), or,
+/// with the retries spent, the model kept calling tools that do not exist and wrote nothing
+/// else, which under `auto` would leave the client an empty reply.
+fn plain_answer(
+    reason: RetryReason,
+    retries_left: bool,
+    asked_plain: bool,
+    req: &ChatRequest,
+    shaper: &Shaper,
+) -> Option<&'static str> {
+    if reason == RetryReason::GuessedArguments && !asked_plain {
+        return Some("the reply's only calls were guesses");
+    }
+    let unknown_only = reason == RetryReason::UnknownTool
+        && req.tool_choice == ToolChoice::Auto
+        && shaper.nothing_shown();
+    (!retries_left && unknown_only).then_some("only unknown tools were called")
+}
+
 /// An emulated request continued from `prefix`, at most `max_tokens` long.
-fn continued_request(
-    request: &mut crate::upstream::UpstreamRequest,
-    prefix: &str,
-    max_tokens: u64,
-) {
+fn continued_request(request: &mut crate::neutral::UpstreamRequest, prefix: &str, max_tokens: u64) {
     request.prefill = Some(prefix.to_owned());
-    request.sampling.remove("max_completion_tokens");
-    request.sampling.insert("max_tokens".into(), serde_json::Value::from(max_tokens));
+    request.sampling.max_tokens = Some(max_tokens.into());
 }
 
 /// One continuation of an emulated reply: the kept call's events, if any.
 async fn round<U: Upstream>(
     upstream: &U,
-    request: crate::upstream::UpstreamRequest,
+    request: crate::neutral::UpstreamRequest,
     follow: &mut Follow,
     (req, tools, settings): (&ChatRequest, &DeclaredTools, &Settings),
     metrics: &Metrics,
@@ -353,20 +351,7 @@ async fn round<U: Upstream>(
     };
     let format_file = settings.format_file.as_ref();
     let mut round = follow.round(req, tools, settings.reasoning_calls, format_file);
-    while let Some(item) = reply.next().await {
-        match item {
-            Ok(event) => {
-                if round.feed(event) {
-                    break;
-                }
-            }
-            Err(err) => {
-                round.broke(&err);
-                break;
-            }
-        }
-    }
-    round.end();
+    round.read(&mut reply).await;
     follow.end_round(round, metrics)
 }
 
@@ -402,7 +387,7 @@ mod tests {
     use super::*;
     use crate::chat::types::{Message, ToolSpec};
     use crate::config::{CallFormat, ReasoningCalls};
-    use crate::upstream::{Role, UpstreamRequest, UpstreamStream};
+    use crate::neutral::{Role, UpstreamRequest, UpstreamStream};
 
     /// An upstream that answers from a script, in memory, and keeps what it was sent.
     #[derive(Clone, Default)]
@@ -445,12 +430,7 @@ mod tests {
                 strict: false,
             }],
             tool_choice: choice,
-            parallel_tool_calls: true,
-            sampling: serde_json::Map::new(),
-            show_reasoning: false,
-            cache_breakpoints: false,
-            images: Vec::new(),
-            output: None,
+            ..ChatRequest::default()
         }
     }
 

@@ -16,7 +16,7 @@ use crate::chat::types::{
     ChatRequest, Image, Message, OutputFormat, Retry, RetryReason, Settings, ToolChoice, ToolSpec,
 };
 use crate::config::CallFormat;
-use crate::upstream::{Role, Turn, UpstreamRequest};
+use crate::neutral::{Role, Turn, UpstreamRequest};
 
 /// The request for the upstream: the system prompt with the tool contract, the
 /// conversation as text turns, and, for a retry, the rejected reply and the correction.
@@ -36,13 +36,7 @@ pub(crate) fn render(
         turns.push(Turn::text(Role::User, correction(req, retry, format)));
     }
     let mut sampling = req.sampling.clone();
-    let mut stop = match sampling.remove("stop") {
-        Some(Value::String(one)) => vec![one],
-        Some(Value::Array(list)) => {
-            list.into_iter().filter_map(|s| s.as_str().map(str::to_owned)).collect()
-        }
-        _ => Vec::new(),
-    };
+    let stop = &mut sampling.stop;
     if shows_contract(req) && stop.len() < MAX_STOPS && !stop.iter().any(|s| s == RESULT_MARKER) {
         stop.push(RESULT_MARKER.to_owned());
     }
@@ -65,7 +59,6 @@ pub(crate) fn render(
         system,
         turns,
         sampling,
-        stop,
         response_format,
         grammar,
         cache_breakpoints: req.cache_breakpoints,
@@ -655,13 +648,7 @@ mod tests {
                 parameters: None,
                 strict: false,
             }],
-            tool_choice: ToolChoice::Auto,
-            parallel_tool_calls: true,
-            sampling: serde_json::Map::new(),
-            show_reasoning: false,
-            cache_breakpoints: false,
-            images: Vec::new(),
-            output: None,
+            ..ChatRequest::default()
         }
     }
 
@@ -706,7 +693,7 @@ mod tests {
         let req = request(vec![Message::User("Weather in Paris?".into())]);
         let rendered = render(&req, &settings(), None, true, true);
         assert!(!rendered.system.contains(RESULT_MARKER), "{}", rendered.system);
-        assert!(rendered.stop.iter().any(|s| s == RESULT_MARKER));
+        assert!(rendered.sampling.stop.iter().any(|s| s == RESULT_MARKER));
     }
 
     #[test]
@@ -745,23 +732,15 @@ mod tests {
 
     #[test]
     fn result_marker_is_added_to_the_stop_sequences() {
-        let stops = |stop: Option<Value>| {
+        let stops = |stop: &[&str]| {
             let mut req = request(vec![Message::User("Hi".into())]);
-            if let Some(stop) = stop {
-                req.sampling.insert("stop".into(), stop);
-            }
-            let rendered = render(&req, &settings(), None, true, true);
-            assert!(!rendered.sampling.contains_key("stop"));
-            rendered.stop
+            req.sampling.stop = stop.iter().map(|s| (*s).to_owned()).collect();
+            render(&req, &settings(), None, true, true).sampling.stop
         };
-        assert_eq!(stops(None), ["Result of call"]);
-        assert_eq!(stops(Some(json!("END"))), ["END", "Result of call"]);
-        assert_eq!(stops(Some(json!(["END", "Result of call"]))), ["END", "Result of call"]);
-        assert_eq!(
-            stops(Some(json!(["a", "b", "c", "d"]))),
-            ["a", "b", "c", "d"],
-            "the client's four stay"
-        );
+        assert_eq!(stops(&[]), ["Result of call"]);
+        assert_eq!(stops(&["END"]), ["END", "Result of call"]);
+        assert_eq!(stops(&["END", "Result of call"]), ["END", "Result of call"]);
+        assert_eq!(stops(&["a", "b", "c", "d"]), ["a", "b", "c", "d"], "the client's four stay");
         let mut req = request(vec![]);
         assert!(shows_contract(&req));
         req.tool_choice = ToolChoice::None;

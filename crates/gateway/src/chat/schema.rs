@@ -6,16 +6,7 @@
 
 use serde_json::Value;
 
-/// The format a client asked the answer to have.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct OutputFormat {
-    /// A name for the schema (OpenAI's `json_schema.name`).
-    pub(crate) name: String,
-    /// The schema, or `None` for any JSON object (`json_object`).
-    pub(crate) schema: Option<Value>,
-    /// Strict: keys the schema does not allow are errors too.
-    pub(crate) strict: bool,
-}
+use crate::neutral::OutputFormat;
 
 impl OutputFormat {
     /// The answer in `text`, checked: the JSON value (the model's text without white space

@@ -771,13 +771,8 @@ mod tests {
             model: "m".into(),
             messages: Vec::new(),
             tools: Vec::new(),
-            tool_choice: ToolChoice::Auto,
-            parallel_tool_calls: true,
-            sampling: serde_json::Map::new(),
             show_reasoning: true,
-            cache_breakpoints: false,
-            images: Vec::new(),
-            output: None,
+            ..ChatRequest::default()
         };
         let mut shaper =
             Shaper::new(&req, &DeclaredTools::default(), false, ReasoningCalls::Ignore, None);

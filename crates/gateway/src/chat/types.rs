@@ -1,61 +1,10 @@
-//! The pipeline's own types: what a request is, what it produces, and how it ended. A leaf
-//! module: the API families, the prompt, the shaper and the upstream all build on it.
+//! The pipeline's own types: the settings a request runs with, what it produces, and how it
+//! ended. The request itself is `crate::neutral`'s, re-exported here.
 
-use serde_json::Value;
-
-pub(crate) use crate::chat::schema::OutputFormat;
 use crate::config::{CallFormat, FormatFile, ReasoningCalls};
-
-/// A chat request in the gateway's own terms.
-#[derive(Debug, Clone)]
-pub(crate) struct ChatRequest {
-    /// The model the client asked for.
-    pub(crate) model: String,
-    /// The conversation.
-    pub(crate) messages: Vec<Message>,
-    /// Declared tools (or, with none declared, the tools seen in the history).
-    pub(crate) tools: Vec<ToolSpec>,
-    pub(crate) tool_choice: ToolChoice,
-    /// `false`: at most one call per reply.
-    pub(crate) parallel_tool_calls: bool,
-    /// Sampling and length options forwarded to the upstream unchanged.
-    pub(crate) sampling: serde_json::Map<String, Value>,
-    /// The client asked to see the model's reasoning (Anthropic `thinking`, OpenAI-compatible
-    /// `reasoning_effort`, `include_reasoning`, …); without it, reasoning is left out.
-    pub(crate) show_reasoning: bool,
-    /// The format the answer must have (structured outputs), if the client set one.
-    pub(crate) output: Option<OutputFormat>,
-    /// The client marked parts of its prompt for caching (Anthropic's `cache_control`): an
-    /// upstream that caches only where asked (Anthropic's) is asked to cache the prompt.
-    pub(crate) cache_breakpoints: bool,
-    /// Images the conversation carries, each with the index of the message it came with (a
-    /// user message, or a tool result): passed to the upstream as image parts, emulated or
-    /// native.
-    pub(crate) images: Vec<(usize, Image)>,
-}
-
-/// An image: an `http(s)` URL, passed on and never fetched by the gateway, or a `data:` URL
-/// holding the image itself.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Image {
-    pub(crate) url: String,
-}
-
-impl Image {
-    /// The media type and base64 data of a `data:` URL.
-    pub(crate) fn data(&self) -> Option<(&str, &str)> {
-        let rest = self.url.strip_prefix("data:")?;
-        let (media, data) = rest.split_once(',')?;
-        Some((media.strip_suffix(";base64")?, data))
-    }
-}
-
-impl ChatRequest {
-    /// The images that came with message `index`.
-    pub(crate) fn images_of(&self, index: usize) -> impl Iterator<Item = &Image> {
-        self.images.iter().filter(move |(at, _)| *at == index).map(|(_, image)| image)
-    }
-}
+pub(crate) use crate::neutral::{
+    ChatRequest, Image, Message, OutputFormat, PriorCall, ToolChoice, ToolSpec, Usage,
+};
 
 /// What the pipeline needs to know besides the request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,44 +26,6 @@ pub(crate) struct Settings {
     pub(crate) check_grounding: bool,
     /// The most calls continuations may add to a reply (`continue_calls`; 0: none).
     pub(crate) continue_calls: u32,
-}
-
-/// One message of the conversation.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Message {
-    System(String),
-    User(String),
-    Assistant { text: String, calls: Vec<PriorCall> },
-    ToolResult { call_id: String, name: Option<String>, content: String, is_error: bool },
-}
-
-/// A call the assistant made earlier in the conversation.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct PriorCall {
-    pub(crate) id: String,
-    pub(crate) name: String,
-    /// The arguments as the client sent them back (normally JSON text).
-    pub(crate) arguments: String,
-}
-
-/// A tool the model may call.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct ToolSpec {
-    pub(crate) name: String,
-    pub(crate) description: Option<String>,
-    pub(crate) parameters: Option<Value>,
-    /// The client asked for its schema to be kept exactly (`strict: true`): a call whose
-    /// arguments break it never reaches the client.
-    pub(crate) strict: bool,
-}
-
-/// Which calls the reply must (or must not) contain.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum ToolChoice {
-    None,
-    Auto,
-    Required,
-    Named(String),
 }
 
 /// What the pipeline produces, in order.
@@ -163,24 +74,6 @@ pub(crate) enum Finish {
     ToolCalls {
         forced: bool,
     },
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct Usage {
-    /// Every token of the prompt, cached ones included.
-    pub(crate) prompt_tokens: u64,
-    pub(crate) completion_tokens: u64,
-    /// The prompt's tokens the upstream read from its cache (part of `prompt_tokens`).
-    pub(crate) cached_tokens: u64,
-}
-
-impl Usage {
-    /// Adds what `other` cost.
-    pub(crate) fn add(&mut self, other: Usage) {
-        self.prompt_tokens += other.prompt_tokens;
-        self.completion_tokens += other.completion_tokens;
-        self.cached_tokens += other.cached_tokens;
-    }
 }
 
 /// Why a reply is asked for again.

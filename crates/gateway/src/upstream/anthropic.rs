@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::chat::{Image, Usage};
+use crate::neutral::{Image, Usage};
 use crate::upstream::{
     FinishReason, Role, Unreadable, UpstreamEvent, UpstreamRequest, shape_of, text_field,
 };
@@ -39,7 +39,7 @@ pub(crate) fn body(request: &UpstreamRequest) -> Value {
             serde_json::json!({"role": role, "content": blocks.collect::<Vec<_>>()})
         })
         .collect();
-    let max_tokens = request.sampling.get("max_tokens").and_then(Value::as_u64).unwrap_or(4096);
+    let max_tokens = request.sampling.max_tokens.as_ref().and_then(|n| n.as_u64()).unwrap_or(4096);
     let mut out = serde_json::json!({"model": request.model, "max_tokens": max_tokens, "messages": messages, "stream": true});
     if !request.system.is_empty() {
         out["system"] = Value::String(request.system.clone());
@@ -62,13 +62,19 @@ pub(crate) fn body(request: &UpstreamRequest) -> Value {
             }
         }
     }
-    for key in ["temperature", "top_p", "top_k"] {
-        if let Some(value) = request.sampling.get(key) {
-            out[key] = value.clone();
+    // Anthropic takes these three of the sampling options; the others have no counterpart.
+    let sampling = &request.sampling;
+    for (key, value) in [
+        ("temperature", &sampling.temperature),
+        ("top_p", &sampling.top_p),
+        ("top_k", &sampling.top_k),
+    ] {
+        if let Some(n) = value {
+            out[key] = Value::Number(n.clone());
         }
     }
-    if !request.stop.is_empty() {
-        out["stop_sequences"] = serde_json::json!(request.stop);
+    if !sampling.stop.is_empty() {
+        out["stop_sequences"] = serde_json::json!(sampling.stop);
     }
     // A JSON schema is Anthropic's `output_config.format`; a bare `json_object` has no
     // counterpart there and stays in the prompt alone.

@@ -66,7 +66,7 @@ pub(crate) struct UpstreamClient {
 struct Props {
     /// llama.cpp's server answered.
     llama_cpp: Option<Dialect>,
-    /// The call syntax its chat template teaches (`chat::family::by_template`).
+    /// The call syntax its chat template teaches (`neutral::family::by_template`).
     template_format: Option<CallFormat>,
 }
 
@@ -410,12 +410,14 @@ impl UpstreamClient {
         Ok(self.payloads(response, started))
     }
 
-    /// Sends a chat request body as it is (passthrough, to an OpenAI-kind upstream: the
-    /// chain skips Anthropic ones) and reads the reply with every check, the model output
-    /// of a streamed reply (text, reasoning, call arguments) counted against
-    /// `upstream.max_reply_bytes` as in emulation.
-    pub(crate) async fn relay(&self, body: &Value) -> Result<PayloadStream, ApiError> {
-        let mut payloads = self.send_chat(body).await?;
+    /// Sends a Chat Completions body as it is but for its `model` (passthrough, to an
+    /// OpenAI-kind upstream: the chain skips Anthropic ones) and reads the reply with every
+    /// check, the model output of a streamed reply (text, reasoning, call arguments) counted
+    /// against `upstream.max_reply_bytes` as in emulation.
+    pub(crate) async fn relay(&self, body: &Value, model: &str) -> Result<PayloadStream, ApiError> {
+        let mut body = body.clone();
+        body["model"] = Value::String(model.to_owned());
+        let mut payloads = self.send_chat(&body).await?;
         let mut cap = OutputCap::new(self.limits.max_reply, &self.shown);
         Ok(Box::pin(async_stream::stream! {
             while let Some(item) = payloads.next().await {
@@ -603,7 +605,7 @@ impl UpstreamClient {
                 let found = Props {
                     llama_cpp: constrain::is_llama_cpp(&props).then_some(Dialect::LlamaCpp),
                     template_format: constrain::chat_template(&props)
-                        .and_then(crate::chat::family::by_template),
+                        .and_then(crate::neutral::family::by_template),
                 };
                 tracing::info!(upstream = %self.shown, dialect = ?found.llama_cpp, template_format = ?found.template_format, "the upstream's engine (GET /props)");
                 Ok(found)
@@ -651,7 +653,7 @@ impl Upstream for UpstreamClient {
         let mut cap = OutputCap::new(self.limits.max_reply, &self.shown);
         let this = self.clone();
         let stream = async_stream::stream! {
-            let mut start = crate::chat::Usage::default();
+            let mut start = crate::neutral::Usage::default();
             while let Some(item) = payloads.next().await {
                 let payload = match item {
                     Ok(payload) => payload,

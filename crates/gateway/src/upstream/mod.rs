@@ -2,15 +2,7 @@
 //! and the events it reads back. `client` is the HTTP implementation; `openai` and
 //! `anthropic` write and read the two wires; `reply` reads a reply with every check.
 
-use std::future::Future;
-use std::pin::Pin;
-
-use futures::Stream;
 use serde_json::Value;
-
-use crate::chat::{Image, OutputFormat, Usage};
-use crate::config::CallFormat;
-use crate::error::ApiError;
 
 pub(crate) mod anthropic;
 pub(crate) mod client;
@@ -19,101 +11,9 @@ pub(crate) mod openai;
 pub(crate) mod reply;
 pub(crate) mod sse_decode;
 
-/// Who says a turn of the rendered conversation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Role {
-    User,
-    Assistant,
-}
-
-/// One turn of the rendered conversation: plain text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Turn {
-    pub(crate) role: Role,
-    pub(crate) text: String,
-    /// Images after the text (user turns only).
-    pub(crate) images: Vec<Image>,
-}
-
-impl Turn {
-    pub(crate) fn text(role: Role, text: String) -> Turn {
-        Turn { role, text, images: Vec::new() }
-    }
-}
-
-/// A chat request as an emulating upstream gets it: a system text and plain text turns,
-/// no tools. Each wire writes it in its own JSON.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct UpstreamRequest {
-    /// The upstream's model name.
-    pub(crate) model: String,
-    /// The system prompt (empty: none).
-    pub(crate) system: String,
-    pub(crate) turns: Vec<Turn>,
-    /// The client's sampling and length options, under OpenAI's names (`temperature`,
-    /// `top_p`, `max_tokens`, …), forwarded as they are.
-    pub(crate) sampling: serde_json::Map<String, Value>,
-    /// Stop sequences: the client's, and the gateway's own.
-    pub(crate) stop: Vec<String>,
-    /// A structured-output format the upstream should enforce itself, when it may: only
-    /// without tools in play. Each wire writes it its own way (OpenAI's `response_format`,
-    /// Anthropic's `output_config.format`).
-    pub(crate) response_format: Option<OutputFormat>,
-    /// A GBNF grammar of the reply the tool contract asks for (`chat::grammar`), for an
-    /// upstream that decodes under one (`upstream.constrain`); others never see it.
-    pub(crate) grammar: Option<String>,
-    /// The client marked its prompt for caching: an upstream that caches only where asked
-    /// (Anthropic's) is asked to cache the system text and the conversation so far.
-    pub(crate) cache_breakpoints: bool,
-    /// The start of the assistant's reply, for the upstream to continue
-    /// (`chat::continuation`; only for an upstream that does, `upstream.prefill`).
-    pub(crate) prefill: Option<String>,
-}
-
-/// Why the upstream says its reply ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum FinishReason {
-    /// A natural end or a stop sequence.
-    Stop,
-    /// The token limit.
-    Length,
-    /// Anything else (a content filter, native tool calls).
-    Other,
-}
-
-impl FinishReason {
-    /// From OpenAI's `finish_reason` or Anthropic's `stop_reason`.
-    pub(crate) fn from_wire(reason: &str) -> FinishReason {
-        match reason {
-            "stop" | "end_turn" | "stop_sequence" => FinishReason::Stop,
-            "length" | "max_tokens" => FinishReason::Length,
-            _ => FinishReason::Other,
-        }
-    }
-}
-
-/// What the upstream's reply is made of.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum UpstreamEvent {
-    Text(String),
-    /// Reasoning the upstream sent apart from the text (`reasoning_content`, Anthropic
-    /// `thinking`).
-    Reasoning(String),
-    Finish(FinishReason),
-    Usage(Usage),
-    /// A piece of a native tool call (only in a reply to a request that sent `tools`).
-    Call(CallDelta),
-}
-
-/// A piece of a native tool call, as an upstream streams it: the call's place, and what this
-/// piece adds (its id and name come once, its arguments in fragments).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct CallDelta {
-    pub(crate) index: usize,
-    pub(crate) id: Option<String>,
-    pub(crate) name: Option<String>,
-    pub(crate) arguments: String,
-}
+pub(crate) use crate::neutral::{
+    CallDelta, FinishReason, Role, Upstream, UpstreamEvent, UpstreamRequest, UpstreamStream,
+};
 
 /// Why an event that carries (or may carry) model output cannot be read: the field and its
 /// shape, for the error that ends the reply. Such an event is never skipped.
@@ -142,38 +42,5 @@ pub(crate) fn text_field(
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(text)) => Ok(Some(text)),
         Some(other) => Err(Unreadable(format!("{} is {}, not a string", at(), shape_of(other)))),
-    }
-}
-
-pub(crate) type UpstreamStream =
-    Pin<Box<dyn Stream<Item = Result<UpstreamEvent, ApiError>> + Send>>;
-
-/// An upstream the pipeline can ask for a reply. `client::UpstreamClient` is the real one;
-/// tests script one in memory.
-pub(crate) trait Upstream: Send + Sync + 'static {
-    /// Sends the request; the reply as it streams, or the error that kept it from starting.
-    fn chat(
-        &self,
-        request: UpstreamRequest,
-    ) -> impl Future<Output = Result<UpstreamStream, ApiError>> + Send;
-
-    /// The last request's `response_format` was refused (a 400 or 422) and the same request
-    /// without it was taken: later requests need not offer it. Nothing by default.
-    fn format_refused(&self) {}
-
-    /// The last request's grammar was refused (a 400 or 422) and the same request without it
-    /// was taken: later requests need not offer one. Nothing by default.
-    fn grammar_refused(&self) {}
-
-    /// Whether the upstream continues a final assistant message (`UpstreamRequest::prefill`).
-    /// No by default.
-    fn continues(&self) -> impl Future<Output = bool> + Send {
-        async { false }
-    }
-
-    /// The call syntax the chat template of the model behind the upstream teaches, when the
-    /// upstream shows its template (llama.cpp's `GET /props`). None by default.
-    fn template_format(&self) -> impl Future<Output = Option<CallFormat>> + Send {
-        async { None }
     }
 }

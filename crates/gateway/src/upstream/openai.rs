@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::chat::{ChatRequest, Image, Message, OutputFormat, ToolChoice, Usage};
+use crate::neutral::{ChatRequest, Image, Message, OutputFormat, Sampling, ToolChoice, Usage};
 use crate::upstream::constrain::Dialect;
 use crate::upstream::{
     CallDelta, FinishReason, Role, Unreadable, UpstreamEvent, UpstreamRequest, shape_of, text_field,
@@ -34,12 +34,7 @@ pub(crate) fn body(
     let mut body = serde_json::Map::new();
     body.insert("model".into(), Value::String(request.model.clone()));
     body.insert("messages".into(), Value::Array(messages));
-    for (key, value) in &request.sampling {
-        body.insert(key.clone(), value.clone());
-    }
-    if !request.stop.is_empty() {
-        body.insert("stop".into(), json!(request.stop));
-    }
+    write_sampling(&request.sampling, &mut body);
     if let Some(format) = &request.response_format {
         body.insert("response_format".into(), response_format(format));
     }
@@ -155,9 +150,7 @@ pub(crate) fn native_body(req: &ChatRequest, model: &str) -> Value {
             body.insert("parallel_tool_calls".into(), Value::Bool(false));
         }
     }
-    for (key, value) in &req.sampling {
-        body.insert(key.clone(), value.clone());
-    }
+    write_sampling(&req.sampling, &mut body);
     if let Some(output) = &req.output {
         body.insert("response_format".into(), response_format(output));
     }
@@ -426,6 +419,22 @@ pub(crate) fn output_bytes(value: &Value) -> usize {
                 + text_len(fields.pointer("/function_call/arguments"))
         })
         .sum()
+}
+
+/// The sampling options under their Chat Completions names (which llama.cpp and vLLM take
+/// too, with `top_k`, `min_p` and `repeat_penalty`).
+fn write_sampling(sampling: &Sampling, body: &mut serde_json::Map<String, Value>) {
+    for (key, value) in sampling.numbers() {
+        if let Some(n) = value {
+            body.insert(key.into(), Value::Number(n.clone()));
+        }
+    }
+    if let Some(bias) = &sampling.logit_bias {
+        body.insert("logit_bias".into(), Value::Object(bias.clone()));
+    }
+    if !sampling.stop.is_empty() {
+        body.insert("stop".into(), json!(sampling.stop));
+    }
 }
 
 #[cfg(test)]

@@ -54,6 +54,9 @@
 //! - `stale` (issue 24): a kept-alive connection the upstream closed is sent on again.
 //! - `followups` (issue 24): continuations add the parallel calls a small model left out;
 //!   calls whose required numbers appear nowhere give way to a plain answer.
+//! - `layout` (issue 25): ARCHITECTURE.md's layout invariants over the sources: the neutral
+//!   core, emulation and the upstream wires import no client family and not each other, no
+//!   task is spawned, no file is over 900 lines.
 //! - `shutdown`: cancelling the token refuses new connections and lets in-flight streams
 //!   finish.
 
@@ -78,6 +81,7 @@ mod finish;
 mod followups;
 mod images;
 mod integrity;
+mod layout;
 mod modes;
 mod native_families;
 mod openai;

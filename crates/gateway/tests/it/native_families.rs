@@ -313,3 +313,117 @@ async fn issue_25_native_replies_are_repaired_on_messages_and_responses() {
         }
     }
 }
+
+/// Sampling options, typed in the neutral request (issue 25): each family's names are read
+/// (`max_completion_tokens`, `max_output_tokens`, `stop_sequences`), and each upstream wire
+/// writes what it takes under its own names, emulated and native alike; numbers keep the
+/// form the client wrote them in.
+#[tokio::test]
+async fn issue_25_sampling_options_reach_the_upstream_under_its_names() {
+    for mode in [Mode::Emulate, Mode::Native] {
+        let gw = spawn_gateway(move |config| config.mode = mode).await;
+        let mut chat = Api::OpenAi.request("Weather in Paris?", true, false);
+        for (key, value) in [
+            ("temperature", json!(0)),
+            ("top_p", json!(0.9)),
+            ("max_completion_tokens", json!(64)),
+            ("stop", json!("END")),
+            ("seed", json!(7)),
+            ("presence_penalty", json!(0.5)),
+            ("frequency_penalty", json!(-0.5)),
+            ("logit_bias", json!({"50256": -100})),
+            ("top_k", json!(40)),
+            ("min_p", json!(0.05)),
+            ("repeat_penalty", json!(1.1)),
+        ] {
+            chat[key] = value;
+        }
+        let mut messages = Api::Anthropic.request("Weather in Paris?", true, false);
+        messages["max_tokens"] = json!(99);
+        messages["temperature"] = json!(0.3);
+        messages["top_k"] = json!(5);
+        messages["stop_sequences"] = json!(["STOP", "HALT"]);
+        let mut responses = Family::Responses.request("Weather in Paris?", false);
+        responses["max_output_tokens"] = json!(77);
+        responses["top_p"] = json!(1);
+        for (family, body) in
+            [(Family::Chat, &chat), (Family::Messages, &messages), (Family::Responses, &responses)]
+        {
+            let reply = match mode {
+                Mode::Native => native_call("get_weather", r#"{"city": "Paris"}"#),
+                _ => Reply::text(hermes("get_weather", json!({"city": "Paris"}))),
+            };
+            gw.upstream.push(reply);
+            let (calls, _) = family.calls(&gw, body).await;
+            assert_eq!(calls, weather_call(), "{mode:?} {family:?}");
+        }
+        let sent = gw.upstream.requests();
+        let chat_sent = &sent[0];
+        if mode == Mode::Native {
+            // Natively, Chat Completions is relayed as the client wrote it.
+            assert_eq!(chat_sent["max_completion_tokens"], 64, "{chat_sent:#}");
+            assert_eq!(chat_sent["stop"], "END", "{chat_sent:#}");
+            assert_eq!(chat_sent["logit_bias"], json!({"50256": -100}), "{chat_sent:#}");
+        } else {
+            for (key, value) in [
+                ("temperature", json!(0)),
+                ("top_p", json!(0.9)),
+                ("max_tokens", json!(64)),
+                ("seed", json!(7)),
+                ("presence_penalty", json!(0.5)),
+                ("frequency_penalty", json!(-0.5)),
+                ("logit_bias", json!({"50256": -100})),
+                ("top_k", json!(40)),
+                ("min_p", json!(0.05)),
+                ("repeat_penalty", json!(1.1)),
+            ] {
+                assert_eq!(chat_sent[key], value, "{key} in {chat_sent:#}");
+            }
+            assert!(chat_sent.get("max_completion_tokens").is_none(), "{chat_sent:#}");
+            // The gateway adds its result marker to the client's stops.
+            let stops = chat_sent["stop"].as_array().unwrap();
+            assert_eq!(stops[0], "END", "the client's stop first: {chat_sent:#}");
+            assert_eq!(stops.len(), 2, "{chat_sent:#}");
+        }
+        let messages_sent = &sent[1];
+        assert_eq!(messages_sent["max_tokens"], 99);
+        assert_eq!(messages_sent["temperature"], 0.3);
+        assert_eq!(messages_sent["top_k"], 5);
+        assert_eq!(messages_sent["stop"][0], "STOP", "{messages_sent:#}");
+        assert_eq!(messages_sent["stop"][1], "HALT", "{messages_sent:#}");
+        assert!(messages_sent.get("stop_sequences").is_none(), "{messages_sent:#}");
+        let responses_sent = &sent[2];
+        assert_eq!(responses_sent["max_tokens"], 77, "{responses_sent:#}");
+        assert_eq!(responses_sent["top_p"], 1, "{responses_sent:#}");
+        assert!(responses_sent.get("max_output_tokens").is_none(), "{responses_sent:#}");
+    }
+}
+
+/// To an Anthropic upstream the same options are Anthropic's: `max_tokens`, `temperature`,
+/// `top_p`, `top_k` and `stop_sequences` (the client's and the gateway's own); the options
+/// Anthropic has no counterpart for are not sent.
+#[tokio::test]
+async fn issue_25_sampling_options_to_an_anthropic_upstream() {
+    let upstream = crate::modes::anthropic_upstream::start("Sunny.").await;
+    let url = upstream.url.clone();
+    let gw = spawn_gateway(move |config| {
+        config.upstream.url = url;
+        config.upstream.api = toolshim_gateway::UpstreamApi::Anthropic;
+    })
+    .await;
+    let mut body = Api::OpenAi.request("Weather in Paris?", true, false);
+    body["max_tokens"] = json!(50);
+    body["temperature"] = json!(0.7);
+    body["top_k"] = json!(3);
+    body["seed"] = json!(1);
+    body["stop"] = json!(["END"]);
+    let response = within(Api::OpenAi.send(&gw, &body)).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let seen = upstream.seen.lock().unwrap();
+    let (_, sent) = &seen[0];
+    assert_eq!(sent["max_tokens"], 50);
+    assert_eq!(sent["temperature"], 0.7);
+    assert_eq!(sent["top_k"], 3);
+    assert_eq!(sent["stop_sequences"][0], "END", "{sent:#}");
+    assert!(sent.get("seed").is_none() && sent.get("stop").is_none(), "{sent:#}");
+}

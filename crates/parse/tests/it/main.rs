@@ -10,6 +10,9 @@ mod format_file;
 /// The catalog of model-native formats (`formats()`): every id listed once, documented,
 /// and each format read has three corpus cases.
 mod formats;
+/// ARCHITECTURE.md's invariants over the sources: readers and rows never touch the
+/// engine's buffer, settle mark or output.
+mod layout;
 /// `agent_outcome`: normal and exit calls, unknown tools and tool syntax without a call as
 /// failures that keep the raw output, plain text as an answer.
 mod outcome;

@@ -7,6 +7,7 @@ use serde_json::value::RawValue;
 use crate::api::fields::{Fields, JsonType, Walker, items};
 use crate::chat::{ChatRequest, Image, Message, PriorCall, ToolChoice, ToolSpec};
 use crate::error::ApiError;
+use crate::neutral::Sampling;
 
 /// A parsed request: the neutral part and what only the encoder needs.
 #[derive(Debug, Clone)]
@@ -163,14 +164,14 @@ pub(crate) fn from_wire(body: &Value, counting: bool) -> Result<Parsed, ApiError
         .and_then(|t| t.get("type"))
         .and_then(Value::as_str)
         .is_some_and(|kind| kind != "disabled");
-    let mut sampling = serde_json::Map::new();
+    let mut sampling = Sampling::default();
     for key in ["temperature", "top_p", "top_k", "max_tokens"] {
-        if let Some(value) = object.get(key).filter(|v| !v.is_null()) {
-            sampling.insert(key.to_owned(), value.clone());
+        if let (Some(slot), Some(Value::Number(n))) = (sampling.slot(key), object.get(key)) {
+            *slot = Some(n.clone());
         }
     }
-    if let Some(stop) = object.get("stop_sequences").filter(|v| v.is_array()) {
-        sampling.insert("stop".into(), stop.clone());
+    if let Some(Value::Array(list)) = object.get("stop_sequences") {
+        sampling.stop = list.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect();
     }
     Ok(Parsed {
         chat: ChatRequest {

@@ -8,6 +8,7 @@ use crate::chat::{
     ChatRequest, Image, Message, OutputFormat, PriorCall, ToolChoice, ToolListProblem, ToolSpec,
 };
 use crate::error::ApiError;
+use crate::neutral::Sampling;
 
 /// A parsed request: the neutral part and what only the encoder needs.
 #[derive(Debug, Clone)]
@@ -182,17 +183,25 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
     }
     let show_reasoning = asks_for_reasoning(object);
     let output = response_format(object.get("response_format"))?;
-    let mut sampling = serde_json::Map::new();
+    let mut sampling = Sampling::default();
     for key in SAMPLING {
-        if let Some(value) = object.get(*key).filter(|v| !v.is_null()) {
-            sampling.insert((*key).to_owned(), value.clone());
+        if let (Some(slot), Some(Value::Number(n))) = (sampling.slot(key), object.get(*key)) {
+            *slot = Some(n.clone());
         }
     }
-    if !sampling.contains_key("max_tokens") {
-        if let Some(value) = object.get("max_completion_tokens").filter(|v| !v.is_null()) {
-            sampling.insert("max_tokens".into(), value.clone());
+    if sampling.max_tokens.is_none() {
+        if let Some(Value::Number(n)) = object.get("max_completion_tokens") {
+            sampling.max_tokens = Some(n.clone());
         }
     }
+    sampling.stop = match object.get("stop") {
+        Some(Value::String(one)) => vec![one.clone()],
+        Some(Value::Array(list)) => {
+            list.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect()
+        }
+        _ => Vec::new(),
+    };
+    sampling.logit_bias = object.get("logit_bias").and_then(Value::as_object).cloned();
     Ok(Parsed {
         chat: ChatRequest {
             model,

@@ -12,6 +12,7 @@ use crate::api::fields::{Fields, JsonType, Walker, items};
 use crate::api::openai::wire::{image_of_part, missing, type_error};
 use crate::chat::{ChatRequest, Message, ToolListProblem};
 use crate::error::ApiError;
+use crate::neutral::Sampling;
 
 /// What kind of tool a flat name stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -315,12 +316,12 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
     // Reasoning the parser finds is always a reasoning item here.
     let show_reasoning = true;
     let output = text_format(object.get("text").and_then(|t| t.get("format")))?;
-    let mut sampling = serde_json::Map::new();
+    let mut sampling = Sampling::default();
     for (from, to) in
         [("temperature", "temperature"), ("top_p", "top_p"), ("max_output_tokens", "max_tokens")]
     {
-        if let Some(value) = object.get(from).filter(|v| !v.is_null()) {
-            sampling.insert(to.to_owned(), value.clone());
+        if let (Some(slot), Some(Value::Number(n))) = (sampling.slot(to), object.get(from)) {
+            *slot = Some(n.clone());
         }
     }
     if let Some(n) = object.get("max_output_tokens").and_then(Value::as_i64) {

@@ -19,7 +19,9 @@ use crate::chat::types::{ChatEvent, ChatRequest, ToolChoice, Usage};
 use crate::config::{FormatFile, ReasoningCalls};
 use crate::error::ApiError;
 use crate::metrics::Metrics;
-use crate::upstream::UpstreamEvent;
+use futures::StreamExt;
+
+use crate::neutral::{UpstreamEvent, UpstreamStream};
 
 use super::Echo;
 
@@ -220,6 +222,25 @@ impl Round {
     pub(crate) fn broke(&mut self, err: &ApiError) {
         tracing::warn!(kind = err.kind(), detail = %err.detail(), "a continuation broke off");
         self.failed = true;
+    }
+
+    /// Reads the continued reply until the round is decided, it ends or it breaks off,
+    /// then ends the round.
+    pub(crate) async fn read(&mut self, reply: &mut UpstreamStream) {
+        while let Some(item) = reply.next().await {
+            match item {
+                Ok(event) => {
+                    if self.feed(event) {
+                        break;
+                    }
+                }
+                Err(err) => {
+                    self.broke(&err);
+                    break;
+                }
+            }
+        }
+        self.end();
     }
 
     /// The reply ended (or was left once decided): what the echo still held was the

@@ -245,20 +245,13 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::chat::types::{ChatRequest, Message, ToolChoice};
+    use crate::chat::types::{ChatRequest, Message};
 
     fn grounding(user: &str) -> Grounding {
         Grounding::of(&ChatRequest {
             model: "m".into(),
             messages: vec![Message::User(user.into())],
-            tools: vec![],
-            tool_choice: ToolChoice::Auto,
-            parallel_tool_calls: true,
-            sampling: serde_json::Map::new(),
-            show_reasoning: false,
-            cache_breakpoints: false,
-            images: Vec::new(),
-            output: None,
+            ..ChatRequest::default()
         })
     }
 

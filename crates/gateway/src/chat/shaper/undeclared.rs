@@ -15,13 +15,7 @@ fn request() -> ChatRequest {
         model: "m".into(),
         messages: vec![Message::User("Clean up.".into())],
         tools: vec![spec("get_weather")],
-        tool_choice: ToolChoice::Auto,
-        parallel_tool_calls: true,
-        sampling: serde_json::Map::new(),
-        show_reasoning: false,
-        cache_breakpoints: false,
-        images: Vec::new(),
-        output: None,
+        ..ChatRequest::default()
     }
 }
 
