@@ -76,7 +76,7 @@ pub(crate) async fn plan(routed: &Routed, chat: &ChatRequest) -> Plan {
     let Some((_, client, _)) = routed.chain.first() else { return Plan::Emulate };
     let forced = matches!(chat.tool_choice, ToolChoice::Required | ToolChoice::Named(_));
     let upstream = FirstUpstream {
-        anthropic: client.is_anthropic(),
+        anthropic: !client.takes_chat_completions(),
         refused_tools: routed.chain.refused(Refused::Tools),
         grammar: routed.mode == Mode::Auto
             && forced

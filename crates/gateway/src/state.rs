@@ -181,7 +181,7 @@ impl Chain {
     pub(crate) async fn relay(&self, body: &serde_json::Value) -> Result<PayloadStream, ApiError> {
         let mut last = None;
         for (link, (name, client, model)) in self.links.iter().enumerate() {
-            if client.is_anthropic() {
+            if !client.takes_chat_completions() {
                 tracing::debug!(upstream = %name, "an Anthropic upstream cannot take a passthrough request; skipped");
                 continue;
             }

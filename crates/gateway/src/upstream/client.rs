@@ -10,24 +10,18 @@ use reqwest::Url;
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::config::{CallFormat, Config, Engine, UpstreamApi, UpstreamConfig, endpoints};
+use crate::config::{CallFormat, Config, Engine, UpstreamConfig, endpoints};
 use crate::error::{ApiError, UpstreamFault};
 use crate::metrics::Metrics;
 use crate::upstream::constrain::{self, Dialect};
 use crate::upstream::reply::{self, Payload, ReplyLimits};
+use crate::upstream::wire::Wire;
 use crate::upstream::{
-    Unreadable, Upstream, UpstreamEvent, UpstreamRequest, UpstreamStream, anthropic, openai,
+    Unreadable, Upstream, UpstreamEvent, UpstreamRequest, UpstreamStream, openai,
 };
 
 /// A stream of checked reply payloads (see `reply::payloads`).
 pub(crate) type PayloadStream = Pin<Box<dyn Stream<Item = Result<Payload, ApiError>> + Send>>;
-
-/// Which wire the upstream speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Wire {
-    OpenAi,
-    Anthropic,
-}
 
 /// An error body is read up to this many bytes (the rest is not needed to report it).
 const MAX_ERROR_BODY: usize = 64 << 10;
@@ -195,10 +189,7 @@ impl UpstreamClient {
         let key = std::env::var(&config.api_key_env).ok().filter(|k| !k.is_empty());
         Ok(UpstreamClient {
             http,
-            wire: match config.api {
-                UpstreamApi::OpenAi => Wire::OpenAi,
-                UpstreamApi::Anthropic => Wire::Anthropic,
-            },
+            wire: Wire::of(config.api),
             shown: shown(&endpoint),
             endpoint,
             models,
@@ -219,9 +210,9 @@ impl UpstreamClient {
         })
     }
 
-    /// Whether the upstream speaks the Anthropic Messages API.
-    pub(crate) fn is_anthropic(&self) -> bool {
-        self.wire == Wire::Anthropic
+    /// Whether the upstream takes a Chat Completions body (a passthrough, native tools).
+    pub(crate) fn takes_chat_completions(&self) -> bool {
+        self.wire.takes_chat_completions()
     }
 
     /// The upstream chat endpoint as logs show it.
@@ -255,17 +246,7 @@ impl UpstreamClient {
     }
 
     fn authorize(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        match (self.wire, &self.key) {
-            (Wire::OpenAi, Some(key)) => request.bearer_auth(key),
-            (Wire::OpenAi, None) => request,
-            (Wire::Anthropic, key) => {
-                let request = request.header("anthropic-version", "2023-06-01");
-                match key {
-                    Some(key) => request.header("x-api-key", key),
-                    None => request,
-                }
-            }
-        }
+        self.wire.authorize(request, self.key.as_deref())
     }
 
     /// A request that got no answer, as an error for the client and a cause for the log.
@@ -552,7 +533,7 @@ impl UpstreamClient {
     /// An answer (any status) is kept; no answer is asked again next time. An upstream of
     /// the Anthropic kind is none of these.
     async fn engine(&self, setting: Engine) -> Option<Dialect> {
-        if self.is_anthropic() {
+        if !self.takes_chat_completions() {
             return None;
         }
         match setting {
@@ -565,7 +546,7 @@ impl UpstreamClient {
     /// The call syntax the chat template of the model behind this upstream teaches, as
     /// llama.cpp's server shows it at `GET /props`; `None` from any other server.
     pub(crate) async fn template_format(&self) -> Option<CallFormat> {
-        if self.is_anthropic() {
+        if !self.takes_chat_completions() {
             return None;
         }
         self.props().await.and_then(|props| props.template_format)
@@ -640,32 +621,21 @@ impl UpstreamClient {
 impl Upstream for UpstreamClient {
     /// Sends the rendered chat in the upstream's wire and decodes the reply into events.
     async fn chat(&self, request: UpstreamRequest) -> Result<UpstreamStream, ApiError> {
-        let anthropic = self.is_anthropic();
-        let body = if anthropic {
-            anthropic::body(&request)
-        } else {
-            let grammar = if request.grammar.is_some() { self.dialect().await } else { None };
-            let prefill =
-                if request.prefill.is_some() { self.prefill_dialect().await } else { None };
-            openai::body(&request, grammar, prefill)
-        };
+        // `dialect` and `prefill_dialect` ask nothing of an upstream that has no such engine.
+        let grammar = if request.grammar.is_some() { self.dialect().await } else { None };
+        let prefill = if request.prefill.is_some() { self.prefill_dialect().await } else { None };
+        let body = self.wire.body(&request, grammar, prefill);
+        let mut reader = self.wire.reader();
         let mut payloads = self.send_chat(&body).await?;
         let mut cap = OutputCap::new(self.limits.max_reply, &self.shown);
         let this = self.clone();
         let stream = async_stream::stream! {
-            let mut start = crate::neutral::Usage::default();
             while let Some(item) = payloads.next().await {
                 let payload = match item {
                     Ok(payload) => payload,
                     Err(err) => { yield Err(err); return; }
                 };
-                let read = match (&payload, anthropic) {
-                    (Payload::Event(value), true) => anthropic::stream_event(value, &mut start),
-                    (Payload::Event(value), false) => openai::chunk_events(value),
-                    (Payload::Body(value), true) => anthropic::message_events(value),
-                    (Payload::Body(value), false) => openai::completion_events(value),
-                };
-                let events = match read {
+                let events = match reader.read(&payload) {
                     Ok(events) => events,
                     Err(unreadable) => {
                         let value = match &payload { Payload::Event(v) | Payload::Body(v) => v };

@@ -10,6 +10,7 @@ pub(crate) mod constrain;
 pub(crate) mod openai;
 pub(crate) mod reply;
 pub(crate) mod sse_decode;
+pub(crate) mod wire;
 
 pub(crate) use crate::neutral::{
     CallDelta, FinishReason, Role, Upstream, UpstreamEvent, UpstreamRequest, UpstreamStream,

@@ -10,8 +10,8 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use crate::error::{ApiError, UpstreamFault};
-use crate::upstream::client::Wire;
 use crate::upstream::sse_decode::{SseDecoder, decode_lossy};
+use crate::upstream::wire::Wire;
 
 /// A fault in an upstream reply that the gateway repairs rather than refuse, each counted
 /// (`toolshim_upstream_repairs_total{kind}`) and logged with a warning.
@@ -182,42 +182,6 @@ fn replace_lone_surrogates(text: &str) -> Option<(String, usize)> {
     Some((out, replaced))
 }
 
-/// Whether a payload reports an error instead of output, and its message.
-fn error_of(value: &Value, wire: Wire) -> Option<String> {
-    let error = match wire {
-        Wire::Anthropic if value.get("type").and_then(Value::as_str) == Some("error") => {
-            value.get("error").unwrap_or(value)
-        }
-        _ => value.get("error").filter(|e| !e.is_null())?,
-    };
-    let message = error
-        .get("message")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-        .or_else(|| error.as_str().map(str::to_owned))
-        .unwrap_or_else(|| error.to_string());
-    Some(message)
-}
-
-/// Whether a streamed event says the reply is complete.
-fn completes(value: &Value, wire: Wire) -> bool {
-    match wire {
-        Wire::Anthropic => value.get("type").and_then(Value::as_str) == Some("message_stop"),
-        Wire::OpenAi => value
-            .get("choices")
-            .and_then(Value::as_array)
-            .is_some_and(|choices| choices.iter().any(|c| !c["finish_reason"].is_null())),
-    }
-}
-
-/// Whether a whole JSON body is a complete reply.
-fn body_complete(value: &Value, wire: Wire) -> bool {
-    match wire {
-        Wire::Anthropic => value.get("stop_reason").is_some_and(|r| !r.is_null()),
-        Wire::OpenAi => completes(value, wire),
-    }
-}
-
 /// Reads `response` into payloads with every check. `upstream` names the upstream in logs;
 /// `content_type` is the response's; `on_repair` is told of each repair and how many.
 pub(crate) fn payloads(
@@ -321,11 +285,11 @@ pub(crate) fn payloads(
                         }
                     };
                     if repaired > 0 { on_repair(Repair::LoneSurrogate, repaired); }
-                    if let Some(message) = error_of(&value, wire) {
+                    if let Some(message) = wire.error_of(&value) {
                         yield Err(upstream_error(&upstream, &message));
                         return;
                     }
-                    if !body_complete(&value, wire) {
+                    if !wire.body_complete(&value) {
                         yield Err(broken("has no finish reason: it was cut off, or is not a chat reply", &upstream));
                         return;
                     }
@@ -366,15 +330,15 @@ pub(crate) fn payloads(
                             }
                         };
                         if repaired > 0 { on_repair(Repair::LoneSurrogate, repaired); }
-                        if let Some(message) = error_of(&value, wire) {
+                        if let Some(message) = wire.error_of(&value) {
                             yield Err(upstream_error(&upstream, &message));
                             return;
                         }
-                        let last = completes(&value, wire);
+                        let last = wire.completes(&value);
                         yield Ok(Payload::Event(value));
                         if last {
                             finished = true;
-                            if wire == Wire::Anthropic { ended = true; break; }
+                            if wire.ends_when_complete() { ended = true; break; }
                         }
                     }
                 }

@@ -113,6 +113,17 @@ fn only_api_knows_the_client_wires() {
     assert!(found.is_empty(), "{found:#?}");
 }
 
+/// Each upstream wire is answered in one place: only `upstream/wire.rs` matches on a `Wire`
+/// (its variants named anywhere else would be a wire's behaviour spread over the crate).
+#[test]
+fn only_the_wire_module_matches_on_a_wire() {
+    let found: Vec<String> = violations("", &["Wire::OpenAi", "Wire::Anthropic"], &[])
+        .into_iter()
+        .filter(|place| !place.starts_with("upstream/wire.rs:"))
+        .collect();
+    assert!(found.is_empty(), "{found:#?}");
+}
+
 /// No untracked tasks: every response is a polled stream, so a client that hangs up drops
 /// the upstream request with it.
 #[test]
