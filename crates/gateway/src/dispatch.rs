@@ -16,7 +16,8 @@ use crate::chat::shaper::DeclaredTools;
 use crate::chat::{ChatEvent, ChatRequest, Outcome, ToolChoice};
 use crate::config::{Mode, ReasoningCalls};
 use crate::error::ApiError;
-use crate::state::{AppState, Chain, Refused, Routed};
+use crate::neutral::Refused;
+use crate::state::{AppState, Chain, Routed};
 use crate::upstream::client::{PayloadStream, native_reply};
 use crate::upstream::{UpstreamStream, openai};
 
@@ -92,8 +93,10 @@ pub(crate) async fn plan(routed: &Routed, chat: &ChatRequest) -> Plan {
 /// and some proxies refuse a feature with a 401 or 403); else the error for the client.
 pub(crate) fn after_refusal(chain: &Chain, err: ApiError) -> Option<ApiError> {
     match err {
-        ApiError::UpstreamRejected { status: 400 | 422, .. } => {
-            chain.remember(Refused::Tools);
+        ApiError::UpstreamRejected { status: 400 | 422, by, .. } => {
+            if let Some(by) = by {
+                chain.remember(Refused::Tools, &by);
+            }
             tracing::info!("the upstream rejected native tools; emulating");
             None
         }
@@ -114,13 +117,14 @@ pub(crate) fn naming_images(chat: &ChatRequest) -> impl Fn(ApiError) -> ApiError
     });
     let count = chat.images.len();
     move |err| match (err, &first) {
-        (ApiError::UpstreamRejected { status, message }, Some(first)) => {
+        (ApiError::UpstreamRejected { status, message, by }, Some(first)) => {
             let images = if count == 1 { "an image" } else { "images" };
             ApiError::UpstreamRejected {
                 status,
                 message: format!(
                     "{message} (The request carries {images}, the first `{first}`; a model that reads no images refuses them: send the text alone, or route to a model with vision.)"
                 ),
+                by,
             }
         }
         (err, _) => err,

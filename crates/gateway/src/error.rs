@@ -50,6 +50,13 @@ impl UpstreamFault {
     }
 }
 
+/// The upstream (by its configured name) and the model name whose request was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refuser {
+    pub(crate) upstream: String,
+    pub(crate) model: String,
+}
+
 /// Why a request failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApiError {
@@ -73,8 +80,10 @@ pub enum ApiError {
     /// `detail` is for the log only: the upstream and what happened.
     Upstream { fault: UpstreamFault, message: String, detail: String },
     /// The upstream refused the request as the client made it (a 4xx other than 401, 403,
-    /// 408 and 429); the client gets that status and the upstream's message.
-    UpstreamRejected { status: u16, message: String },
+    /// 408 and 429); the client gets that status and the upstream's message. `by` says which
+    /// upstream and model refused it, once a route's chain knows (so what was refused can be
+    /// remembered for them).
+    UpstreamRejected { status: u16, message: String, by: Option<Box<Refuser>> },
     /// The upstream rate-limited the request; `retry_after` is its header, if any.
     UpstreamRateLimited { message: String, retry_after: Option<String> },
     /// The upstream says it is overloaded (503 or 529); `retry_after` is its header, if any.
@@ -158,7 +167,7 @@ impl ApiError {
             | ApiError::ToolCallMissing { message }
             | ApiError::OutputInvalid { message }
             | ApiError::CallIncomplete { message } => message.clone(),
-            ApiError::UpstreamRejected { status, message } => {
+            ApiError::UpstreamRejected { status, message, .. } => {
                 format!("The upstream model rejected the request (status {status}): {message}")
             }
             ApiError::Auth(_) => {

@@ -41,7 +41,7 @@ pub use crate::config::{
     CallFormat, Config, Engine, FormatFile, Layer, Mode, ModelConfig, NamedUpstream, Origin,
     Origins, Overrides, ReasoningCalls, UpstreamApi, UpstreamConfig,
 };
-pub use crate::error::{ApiError, AuthFailure, UpstreamFault};
+pub use crate::error::{ApiError, AuthFailure, Refuser, UpstreamFault};
 pub use crate::server::ServeReport;
 pub use crate::state::AppState;
 

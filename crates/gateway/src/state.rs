@@ -9,10 +9,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::chat::{self, ChatRequest, Settings};
 use crate::config::{CallFormat, Config, Mode};
-use crate::error::ApiError;
+use crate::error::{ApiError, Refuser};
 use crate::metrics::Metrics;
+use crate::neutral::{Refused, Upstream, UpstreamRequest, UpstreamStream};
 use crate::upstream::client::{PayloadStream, UpstreamClient};
-use crate::upstream::{Upstream, UpstreamRequest, UpstreamStream};
 
 /// Shared state.
 #[derive(Debug, Clone)]
@@ -28,18 +28,6 @@ pub struct AppState {
     readiness: Arc<tokio::sync::Mutex<Option<Readiness>>>,
     /// What each (upstream, model) refused lately: native tools, `response_format`.
     refusals: Refusals,
-}
-
-/// What an upstream can refuse that is worth remembering: asking again would cost another
-/// rejected round trip before the request is served another way.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Refused {
-    /// Native tools (`auto` mode; the request is then emulated).
-    Tools,
-    /// `response_format` (structured outputs; the format is then asked for in the prompt).
-    ResponseFormat,
-    /// The contract's grammar (constrained decoding; the reply is then only parsed).
-    Grammar,
 }
 
 /// When each upstream and model last refused something (a 400 or 422 to a request that
@@ -123,8 +111,6 @@ pub(crate) struct Chain {
     refusals: Refusals,
     /// How long a refusal is remembered (zero: not at all).
     remember_for: Duration,
-    /// The link whose 400 or 422 ended the last attempt, for `remember`.
-    rejected_by: Arc<Mutex<Option<usize>>>,
 }
 
 /// Whether an upstream error lets the next upstream of a chain be tried.
@@ -151,13 +137,11 @@ impl Chain {
         })
     }
 
-    /// Remembers that the upstream whose 400 or 422 ended the last attempt refused `what`.
-    pub(crate) fn remember(&self, what: Refused) {
-        let rejected = self.rejected_by.lock().unwrap_or_else(PoisonError::into_inner).take();
-        if let Some((name, _, model)) = rejected.and_then(|i| self.links.get(i)) {
-            tracing::info!(upstream = %name, model = %model, refused = ?what, "remembering the refusal");
-            self.refusals.remember(what, name, model, Instant::now(), self.remember_for);
-        }
+    /// Remembers that the upstream and model `by` names refused `what`.
+    pub(crate) fn remember(&self, what: Refused, by: &Refuser) {
+        let (name, model) = (&by.upstream, &by.model);
+        tracing::info!(upstream = %name, model = %model, refused = ?what, "remembering the refusal");
+        self.refusals.remember(what, name, model, Instant::now(), self.remember_for);
     }
 
     /// Logs a link's failure; the next link, if any, is tried.
@@ -169,10 +153,15 @@ impl Chain {
         }
     }
 
-    /// Notes which link's answer was a 400 or 422 (a refusal of what the request offered).
-    fn note_rejection(&self, link: usize, err: &ApiError) {
-        if matches!(err, ApiError::UpstreamRejected { status: 400 | 422, .. }) {
-            *self.rejected_by.lock().unwrap_or_else(PoisonError::into_inner) = Some(link);
+    /// A link's error as the chain returns it: a refusal says which upstream and model
+    /// refused, so what it refused can be remembered for them.
+    fn refusal_of(&self, link: usize, err: ApiError) -> ApiError {
+        match (err, self.links.get(link)) {
+            (ApiError::UpstreamRejected { status, message, by: None }, Some((name, _, model))) => {
+                let by = Refuser { upstream: name.clone(), model: model.clone() };
+                ApiError::UpstreamRejected { status, message, by: Some(Box::new(by)) }
+            }
+            (err, _) => err,
         }
     }
 
@@ -191,10 +180,7 @@ impl Chain {
                     self.failed(link, name, &err);
                     last = Some(err);
                 }
-                Err(err) => {
-                    self.note_rejection(link, &err);
-                    return Err(err);
-                }
+                Err(err) => return Err(self.refusal_of(link, err)),
             }
         }
         Err(last.unwrap_or_else(|| {
@@ -225,21 +211,14 @@ impl Upstream for Chain {
                     self.failed(link, name, &err);
                     last = Some(err);
                 }
-                Err(err) => {
-                    self.note_rejection(link, &err);
-                    return Err(err);
-                }
+                Err(err) => return Err(self.refusal_of(link, err)),
             }
         }
         Err(last.unwrap_or_else(|| ApiError::Internal("a route without upstreams".into())))
     }
 
-    fn format_refused(&self) {
-        self.remember(Refused::ResponseFormat);
-    }
-
-    fn grammar_refused(&self) {
-        self.remember(Refused::Grammar);
+    fn refused(&self, what: Refused, by: &Refuser) {
+        self.remember(what, by);
     }
 
     async fn continues(&self) -> bool {
@@ -302,12 +281,7 @@ impl AppState {
             _ => Duration::ZERO,
         };
         Ok(Routed {
-            chain: Chain {
-                links,
-                refusals: self.refusals.clone(),
-                remember_for,
-                rejected_by: Arc::default(),
-            },
+            chain: Chain { links, refusals: self.refusals.clone(), remember_for },
             mode: route.mode,
             settings: Settings {
                 upstream_model,

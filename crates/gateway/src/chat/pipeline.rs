@@ -15,10 +15,10 @@ use crate::chat::types::{
     ChatEvent, ChatRequest, Finish, Message, Outcome, Retry, RetryReason, Settings, ToolChoice,
     Usage,
 };
-use crate::error::ApiError;
+use crate::error::{ApiError, Refuser};
 use crate::metrics::Metrics;
 use crate::neutral::family;
-use crate::neutral::{FinishReason, Upstream, UpstreamEvent};
+use crate::neutral::{FinishReason, Refused, Upstream, UpstreamEvent};
 
 /// Runs a request in emulation mode against `upstream`.
 pub(crate) fn run<U: Upstream>(
@@ -64,10 +64,10 @@ pub(crate) fn run<U: Upstream>(
         // refused that.
         let mut native_format = true;
         // The format was refused, and the upstream has not yet taken the request without it.
-        let mut format_refused = false;
+        let mut format_refused: Option<Box<Refuser>> = None;
         // The same for the grammar of the contract (constrained decoding).
         let mut with_grammar = true;
-        let mut grammar_refused = false;
+        let mut grammar_refused: Option<Box<Refuser>> = None;
         let mut attempt: u32 = 0;
         // Usage of all attempts: retries cost tokens too.
         let mut spent = Usage::default();
@@ -82,27 +82,27 @@ pub(crate) fn run<U: Upstream>(
             let sent_tokens = prompt::estimate_tokens(&request.system, &request.turns);
             let mut reply = match upstream.chat(request).await {
                 Ok(reply) => {
-                    if std::mem::take(&mut format_refused) {
-                        // Without the format it was taken: the format was what it refused.
-                        upstream.format_refused();
+                    // Without the format (or grammar) it was taken: that was what it refused.
+                    if let Some(by) = format_refused.take() {
+                        upstream.refused(Refused::ResponseFormat, &by);
                     }
-                    if std::mem::take(&mut grammar_refused) {
-                        upstream.grammar_refused();
+                    if let Some(by) = grammar_refused.take() {
+                        upstream.refused(Refused::Grammar, &by);
                     }
                     reply
                 }
                 // A grammar goes only to upstreams that decode under one; one that refuses
                 // it anyway (an old server, a grammar it cannot compile) is asked without.
-                Err(ApiError::UpstreamRejected { status: 400 | 422, message }) if sent_grammar => {
+                Err(ApiError::UpstreamRejected { status: 400 | 422, message, by }) if sent_grammar => {
                     tracing::info!(message = %message, "the upstream refused the grammar; asking without it");
                     with_grammar = false;
-                    grammar_refused = true;
+                    grammar_refused = by;
                     continue;
                 }
-                Err(ApiError::UpstreamRejected { status: 400 | 422, message }) if sent_format => {
+                Err(ApiError::UpstreamRejected { status: 400 | 422, message, by }) if sent_format => {
                     tracing::info!(message = %message, "the upstream refused response_format; asking for the format in the prompt");
                     native_format = false;
-                    format_refused = true;
+                    format_refused = by;
                     continue;
                 }
                 Err(err) => {

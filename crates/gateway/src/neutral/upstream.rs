@@ -8,7 +8,7 @@ use std::pin::Pin;
 use futures::Stream;
 
 use crate::config::CallFormat;
-use crate::error::ApiError;
+use crate::error::{ApiError, Refuser};
 use crate::neutral::{Image, OutputFormat, Sampling};
 
 /// Who says a turn of the rendered conversation.
@@ -123,6 +123,18 @@ impl Usage {
     }
 }
 
+/// What an upstream can refuse that is worth remembering: asking again would cost another
+/// rejected round trip before the request is served another way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Refused {
+    /// Native tools (`auto` mode; the request is then emulated).
+    Tools,
+    /// `response_format` (structured outputs; the format is then asked for in the prompt).
+    ResponseFormat,
+    /// The contract's grammar (constrained decoding; the reply is then only parsed).
+    Grammar,
+}
+
 pub(crate) type UpstreamStream =
     Pin<Box<dyn Stream<Item = Result<UpstreamEvent, ApiError>> + Send>>;
 
@@ -135,13 +147,11 @@ pub(crate) trait Upstream: Send + Sync + 'static {
         request: UpstreamRequest,
     ) -> impl Future<Output = Result<UpstreamStream, ApiError>> + Send;
 
-    /// The last request's `response_format` was refused (a 400 or 422) and the same request
-    /// without it was taken: later requests need not offer it. Nothing by default.
-    fn format_refused(&self) {}
-
-    /// The last request's grammar was refused (a 400 or 422) and the same request without it
-    /// was taken: later requests need not offer one. Nothing by default.
-    fn grammar_refused(&self) {}
+    /// A request was refused (a 400 or 422, `by` that upstream and model) and the same
+    /// request without `what` was taken: later requests need not offer it. Nothing by default.
+    fn refused(&self, what: Refused, by: &Refuser) {
+        let _ = (what, by);
+    }
 
     /// Whether the upstream continues a final assistant message (`UpstreamRequest::prefill`).
     /// No by default.

@@ -235,8 +235,8 @@ impl UpstreamClient {
                 message: self.redact(&message),
                 detail: self.redact(&detail),
             },
-            ApiError::UpstreamRejected { status, message } => {
-                ApiError::UpstreamRejected { status, message: self.redact(&message) }
+            ApiError::UpstreamRejected { status, message, by } => {
+                ApiError::UpstreamRejected { status, message: self.redact(&message), by }
             }
             ApiError::UpstreamTimeout { detail } => {
                 ApiError::UpstreamTimeout { detail: self.redact(&detail) }
@@ -356,7 +356,9 @@ impl UpstreamClient {
                 detail,
             },
             400 | 413 if is_context_overflow(&body) => context_overflow(&body),
-            400..=499 => ApiError::UpstreamRejected { status: code, message: message_of(&body) },
+            400..=499 => {
+                ApiError::UpstreamRejected { status: code, message: message_of(&body), by: None }
+            }
             _ => ApiError::Upstream {
                 fault: UpstreamFault::Failed,
                 message: format!("The upstream model failed (status {code})."),
