@@ -48,22 +48,29 @@ pub(crate) async fn chat_completions(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    match handle(state, &headers, body).await {
-        Ok(response) => response,
-        Err(err) => error::response(err),
-    }
+    handle(state, &headers, body).await.unwrap_or_else(error::response)
 }
 
-async fn handle(state: AppState, headers: &HeaderMap, body: Body) -> Result<Response, ApiError> {
-    // The key first: an unauthenticated body is never read.
-    authorize(&state, headers)?;
-    let body = crate::api::read_body(&state, headers, body).await?;
-    let value: Value = serde_json::from_slice(&body).map_err(|err| {
+/// An OpenAI API request's JSON body (Chat Completions, Responses): the key checked first,
+/// so an unauthenticated body is never read; then read under its limits and parsed, with
+/// OpenAI's words for a body that is not JSON.
+pub(crate) async fn json_body(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Value, ApiError> {
+    authorize(state, headers)?;
+    let body = crate::api::read_body(state, headers, body).await?;
+    serde_json::from_slice(&body).map_err(|err| {
         ApiError::invalid(
             format!("We could not parse the JSON body of your request. ({err}) The OpenAI API expects a JSON payload."),
             None,
         )
-    })?;
+    })
+}
+
+async fn handle(state: AppState, headers: &HeaderMap, body: Body) -> Result<Response, ApiError> {
+    let value = json_body(&state, headers, body).await?;
     let parsed = wire::from_wire(&value)?;
     // A passthrough upstream sees only the tools `allowed_tools` allows, and the reply's
     // calls to any other are dropped.

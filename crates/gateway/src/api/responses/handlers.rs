@@ -7,9 +7,8 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
-use serde_json::Value;
 
-use crate::api::openai::handlers::authorize;
+use crate::api::openai::handlers::{authorize, json_body};
 use crate::api::responses::error;
 use crate::api::responses::sse::{Builder, Encoder, Shape, now, response_id};
 use crate::api::responses::wire;
@@ -22,22 +21,11 @@ pub(crate) async fn create(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    match handle(state, &headers, body).await {
-        Ok(response) => response,
-        Err(err) => error::response(err),
-    }
+    handle(state, &headers, body).await.unwrap_or_else(error::response)
 }
 
 async fn handle(state: AppState, headers: &HeaderMap, body: Body) -> Result<Response, ApiError> {
-    // The key first: an unauthenticated body is never read.
-    authorize(&state, headers)?;
-    let body = crate::api::read_body(&state, headers, body).await?;
-    let value: Value = serde_json::from_slice(&body).map_err(|err| {
-        ApiError::invalid(
-            format!("We could not parse the JSON body of your request. ({err}) The OpenAI API expects a JSON payload."),
-            None,
-        )
-    })?;
+    let value = json_body(&state, headers, body).await?;
     let parsed = wire::from_wire(&value)?;
     for kind in &parsed.hosted {
         state.metrics.hosted_tool_left_out(kind);
