@@ -14,6 +14,7 @@ pub(crate) mod grounding;
 pub(crate) mod native;
 pub(crate) mod pipeline;
 pub(crate) mod prompt;
+pub(crate) mod reply;
 pub(crate) mod schema;
 pub(crate) mod shaper;
 pub(crate) mod types;

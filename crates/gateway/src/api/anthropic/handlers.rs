@@ -6,12 +6,12 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use futures::StreamExt;
 use serde_json::{Value, json};
 
-use crate::api::anthropic::sse::{Collector, Encoder};
+use crate::api::anthropic::sse::{self, Encoder};
 use crate::api::anthropic::{error, wire};
 use crate::chat::ToolChoice;
+use crate::chat::reply::Reply;
 use crate::error::{ApiError, AuthFailure};
 use crate::state::AppState;
 
@@ -75,13 +75,10 @@ async fn serve(state: AppState, parsed: wire::Parsed) -> Result<Response, ApiErr
     let model = parsed.chat.model.clone();
     let input_tokens = state.estimate_input_tokens(&parsed.chat);
     let drop_text = matches!(parsed.chat.tool_choice, ToolChoice::Required | ToolChoice::Named(_));
-    let mut events = crate::dispatch::serve(&state, parsed.chat, parsed.stream).await?;
+    let events = crate::dispatch::serve(&state, parsed.chat, parsed.stream).await?;
     if !parsed.stream {
-        let mut collector = Collector::default();
-        while let Some(event) = events.next().await {
-            collector.push(event?);
-        }
-        let message = collector.finish(model, input_tokens, drop_text);
+        let reply = Reply::collect(events).await?;
+        let message = sse::message(reply, model, input_tokens, drop_text);
         return Ok((StatusCode::OK, axum::Json(message)).into_response());
     }
     let encoder = Encoder::new(model, input_tokens, drop_text);

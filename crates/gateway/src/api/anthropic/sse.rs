@@ -6,6 +6,7 @@ use serde_json::json;
 use serde_json::value::RawValue;
 
 use crate::api::anthropic::wire::{Block, MessageResponse, usage};
+use crate::chat::reply::{Part, Reply};
 use crate::chat::{ChatEvent, Finish, Outcome};
 
 pub(crate) fn stop_reason(finish: Finish) -> &'static str {
@@ -204,81 +205,43 @@ impl crate::api::StreamEncoder for Encoder {
     }
 }
 
-/// Folds events into one message.
-#[derive(Default)]
-pub(crate) struct Collector {
-    thinking: String,
-    blocks: Vec<(Option<String>, String)>,
-    outcome: Option<Outcome>,
-}
-
-impl Collector {
-    pub(crate) fn push(&mut self, event: ChatEvent) {
-        match event {
-            ChatEvent::Text(text) => match self.blocks.last_mut() {
-                Some((None, existing)) => existing.push_str(&text),
-                _ => self.blocks.push((None, text)),
-            },
-            ChatEvent::CallStart { name, .. } => self.blocks.push((Some(name), String::new())),
-            ChatEvent::CallArgs { json, .. } => {
-                if let Some((Some(_), args)) = self.blocks.last_mut() {
-                    args.push_str(&json);
-                }
-            }
-            ChatEvent::CallEnd { .. } => {}
-            ChatEvent::Done(outcome) => self.outcome = Some(outcome),
-            ChatEvent::Reasoning(text) => self.thinking.push_str(&text),
+/// A whole reply as one message: thinking first, then its text and `tool_use` blocks in
+/// order (text dropped when the choice forced a call and one came).
+pub(crate) fn message(
+    reply: Reply,
+    model: String,
+    input_tokens: u64,
+    drop_text: bool,
+) -> MessageResponse {
+    let outcome = reply.outcome;
+    let has_calls = reply.calls().next().is_some();
+    let thinking = (!reply.reasoning.is_empty()).then(|| Block::Thinking {
+        thinking: reply.reasoning,
+        signature: THINKING_SIGNATURE.to_owned(),
+    });
+    let blocks = reply.parts.into_iter().filter_map(|part| match part {
+        Part::Text(_) if drop_text && has_calls => None,
+        Part::Text(text) => Some(Block::Text { text }),
+        Part::Call(call) => {
+            let body = if call.arguments.is_empty() { "{}".to_owned() } else { call.arguments };
+            // The parser's arguments are always a JSON object; the fallback never runs.
+            let input = RawValue::from_string(body).unwrap_or_else(|_| empty_object());
+            Some(Block::ToolUse { id: anthropic_id("toolu_01"), name: call.name, input })
         }
-    }
-
-    pub(crate) fn finish(
-        self,
-        model: String,
-        input_tokens: u64,
-        drop_text: bool,
-    ) -> MessageResponse {
-        let outcome = self.outcome.unwrap_or(Outcome {
-            finish: Finish::Stop,
-            usage: Default::default(),
-            retried: Default::default(),
-        });
-        let has_calls = self.blocks.iter().any(|(name, _)| name.is_some());
-        let thinking = (!self.thinking.is_empty()).then(|| Block::Thinking {
-            thinking: self.thinking,
-            signature: THINKING_SIGNATURE.to_owned(),
-        });
-        let content = thinking
-            .into_iter()
-            .chain(
-                self.blocks
-                    .into_iter()
-                    .filter(|(name, _)| name.is_some() || !(drop_text && has_calls))
-                    .map(|(name, body)| match name {
-                        None => Block::Text { text: body },
-                        Some(name) => {
-                            let body = if body.is_empty() { "{}".to_owned() } else { body };
-                            // The parser's arguments are always a JSON object; the fallback never runs.
-                            let input =
-                                RawValue::from_string(body).unwrap_or_else(|_| empty_object());
-                            Block::ToolUse { id: anthropic_id("toolu_01"), name, input }
-                        }
-                    }),
-            )
-            .collect();
-        MessageResponse {
-            id: anthropic_id("msg_01"),
-            kind: "message",
-            role: "assistant",
-            model,
-            content,
-            stop_reason: Some(stop_reason(outcome.finish)),
-            stop_sequence: None,
-            usage: usage(
-                prompt_tokens(input_tokens, &outcome),
-                outcome.usage.cached_tokens,
-                outcome.usage.completion_tokens,
-            ),
-        }
+    });
+    MessageResponse {
+        id: anthropic_id("msg_01"),
+        kind: "message",
+        role: "assistant",
+        model,
+        content: thinking.into_iter().chain(blocks).collect(),
+        stop_reason: Some(stop_reason(outcome.finish)),
+        stop_sequence: None,
+        usage: usage(
+            prompt_tokens(input_tokens, &outcome),
+            outcome.usage.cached_tokens,
+            outcome.usage.completion_tokens,
+        ),
     }
 }
 

@@ -11,8 +11,9 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 
 use crate::api::openai::repair::{Repair, repaired};
-use crate::api::openai::sse::{Collector, Encoder};
+use crate::api::openai::sse::{self, Encoder};
 use crate::api::openai::{error, wire};
+use crate::chat::reply::Reply;
 use crate::chat::{ChatEvent, ToolChoice};
 use crate::dispatch::Plan;
 use crate::error::ApiError;
@@ -153,13 +154,10 @@ pub(crate) async fn respond(
     let started = Instant::now();
     let id = completion_id();
     let created = now();
-    let mut events = Box::pin(events);
+    let events = Box::pin(events);
     if !stream {
-        let mut collector = Collector::with_custom_tools(custom);
-        while let Some(event) = events.next().await {
-            collector.push(event?);
-        }
-        let completion = collector.finish(id, created, model, legacy);
+        let reply = Reply::collect(events).await?;
+        let completion = sse::completion(reply, &custom, id, created, model, legacy);
         return Ok((StatusCode::OK, axum::Json(completion)).into_response());
     }
     let encoder = Encoder::new(id, created, model, include_usage, legacy).custom_tools(custom);

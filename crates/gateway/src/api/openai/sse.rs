@@ -10,7 +10,8 @@ use crate::api::openai::wire::{
     ToolCallDelta, WireCustom, WireFunction, WireToolCall, to_wire_usage,
 };
 use crate::api::responses::raw_input::RawInput;
-use crate::chat::{ChatEvent, Finish, Outcome};
+use crate::chat::reply::{Part, Reply};
+use crate::chat::{ChatEvent, Finish};
 
 /// The finish reason for an outcome.
 pub(crate) fn finish_reason(finish: Finish, legacy: bool) -> &'static str {
@@ -257,88 +258,58 @@ fn custom_input(arguments: &str) -> String {
     }
 }
 
-/// Folds events into one non-streamed completion.
-#[derive(Default)]
-pub(crate) struct Collector {
-    text: String,
-    reasoning: String,
-    calls: Vec<(String, String, String)>,
-    outcome: Option<Outcome>,
-    /// The custom tools: a call to one is a custom call with its raw input.
-    custom: HashSet<String>,
-}
-
-impl Collector {
-    /// A collector for which calls to `custom` tools are custom calls.
-    pub(crate) fn with_custom_tools(custom: HashSet<String>) -> Collector {
-        Collector { custom, ..Collector::default() }
-    }
-
-    pub(crate) fn push(&mut self, event: ChatEvent) {
-        match event {
-            ChatEvent::Text(text) => self.text.push_str(&text),
-            ChatEvent::CallStart { id, name, .. } => self.calls.push((id, name, String::new())),
-            ChatEvent::CallArgs { index, json } => {
-                if let Some(call) = self.calls.get_mut(index) {
-                    call.2.push_str(&json);
-                }
-            }
-            ChatEvent::CallEnd { .. } => {}
-            ChatEvent::Done(outcome) => self.outcome = Some(outcome),
-            ChatEvent::Reasoning(text) => self.reasoning.push_str(&text),
+/// A whole reply as one non-streamed completion; calls to the `custom` tools are custom
+/// calls with their raw input, and with `legacy` the first call is a `function_call`.
+pub(crate) fn completion(
+    reply: Reply,
+    custom: &HashSet<String>,
+    id: String,
+    created: u64,
+    model: String,
+    legacy: bool,
+) -> Completion {
+    let outcome = reply.outcome;
+    let text = reply.text();
+    let has_calls = reply.calls().next().is_some();
+    let content = if text.is_empty() && has_calls { None } else { Some(text) };
+    let mut calls = reply.parts.into_iter().filter_map(|part| match part {
+        Part::Text(_) => None,
+        Part::Call(call) if custom.contains(&call.name) => {
+            let input = custom_input(&call.arguments);
+            let custom = Some(WireCustom { name: call.name, input });
+            Some(WireToolCall { id: call.id, kind: "custom", function: None, custom })
         }
-    }
-
-    pub(crate) fn finish(
-        self,
-        id: String,
-        created: u64,
-        model: String,
-        legacy: bool,
-    ) -> Completion {
-        let outcome = self.outcome.unwrap_or(Outcome {
-            finish: Finish::Stop,
-            usage: Default::default(),
-            retried: Default::default(),
-        });
-        let content =
-            if self.text.is_empty() && !self.calls.is_empty() { None } else { Some(self.text) };
-        let custom = self.custom;
-        let mut calls = self.calls.into_iter().map(|(id, name, arguments)| {
-            if custom.contains(&name) {
-                let input = custom_input(&arguments);
-                let custom = Some(WireCustom { name, input });
-                return WireToolCall { id, kind: "custom", function: None, custom };
-            }
-            let arguments = if arguments.is_empty() { "{}".to_owned() } else { arguments };
-            let function = Some(WireFunction { name, arguments });
-            WireToolCall { id, kind: "function", function, custom: None }
-        });
-        let (tool_calls, function_call) = if legacy {
-            (Vec::new(), calls.next().and_then(|call| call.function))
-        } else {
-            (calls.collect(), None)
-        };
-        Completion {
-            id,
-            object: "chat.completion",
-            created,
-            model,
-            choices: vec![Choice {
-                index: 0,
-                message: ResponseMessage {
-                    role: "assistant",
-                    content,
-                    reasoning_content: (!self.reasoning.is_empty()).then_some(self.reasoning),
-                    refusal: None,
-                    tool_calls,
-                    function_call,
-                    annotations: Vec::new(),
-                },
-                logprobs: None,
-                finish_reason: finish_reason(outcome.finish, legacy),
-            }],
-            usage: to_wire_usage(outcome.usage),
+        Part::Call(call) => {
+            let arguments =
+                if call.arguments.is_empty() { "{}".to_owned() } else { call.arguments };
+            let function = Some(WireFunction { name: call.name, arguments });
+            Some(WireToolCall { id: call.id, kind: "function", function, custom: None })
         }
+    });
+    let (tool_calls, function_call) = if legacy {
+        (Vec::new(), calls.next().and_then(|call| call.function))
+    } else {
+        (calls.collect(), None)
+    };
+    Completion {
+        id,
+        object: "chat.completion",
+        created,
+        model,
+        choices: vec![Choice {
+            index: 0,
+            message: ResponseMessage {
+                role: "assistant",
+                content,
+                reasoning_content: (!reply.reasoning.is_empty()).then_some(reply.reasoning),
+                refusal: None,
+                tool_calls,
+                function_call,
+                annotations: Vec::new(),
+            },
+            logprobs: None,
+            finish_reason: finish_reason(outcome.finish, legacy),
+        }],
+        usage: to_wire_usage(outcome.usage),
     }
 }
