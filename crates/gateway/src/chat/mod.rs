@@ -8,6 +8,7 @@
 //! Anthropic JSON is known here.
 
 pub(crate) mod arguments;
+pub(crate) mod attempt;
 pub(crate) mod continuation;
 pub(crate) mod grammar;
 pub(crate) mod grounding;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
 
+use crate::chat::attempt::Attempt;
 use crate::chat::continuation::{Follow, may_continue};
 use crate::chat::native::Followups;
 use crate::chat::prompt;
@@ -18,7 +19,7 @@ use crate::chat::types::{
 use crate::error::{ApiError, Refuser};
 use crate::metrics::Metrics;
 use crate::neutral::family;
-use crate::neutral::{FinishReason, Refused, Upstream, UpstreamEvent};
+use crate::neutral::{FinishReason, Refused, Upstream};
 
 /// Runs a request in emulation mode against `upstream`.
 pub(crate) fn run<U: Upstream>(
@@ -119,93 +120,39 @@ pub(crate) fn run<U: Upstream>(
             if let Some(judge) = followups.judge(current, grounding.as_ref()) {
                 shaper.judge_calls(judge);
             }
-            let mut held: Vec<ChatEvent> = Vec::new();
-            let mut committed = false;
-            let mut finish_reason: Option<FinishReason> = None;
-            let mut usage = Usage::default();
-            let mut raw = String::new();
+            let mut read = Attempt::new(shaper, attempt, stream, show_reasoning);
             let mut failed: Option<ApiError> = None;
             while let Some(item) = reply.next().await {
-                let mut produced = Vec::new();
-                match item {
-                    Ok(UpstreamEvent::Text(text)) => {
-                        if raw.len() < 1 << 20 {
-                            raw.push_str(&text);
-                        }
-                        shaper.feed(&text, &mut produced);
-                    }
-                    Ok(UpstreamEvent::Reasoning(text)) => {
-                        if show_reasoning {
-                            produced.push(ChatEvent::Reasoning(text));
-                        }
-                    }
-                    Ok(UpstreamEvent::Finish(reason)) => finish_reason = Some(reason),
-                    Ok(UpstreamEvent::Usage(u)) => usage = u,
-                    // The emulated request declared no tools; the wires never read calls
-                    // out of its reply.
-                    Ok(UpstreamEvent::Call(_)) => {
-                        failed = Some(ApiError::Internal("a native call in a reply to an emulated request".into()));
-                        break;
-                    }
-                    Err(err) => {
-                        failed = Some(err);
-                        break;
-                    }
+                let mut out = Vec::new();
+                let step = item.and_then(|event| read.feed(event, &mut reasoning_shown, &mut out));
+                for event in out {
+                    yield Ok(event);
                 }
-                if committed {
-                    separate(&mut produced, attempt, &mut reasoning_shown);
-                    for event in produced {
-                        yield Ok(event);
-                    }
-                    continue;
-                }
-                held.extend(produced);
-                if stream && shaper.may_commit() {
-                    committed = true;
-                    shaper.committed();
-                    separate(&mut held, attempt, &mut reasoning_shown);
-                    for event in held.drain(..) {
-                        yield Ok(event);
-                    }
-                } else if stream && held.first().is_some_and(|e| matches!(e, ChatEvent::Reasoning(_))) {
-                    // Reasoning is not the answer: what comes before any held answer goes
-                    // out as it is written, so a client that asked for it is not kept
-                    // waiting for the whole of it. A retry then shows as more reasoning,
-                    // never as a second answer (see `separate`).
-                    let n = held.iter().take_while(|e| matches!(e, ChatEvent::Reasoning(_))).count();
-                    let mut early: Vec<ChatEvent> = held.drain(..n).collect();
-                    separate(&mut early, attempt, &mut reasoning_shown);
-                    for event in early {
-                        yield Ok(event);
-                    }
+                if let Err(err) = step {
+                    failed = Some(err);
+                    break;
                 }
             }
             if let Some(err) = failed {
-                if committed {
-                    // What the parser still holds is model output the client has not seen
-                    // (a call cut off here ends with the arguments it had): send it, then
-                    // the error, which the encoder reports in-band.
-                    let mut produced = Vec::new();
-                    shaper.finish(&mut produced);
-                    separate(&mut produced, attempt, &mut reasoning_shown);
-                    for event in produced {
-                        yield Ok(event);
-                    }
+                let mut out = Vec::new();
+                read.broke(&mut reasoning_shown, &mut out);
+                for event in out {
+                    yield Ok(event);
                 }
                 yield Err(err);
                 return;
             }
-            let mut produced = Vec::new();
-            shaper.finish(&mut produced);
+            let produced = read.finish();
+            let (committed, finish_reason, mut usage) = (read.committed, read.finish_reason, read.usage);
             let truncated = finish_reason == Some(FinishReason::Length);
-            let problem = shaper.problem();
+            let problem = read.shaper.problem();
             // This attempt's cost; estimated (about four characters a token) when the
             // upstream reported none.
             let retried = spent;
             if usage == Usage::default() {
                 usage = Usage {
                     prompt_tokens: sent_tokens,
-                    completion_tokens: (raw.chars().count() as u64).div_ceil(4),
+                    completion_tokens: (read.raw.chars().count() as u64).div_ceil(4),
                     cached_tokens: 0,
                 };
             }
@@ -213,8 +160,8 @@ pub(crate) fn run<U: Upstream>(
             if !committed {
                 if let Some(reason) = problem {
                     metrics.retry(reason.as_str(), attempt < max_retries);
-                    metrics.guessed_calls(shaper.guesses().len());
-                    if let Some(why) = plain_answer(reason, attempt < max_retries, plain.is_some(), &req, &shaper) {
+                    metrics.guessed_calls(read.shaper.guesses().len());
+                    if let Some(why) = plain_answer(reason, attempt < max_retries, plain.is_some(), &req, &read.shaper) {
                         tracing::info!(attempt, "{why}; asking for a plain answer");
                         attempt += 1;
                         feedback = None;
@@ -224,11 +171,11 @@ pub(crate) fn run<U: Upstream>(
                     if attempt < max_retries {
                         tracing::info!(reason = reason.as_str(), attempt, "emulated reply rejected; asking the upstream again");
                         attempt += 1;
-                        let detail = shaper.problem_detail();
-                        feedback = Some(Retry { reply: raw, reason, detail });
+                        let detail = read.shaper.problem_detail();
+                        feedback = Some(Retry { reply: read.raw.clone(), reason, detail });
                         continue;
                     }
-                    if let Some((problem, answer)) = shaper.output_problem() {
+                    if let Some((problem, answer)) = read.shaper.output_problem() {
                         let shown: String = answer.chars().take(500).collect();
                         yield Err(ApiError::OutputInvalid {
                             message: format!("The model's answer did not have the requested format after {attempt} retries: {problem}. The answer was: {shown}"),
@@ -237,7 +184,7 @@ pub(crate) fn run<U: Upstream>(
                     }
                     // A required call that never came (whatever the last reply did instead).
                     let required = matches!(req.tool_choice, ToolChoice::Required | ToolChoice::Named(_));
-                    if reason == RetryReason::MissingCall || (required && shaper.n_calls() == 0) {
+                    if reason == RetryReason::MissingCall || (required && read.shaper.n_calls() == 0) {
                         yield Err(ApiError::ToolCallMissing {
                             message: match &req.tool_choice {
                                 ToolChoice::Named(name) => format!("The model did not call the required tool `{name}` (after {attempt} retries)."),
@@ -247,17 +194,19 @@ pub(crate) fn run<U: Upstream>(
                         return;
                     }
                 }
-                if shaper.incomplete_call() && !truncated {
-                    yield Err(incomplete(attempt, &raw));
+                if read.shaper.incomplete_call() && !truncated {
+                    yield Err(incomplete(attempt, &read.raw));
                     return;
                 }
-                separate(&mut held, attempt, &mut reasoning_shown);
-                for event in held.drain(..) {
+                let mut out = Vec::new();
+                read.release(&mut reasoning_shown, &mut out);
+                for event in out {
                     yield Ok(event);
                 }
             }
-            separate(&mut produced, attempt, &mut reasoning_shown);
-            for event in produced {
+            let mut out = Vec::new();
+            read.show(produced, &mut reasoning_shown, &mut out);
+            for event in out {
                 yield Ok(event);
             }
             // An incomplete call (cut off inside its arguments, or withdrawn because they
@@ -266,21 +215,21 @@ pub(crate) fn run<U: Upstream>(
             // cut it, the reply ends with `length`, as OpenAI's does for a cut-off call;
             // otherwise no finish reason is true, and the reply fails (in-band once it
             // went out).
-            if shaper.incomplete_call() && !truncated {
-                yield Err(incomplete(attempt, &raw));
+            if read.shaper.incomplete_call() && !truncated {
+                yield Err(incomplete(attempt, &read.raw));
                 return;
             }
             // Calls read from the reply's text: continuations may add the ones a small model
             // leaves out (`chat::continuation`).
-            let mut n_calls = shaper.n_calls();
+            let mut n_calls = read.shaper.n_calls();
             let follow = (!truncated
                 && plain.is_none()
                 && settings.continue_calls > 0
-                && may_continue(current, shaper.sent(), n_calls)
+                && may_continue(current, read.shaper.sent(), n_calls)
                 && upstream.continues().await)
                 .then_some(grounding.as_ref())
                 .flatten()
-                .and_then(|g| Follow::new(&raw, shaper.sent(), Arc::clone(g), settings.continue_calls));
+                .and_then(|g| Follow::new(&read.raw, read.shaper.sent(), Arc::clone(g), settings.continue_calls));
             if let Some(mut follow) = follow {
                 while let Some(prefix) = follow.next_prefix() {
                     let mut request = prompt::render(current, &settings, None, native_format, false);
@@ -293,7 +242,7 @@ pub(crate) fn run<U: Upstream>(
                 }
                 spent.add(follow.usage());
             }
-            let finish = if truncated && (shaper.incomplete_call() || n_calls == 0) {
+            let finish = if truncated && (read.shaper.incomplete_call() || n_calls == 0) {
                 Finish::Length
             } else if n_calls > 0 {
                 Finish::ToolCalls { forced: matches!(req.tool_choice, ToolChoice::Named(_)) }
@@ -366,19 +315,6 @@ fn incomplete(attempt: u32, reply: &str) -> ApiError {
     }
 }
 
-/// Reasoning about to go to the client: when an earlier attempt's reasoning went out already
-/// (it is not held; see above), a blank line goes before this attempt's, so that a retry reads
-/// as the model thinking again. `shown` is the attempt whose reasoning went out last.
-fn separate(events: &mut Vec<ChatEvent>, attempt: u32, shown: &mut Option<u32>) {
-    let Some(first) = events.iter().position(|e| matches!(e, ChatEvent::Reasoning(_))) else {
-        return;
-    };
-    if shown.is_some_and(|earlier| earlier != attempt) {
-        events.insert(first, ChatEvent::Reasoning("\n\n".into()));
-    }
-    *shown = Some(attempt);
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::VecDeque;
@@ -387,7 +323,7 @@ mod tests {
     use super::*;
     use crate::chat::types::{Message, ToolSpec};
     use crate::config::{CallFormat, ReasoningCalls};
-    use crate::neutral::{Role, UpstreamRequest, UpstreamStream};
+    use crate::neutral::{Role, UpstreamEvent, UpstreamRequest, UpstreamStream};
 
     /// An upstream that answers from a script, in memory, and keeps what it was sent.
     #[derive(Clone, Default)]
