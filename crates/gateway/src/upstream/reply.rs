@@ -4,7 +4,6 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use serde_json::Value;
 use tokio::time::Instant;
@@ -182,8 +181,9 @@ fn replace_lone_surrogates(text: &str) -> Option<(String, usize)> {
     Some((out, replaced))
 }
 
-/// Reads `response` into payloads with every check. `upstream` names the upstream in logs;
-/// `content_type` is the response's; `on_repair` is told of each repair and how many.
+/// Reads `response` into payloads with every check: a `ReplyReader` fed the body's chunks
+/// as they come, under the first-byte and idle deadlines it moves. `upstream` names the
+/// upstream in logs; `on_repair` is told of each repair and how many.
 pub(crate) fn payloads(
     response: reqwest::Response,
     sent_at: Instant,
@@ -199,154 +199,268 @@ pub(crate) fn payloads(
         .map(str::to_owned)
         .unwrap_or_default();
     let mut bytes = response.bytes_stream();
+    let mut reader = ReplyReader::new(&declared, limits, wire, upstream);
     async_stream::stream! {
-        let mut framing = framing_of(&declared);
-        let mut start: Vec<u8> = Vec::new();
-        let mut body: Vec<u8> = Vec::new();
-        let mut decoder = SseDecoder::new(limits.max_line);
-        let mut data = Vec::new();
-        let mut wire_bytes = 0usize;
-        let mut finished = false;
         // Only data counts as progress, not SSE comments or pings (an upstream could send
         // those forever): the first event must come within the first-byte timeout of the
         // request, and each later one within the idle timeout of the one before. A JSON
         // body must come whole within the idle timeout of its head.
         let mut deadline = sent_at + limits.first_byte;
-        let mut ended = false;
-        while !ended {
-            let chunk: Bytes = match tokio::time::timeout_at(deadline, bytes.next()).await {
-                Err(_) => {
-                    yield Err(ApiError::UpstreamTimeout {
-                        detail: format!("{upstream}: no data within the timeout while the reply was being read"),
-                    });
-                    return;
-                }
-                Ok(None) => { ended = true; Bytes::new() }
-                Ok(Some(Err(err))) => {
-                    yield Err(ApiError::Upstream {
-                        fault: UpstreamFault::BrokeOff,
-                        message: "The connection to the upstream model broke off.".into(),
-                        detail: format!("{upstream}: the reply broke off: {}", crate::upstream::client::cause(&err)),
-                    });
-                    return;
-                }
-                Ok(Some(Ok(chunk))) => chunk,
+        loop {
+            let mut out = Vec::new();
+            let flow = match tokio::time::timeout_at(deadline, bytes.next()).await {
+                Err(_) => Err(ApiError::UpstreamTimeout {
+                    detail: format!("{}: no data within the timeout while the reply was being read", reader.upstream),
+                }),
+                Ok(None) => reader.end(&mut out),
+                Ok(Some(Err(err))) => Err(ApiError::Upstream {
+                    fault: UpstreamFault::BrokeOff,
+                    message: "The connection to the upstream model broke off.".into(),
+                    detail: format!("{}: the reply broke off: {}", reader.upstream, crate::upstream::client::cause(&err)),
+                }),
+                Ok(Some(Ok(chunk))) => reader.feed(&chunk, &mut out),
             };
-            wire_bytes += chunk.len();
-            if wire_bytes > limits.max_wire() {
-                yield Err(too_large(&upstream, "on the wire", limits.max_wire(), "upstream.max_reply_bytes"));
-                return;
+            for (repair, n) in reader.repairs.drain(..) {
+                on_repair(repair, n);
             }
-            let framing_now = match framing {
-                Some(framing) => framing,
-                None => {
-                    start.extend_from_slice(&chunk);
-                    match sniff(&start) {
-                        Some(Ok(found)) => { framing = Some(found); found }
-                        Some(Err(())) => {
-                            yield Err(not_a_reply(&upstream, &declared, &start));
-                            return;
-                        }
-                        None if ended => {
-                            yield Err(broken("was empty", &upstream));
-                            return;
-                        }
-                        None => continue,
-                    }
-                }
-            };
-            let fresh: &[u8] = if start.is_empty() { &chunk } else { &start };
-            match framing_now {
-                Framing::Json => {
-                    if body.is_empty() {
-                        // A JSON body comes at once: all of it must come within the idle
-                        // timeout of its first bytes (a trickle cannot extend it).
-                        deadline = Instant::now() + limits.idle;
-                    }
-                    body.extend_from_slice(fresh);
-                    start.clear();
-                    if body.len() > limits.max_reply {
-                        yield Err(too_large(&upstream, "as a JSON body", limits.max_reply, "upstream.max_reply_bytes"));
-                        return;
-                    }
-                    if !ended { continue; }
-                    let mut repaired = 0;
-                    let (text, invalid) = decode_lossy(&body);
-                    if invalid > 0 { on_repair(Repair::InvalidUtf8, invalid); }
-                    let value = match read_json(&text, &mut repaired) {
-                        Ok(value) => value,
-                        Err(err) => {
-                            yield Err(ApiError::Upstream {
-                                fault: UpstreamFault::Unreadable,
-                                message: "The upstream model sent an invalid JSON body.".into(),
-                                detail: format!("{upstream}: invalid JSON body ({err}): {}", crate::upstream::client::first_bytes(&body)),
-                            });
-                            return;
-                        }
-                    };
-                    if repaired > 0 { on_repair(Repair::LoneSurrogate, repaired); }
-                    if let Some(message) = wire.error_of(&value) {
-                        yield Err(upstream_error(&upstream, &message));
-                        return;
-                    }
-                    if !wire.body_complete(&value) {
-                        yield Err(broken("has no finish reason: it was cut off, or is not a chat reply", &upstream));
-                        return;
-                    }
-                    yield Ok(Payload::Body(value));
+            for payload in out {
+                yield Ok(payload);
+            }
+            match flow {
+                Ok(Flow::More) => {}
+                Ok(Flow::Progress) => deadline = Instant::now() + limits.idle,
+                Ok(Flow::Done) => return,
+                Err(err) => {
+                    yield Err(err);
                     return;
-                }
-                Framing::Sse => {
-                    let fed = decoder.feed(fresh, &mut data);
-                    if ended && fed.is_ok() {
-                        decoder.finish(&mut data);
-                    }
-                    start.clear();
-                    let invalid = decoder.take_replaced();
-                    if invalid > 0 { on_repair(Repair::InvalidUtf8, invalid); }
-                    if fed.is_err() {
-                        yield Err(too_large(&upstream, "in one event line", limits.max_line, "upstream.max_line_bytes"));
-                        return;
-                    }
-                    if data.iter().any(|payload| !is_ping(payload)) {
-                        deadline = Instant::now() + limits.idle;
-                    }
-                    for payload in data.drain(..) {
-                        if payload.trim() == "[DONE]" {
-                            finished = true;
-                            ended = true;
-                            break;
-                        }
-                        let mut repaired = 0;
-                        let value = match read_json(&payload, &mut repaired) {
-                            Ok(value) => value,
-                            Err(err) => {
-                                yield Err(ApiError::Upstream {
-                                    fault: UpstreamFault::Unreadable,
-                                    message: "The upstream model sent an invalid JSON event.".into(),
-                                    detail: format!("{upstream}: unreadable event ({err}): {}", crate::upstream::client::first_bytes(payload.as_bytes())),
-                                });
-                                return;
-                            }
-                        };
-                        if repaired > 0 { on_repair(Repair::LoneSurrogate, repaired); }
-                        if let Some(message) = wire.error_of(&value) {
-                            yield Err(upstream_error(&upstream, &message));
-                            return;
-                        }
-                        let last = wire.completes(&value);
-                        yield Ok(Payload::Event(value));
-                        if last {
-                            finished = true;
-                            if wire.ends_when_complete() { ended = true; break; }
-                        }
-                    }
                 }
             }
         }
-        if !finished {
-            yield Err(broken("ended before it was complete", &upstream));
+    }
+}
+
+/// What a reader made of a chunk, besides its payloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Flow {
+    /// Read on; the deadline stays.
+    More,
+    /// Read on; data came (or a JSON body began): the next must come within the idle timeout.
+    Progress,
+    /// The reply is complete: nothing more is read.
+    Done,
+}
+
+/// An upstream reply's body read into payloads, chunk by chunk: a plain state machine (no
+/// I/O). It finds the framing (from the content type, or the first bytes), holds a JSON body
+/// until it ends, decodes an event stream line by line, repairs what it may (counted in
+/// `repairs`), and ends the reply with an error on anything too large, unreadable,
+/// reported as an error, or incomplete.
+pub(crate) struct ReplyReader {
+    declared: String,
+    framing: Option<Framing>,
+    limits: ReplyLimits,
+    wire: Wire,
+    pub(crate) upstream: String,
+    /// The first bytes, while the framing is unknown.
+    start: Vec<u8>,
+    body: Vec<u8>,
+    decoder: SseDecoder,
+    data: Vec<String>,
+    wire_bytes: usize,
+    /// The reply said it was complete (a finish reason, `[DONE]`, `message_stop`).
+    finished: bool,
+    /// Repairs made since they were last taken, and how many of each.
+    pub(crate) repairs: Vec<(Repair, usize)>,
+}
+
+impl ReplyReader {
+    pub(crate) fn new(
+        content_type: &str,
+        limits: ReplyLimits,
+        wire: Wire,
+        upstream: String,
+    ) -> ReplyReader {
+        ReplyReader {
+            declared: content_type.to_owned(),
+            framing: framing_of(content_type),
+            limits,
+            wire,
+            upstream,
+            start: Vec::new(),
+            body: Vec::new(),
+            decoder: SseDecoder::new(limits.max_line),
+            data: Vec::new(),
+            wire_bytes: 0,
+            finished: false,
+            repairs: Vec::new(),
         }
+    }
+
+    /// Reads the next chunk of the body.
+    pub(crate) fn feed(&mut self, chunk: &[u8], out: &mut Vec<Payload>) -> Result<Flow, ApiError> {
+        self.read(chunk, false, out)
+    }
+
+    /// The body ended: what it still held, and whether the reply was complete.
+    pub(crate) fn end(&mut self, out: &mut Vec<Payload>) -> Result<Flow, ApiError> {
+        match self.read(&[], true, out)? {
+            Flow::Done => Ok(Flow::Done),
+            Flow::More | Flow::Progress if self.finished => Ok(Flow::Done),
+            Flow::More | Flow::Progress => {
+                Err(broken("ended before it was complete", &self.upstream))
+            }
+        }
+    }
+
+    fn read(
+        &mut self,
+        chunk: &[u8],
+        ended: bool,
+        out: &mut Vec<Payload>,
+    ) -> Result<Flow, ApiError> {
+        let upstream = &self.upstream;
+        self.wire_bytes += chunk.len();
+        if self.wire_bytes > self.limits.max_wire() {
+            return Err(too_large(
+                upstream,
+                "on the wire",
+                self.limits.max_wire(),
+                "upstream.max_reply_bytes",
+            ));
+        }
+        let framing = match self.framing {
+            Some(framing) => framing,
+            None => {
+                self.start.extend_from_slice(chunk);
+                match sniff(&self.start) {
+                    Some(Ok(found)) => {
+                        self.framing = Some(found);
+                        found
+                    }
+                    Some(Err(())) => {
+                        return Err(not_a_reply(upstream, &self.declared, &self.start));
+                    }
+                    None if ended => return Err(broken("was empty", upstream)),
+                    None => return Ok(Flow::More),
+                }
+            }
+        };
+        let start = std::mem::take(&mut self.start);
+        let fresh: &[u8] = if start.is_empty() { chunk } else { &start };
+        match framing {
+            Framing::Json => self.json(fresh, ended, out),
+            Framing::Sse => self.events(fresh, ended, out),
+        }
+    }
+
+    /// A JSON body: held until it ends, then read whole.
+    fn json(
+        &mut self,
+        fresh: &[u8],
+        ended: bool,
+        out: &mut Vec<Payload>,
+    ) -> Result<Flow, ApiError> {
+        let upstream = &self.upstream;
+        // A JSON body comes at once: all of it must come within the idle timeout of its
+        // first bytes (a trickle cannot extend it).
+        let began = self.body.is_empty() && !fresh.is_empty();
+        self.body.extend_from_slice(fresh);
+        if self.body.len() > self.limits.max_reply {
+            return Err(too_large(
+                upstream,
+                "as a JSON body",
+                self.limits.max_reply,
+                "upstream.max_reply_bytes",
+            ));
+        }
+        if !ended {
+            return Ok(if began { Flow::Progress } else { Flow::More });
+        }
+        let mut repaired = 0;
+        let (text, invalid) = decode_lossy(&self.body);
+        if invalid > 0 {
+            self.repairs.push((Repair::InvalidUtf8, invalid));
+        }
+        let value = read_json(&text, &mut repaired).map_err(|err| ApiError::Upstream {
+            fault: UpstreamFault::Unreadable,
+            message: "The upstream model sent an invalid JSON body.".into(),
+            detail: format!(
+                "{upstream}: invalid JSON body ({err}): {}",
+                crate::upstream::client::first_bytes(&self.body)
+            ),
+        })?;
+        if repaired > 0 {
+            self.repairs.push((Repair::LoneSurrogate, repaired));
+        }
+        if let Some(message) = self.wire.error_of(&value) {
+            return Err(upstream_error(upstream, &message));
+        }
+        if !self.wire.body_complete(&value) {
+            return Err(broken(
+                "has no finish reason: it was cut off, or is not a chat reply",
+                upstream,
+            ));
+        }
+        out.push(Payload::Body(value));
+        self.finished = true;
+        Ok(Flow::Done)
+    }
+
+    /// An event stream: each event's data read as it completes.
+    fn events(
+        &mut self,
+        fresh: &[u8],
+        ended: bool,
+        out: &mut Vec<Payload>,
+    ) -> Result<Flow, ApiError> {
+        let upstream = &self.upstream;
+        let fed = self.decoder.feed(fresh, &mut self.data);
+        if ended && fed.is_ok() {
+            self.decoder.finish(&mut self.data);
+        }
+        let invalid = self.decoder.take_replaced();
+        if invalid > 0 {
+            self.repairs.push((Repair::InvalidUtf8, invalid));
+        }
+        if fed.is_err() {
+            return Err(too_large(
+                upstream,
+                "in one event line",
+                self.limits.max_line,
+                "upstream.max_line_bytes",
+            ));
+        }
+        let progress = self.data.iter().any(|payload| !is_ping(payload));
+        for payload in self.data.drain(..) {
+            if payload.trim() == "[DONE]" {
+                self.finished = true;
+                return Ok(Flow::Done);
+            }
+            let mut repaired = 0;
+            let value = read_json(&payload, &mut repaired).map_err(|err| ApiError::Upstream {
+                fault: UpstreamFault::Unreadable,
+                message: "The upstream model sent an invalid JSON event.".into(),
+                detail: format!(
+                    "{upstream}: unreadable event ({err}): {}",
+                    crate::upstream::client::first_bytes(payload.as_bytes())
+                ),
+            })?;
+            if repaired > 0 {
+                self.repairs.push((Repair::LoneSurrogate, repaired));
+            }
+            if let Some(message) = self.wire.error_of(&value) {
+                return Err(upstream_error(upstream, &message));
+            }
+            let last = self.wire.completes(&value);
+            out.push(Payload::Event(value));
+            if last {
+                self.finished = true;
+                if self.wire.ends_when_complete() {
+                    return Ok(Flow::Done);
+                }
+            }
+        }
+        Ok(if progress { Flow::Progress } else { Flow::More })
     }
 }
 
@@ -417,5 +531,115 @@ mod tests {
         assert_eq!(sniff(b"data: {}"), Some(Ok(Framing::Sse)));
         assert_eq!(sniff(b"\n{\"a\":1}"), Some(Ok(Framing::Json)));
         assert_eq!(sniff(b"<!doctype html>"), Some(Err(())));
+    }
+
+    fn limits() -> ReplyLimits {
+        ReplyLimits {
+            first_byte: Duration::from_secs(1),
+            idle: Duration::from_secs(1),
+            max_reply: 1 << 16,
+            max_line: 1 << 12,
+        }
+    }
+
+    fn reader(content_type: &str, wire: Wire) -> ReplyReader {
+        ReplyReader::new(content_type, limits(), wire, "up".into())
+    }
+
+    /// Feeds `body` in chunks of `size` bytes, then ends it: the payloads, and the error
+    /// that ended the reply, if any.
+    fn read_all(
+        mut reader: ReplyReader,
+        body: &str,
+        size: usize,
+    ) -> (Vec<Payload>, Option<ApiError>) {
+        let mut out = Vec::new();
+        for chunk in body.as_bytes().chunks(size) {
+            match reader.feed(chunk, &mut out) {
+                Ok(Flow::Done) => return (out, None),
+                Ok(_) => {}
+                Err(err) => return (out, Some(err)),
+            }
+        }
+        match reader.end(&mut out) {
+            Ok(_) => (out, None),
+            Err(err) => (out, Some(err)),
+        }
+    }
+
+    const STREAM: &str = "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"},\"finish_reason\":null}]}\n\n: ping\n\ndata: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\ndata: {\"after\": 1}\n\n";
+
+    /// The reader is a state machine: any chunking of a reply gives the same payloads, and
+    /// nothing after `[DONE]` is read.
+    #[test]
+    fn issue_25_every_chunking_of_a_stream_reads_the_same() {
+        for size in [1, 2, 3, 7, 64, STREAM.len()] {
+            let (payloads, err) = read_all(reader("text/event-stream", Wire::OpenAi), STREAM, size);
+            assert!(err.is_none(), "{size}: {err:?}");
+            assert_eq!(payloads.len(), 2, "{size}: {payloads:?}");
+            assert!(
+                matches!(&payloads[0], Payload::Event(v) if v["choices"][0]["delta"]["content"] == "Hi")
+            );
+        }
+        // Without a content type, the first bytes tell.
+        let (payloads, err) = read_all(reader("", Wire::OpenAi), STREAM, 5);
+        assert!(err.is_none() && payloads.len() == 2, "{err:?}");
+    }
+
+    /// Data moves the deadline; a ping or a comment does not.
+    #[test]
+    fn issue_25_only_data_is_progress() {
+        let mut r = reader("text/event-stream", Wire::OpenAi);
+        let mut out = Vec::new();
+        assert_eq!(r.feed(b": keep-alive\n\n", &mut out).unwrap(), Flow::More);
+        assert_eq!(
+            r.feed(b"event: ping\ndata: {\"type\": \"ping\"}\n\n", &mut out).unwrap(),
+            Flow::More
+        );
+        let event =
+            b"data: {\"choices\":[{\"delta\":{\"content\":\"a\"},\"finish_reason\":null}]}\n\n";
+        assert_eq!(r.feed(event, &mut out).unwrap(), Flow::Progress);
+    }
+
+    /// A reply that ends before it is complete, an unreadable event, an error event, and a
+    /// body that is neither JSON nor events each end the reply with an error, after the
+    /// payloads before it.
+    #[test]
+    fn issue_25_broken_replies_end_with_an_error() {
+        let cut = STREAM.split("data: {\"choices\":[{\"delta\":{},").next().unwrap();
+        let (payloads, err) = read_all(reader("text/event-stream", Wire::OpenAi), cut, 4);
+        assert_eq!(payloads.len(), 1);
+        assert!(err.unwrap().detail().contains("ended before it was complete"));
+        let bad = "data: {\"choices\":[]}\n\ndata: {not json\n\n";
+        let (payloads, err) = read_all(reader("text/event-stream", Wire::OpenAi), bad, 3);
+        assert_eq!(payloads.len(), 1);
+        assert!(err.unwrap().detail().contains("unreadable event"));
+        let reported = "event: error\ndata: {\"type\": \"error\", \"error\": {\"message\": \"Overloaded\"}}\n\n";
+        let (_, err) = read_all(reader("text/event-stream", Wire::Anthropic), reported, 10);
+        assert!(matches!(err, Some(ApiError::Upstream { fault: UpstreamFault::Reported, .. })));
+        let (_, err) = read_all(reader("text/html", Wire::OpenAi), "<html>hi</html>", 4);
+        assert!(err.unwrap().detail().contains("text/html"));
+        let (_, err) = read_all(reader("", Wire::OpenAi), "  ", 1);
+        assert!(err.unwrap().detail().contains("was empty"));
+    }
+
+    /// A JSON body is read whole when it ends; its first bytes are progress; lone
+    /// surrogates are repaired and counted; a body without a finish reason is an error.
+    #[test]
+    fn issue_25_a_json_body_is_read_whole() {
+        let body = r#"{"choices":[{"message":{"content":"a\ud83d"},"finish_reason":"stop"}]}"#;
+        let mut r = reader("application/json", Wire::OpenAi);
+        let mut out = Vec::new();
+        assert_eq!(r.feed(&body.as_bytes()[..10], &mut out).unwrap(), Flow::Progress);
+        assert_eq!(r.feed(&body.as_bytes()[10..], &mut out).unwrap(), Flow::More);
+        assert!(out.is_empty());
+        assert_eq!(r.end(&mut out).unwrap(), Flow::Done);
+        assert_eq!(r.repairs, [(Repair::LoneSurrogate, 1)]);
+        assert!(
+            matches!(&out[0], Payload::Body(v) if v["choices"][0]["message"]["content"] == "a\u{FFFD}")
+        );
+        let unfinished = r#"{"choices":[{"message":{"content":"a"},"finish_reason":null}]}"#;
+        let (_, err) = read_all(reader("application/json", Wire::OpenAi), unfinished, 8);
+        assert!(err.unwrap().detail().contains("no finish reason"));
     }
 }
