@@ -161,42 +161,27 @@ pub(crate) fn run<U: Upstream>(
                 if let Some(reason) = problem {
                     metrics.retry(reason.as_str(), attempt < max_retries);
                     metrics.guessed_calls(read.shaper.guesses().len());
-                    if let Some(why) = plain_answer(reason, attempt < max_retries, plain.is_some(), &req, &read.shaper) {
+                }
+                let tries = Tries { attempt, max_retries, asked_plain: plain.is_some() };
+                match verdict(&read, problem, tries, &req, truncated) {
+                    Verdict::Plain(why) => {
                         tracing::info!(attempt, "{why}; asking for a plain answer");
                         attempt += 1;
                         feedback = None;
                         plain = Some(ChatRequest { tool_choice: ToolChoice::None, ..req.clone() });
                         continue;
                     }
-                    if attempt < max_retries {
-                        tracing::info!(reason = reason.as_str(), attempt, "emulated reply rejected; asking the upstream again");
+                    Verdict::Retry(retry) => {
+                        tracing::info!(reason = retry.reason.as_str(), attempt, "emulated reply rejected; asking the upstream again");
                         attempt += 1;
-                        let detail = read.shaper.problem_detail();
-                        feedback = Some(Retry { reply: read.raw.clone(), reason, detail });
+                        feedback = Some(retry);
                         continue;
                     }
-                    if let Some((problem, answer)) = read.shaper.output_problem() {
-                        let shown: String = answer.chars().take(500).collect();
-                        yield Err(ApiError::OutputInvalid {
-                            message: format!("The model's answer did not have the requested format after {attempt} retries: {problem}. The answer was: {shown}"),
-                        });
+                    Verdict::Fail(err) => {
+                        yield Err(err);
                         return;
                     }
-                    // A required call that never came (whatever the last reply did instead).
-                    let required = matches!(req.tool_choice, ToolChoice::Required | ToolChoice::Named(_));
-                    if reason == RetryReason::MissingCall || (required && read.shaper.n_calls() == 0) {
-                        yield Err(ApiError::ToolCallMissing {
-                            message: match &req.tool_choice {
-                                ToolChoice::Named(name) => format!("The model did not call the required tool `{name}` (after {attempt} retries)."),
-                                _ => format!("The model did not produce the required tool call (after {attempt} retries)."),
-                            },
-                        });
-                        return;
-                    }
-                }
-                if read.shaper.incomplete_call() && !truncated {
-                    yield Err(incomplete(attempt, &read.raw));
-                    return;
+                    Verdict::Answer => {}
                 }
                 let mut out = Vec::new();
                 read.release(&mut reasoning_shown, &mut out);
@@ -255,6 +240,77 @@ pub(crate) fn run<U: Upstream>(
             return;
         }
     }
+}
+
+/// Where an attempt stands among the tries.
+#[derive(Debug, Clone, Copy)]
+struct Tries {
+    /// This attempt's number (0: the first).
+    attempt: u32,
+    max_retries: u32,
+    /// A plain answer (without tools) was asked for already.
+    asked_plain: bool,
+}
+
+/// What an attempt that did not go out comes to.
+#[derive(Debug)]
+enum Verdict {
+    /// Ask again for a plain answer, without tools, for this reason.
+    Plain(&'static str),
+    /// Ask again with this correction.
+    Retry(Retry),
+    /// The reply fails with this error.
+    Fail(ApiError),
+    /// It is the answer.
+    Answer,
+}
+
+/// The verdict on an attempt whose reply ended before anything of it went out, from the
+/// problem the shaper found in it (if any): a pure function of the attempt, the tries and
+/// the request.
+fn verdict(
+    read: &Attempt,
+    problem: Option<RetryReason>,
+    tries: Tries,
+    req: &ChatRequest,
+    truncated: bool,
+) -> Verdict {
+    let Tries { attempt, max_retries, asked_plain } = tries;
+    if let Some(reason) = problem {
+        let shaper = &read.shaper;
+        if let Some(why) = plain_answer(reason, attempt < max_retries, asked_plain, req, shaper) {
+            return Verdict::Plain(why);
+        }
+        if attempt < max_retries {
+            let detail = shaper.problem_detail();
+            return Verdict::Retry(Retry { reply: read.raw.clone(), reason, detail });
+        }
+        if let Some((problem, answer)) = shaper.output_problem() {
+            let shown: String = answer.chars().take(500).collect();
+            return Verdict::Fail(ApiError::OutputInvalid {
+                message: format!(
+                    "The model's answer did not have the requested format after {attempt} retries: {problem}. The answer was: {shown}"
+                ),
+            });
+        }
+        // A required call that never came (whatever the last reply did instead).
+        let required = matches!(req.tool_choice, ToolChoice::Required | ToolChoice::Named(_));
+        if reason == RetryReason::MissingCall || (required && shaper.n_calls() == 0) {
+            let message = match &req.tool_choice {
+                ToolChoice::Named(name) => format!(
+                    "The model did not call the required tool `{name}` (after {attempt} retries)."
+                ),
+                _ => format!(
+                    "The model did not produce the required tool call (after {attempt} retries)."
+                ),
+            };
+            return Verdict::Fail(ApiError::ToolCallMissing { message });
+        }
+    }
+    if read.shaper.incomplete_call() && !truncated {
+        return Verdict::Fail(incomplete(attempt, &read.raw));
+    }
+    Verdict::Answer
 }
 
 /// Why a rejected reply is better asked for again as a plain answer, without tools: its
@@ -550,5 +606,44 @@ mod tests {
         let sent = upstream.sent.lock().unwrap();
         assert_eq!(sent.len(), 3);
         assert!(sent[0].system.contains("# Tools") && !sent[2].system.contains("# Tools"));
+    }
+
+    /// An attempt at `req` that read `reply`, whole.
+    fn attempt_reading(req: &ChatRequest, reply: &str) -> (Attempt, Option<RetryReason>) {
+        let tools = DeclaredTools::new(&req.tools).unwrap();
+        let shaper = Shaper::new(req, &tools, true, ReasoningCalls::Ignore, None);
+        let mut read = Attempt::new(shaper, 0, false, false);
+        let (mut shown, mut out) = (None, Vec::new());
+        read.feed(UpstreamEvent::Text(reply.into()), &mut shown, &mut out).unwrap();
+        read.finish();
+        let problem = read.shaper.problem();
+        (read, problem)
+    }
+
+    /// The verdict on an attempt is a pure function: a required call that did not come is
+    /// asked for again while retries are left, then fails; a good call is the answer.
+    #[test]
+    fn issue_25_the_verdict_on_an_attempt() {
+        let req = request(ToolChoice::Required);
+        let (read, problem) = attempt_reading(&req, "It is sunny.");
+        assert_eq!(problem, Some(RetryReason::MissingCall));
+        let tries = |attempt| Tries { attempt, max_retries: 2, asked_plain: false };
+        match verdict(&read, problem, tries(0), &req, false) {
+            Verdict::Retry(retry) => {
+                assert_eq!(retry.reason, RetryReason::MissingCall);
+                assert_eq!(retry.reply, "It is sunny.");
+            }
+            other => panic!("{other:?}"),
+        }
+        match verdict(&read, problem, tries(2), &req, false) {
+            Verdict::Fail(ApiError::ToolCallMissing { message }) => {
+                assert!(message.contains("after 2 retries"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let call = "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>";
+        let (read, problem) = attempt_reading(&req, call);
+        assert_eq!(problem, None);
+        assert!(matches!(verdict(&read, problem, tries(0), &req, false), Verdict::Answer));
     }
 }
