@@ -174,7 +174,25 @@ impl Chain {
                 tracing::debug!(upstream = %name, "an Anthropic upstream cannot take a passthrough request; skipped");
                 continue;
             }
-            match client.relay(body, model).await {
+            let refused =
+                |what| self.refusals.refused(what, name, model, self.remember_for, Instant::now());
+            let mut body = std::borrow::Cow::Borrowed(body);
+            if body.get(CACHE_KEY).is_some() && refused(Refused::CacheKey) {
+                without_cache_key(body.to_mut());
+            }
+            let mut sent = client.relay(&body, model).await;
+            if refuses_cache_key(&sent, body.get(CACHE_KEY).is_some()) {
+                self.refusals.remember(
+                    Refused::CacheKey,
+                    name,
+                    model,
+                    Instant::now(),
+                    self.remember_for,
+                );
+                without_cache_key(body.to_mut());
+                sent = client.relay(&body, model).await;
+            }
+            match sent {
                 Ok(payloads) => return Ok(payloads),
                 Err(err) if falls_back(&err) => {
                     self.failed(link, name, &err);
@@ -186,6 +204,24 @@ impl Chain {
         Err(last.unwrap_or_else(|| {
             ApiError::Internal("a route without an upstream of the OpenAI kind to relay to".into())
         }))
+    }
+}
+
+/// OpenAI's name for the prompt-cache key.
+const CACHE_KEY: &str = "prompt_cache_key";
+
+/// Whether `sent` is an upstream's refusal of the prompt-cache key it was given: a 400 or
+/// 422 that names the field (as servers that reject unknown fields do). The request then
+/// goes again without it, and the refusal is remembered.
+fn refuses_cache_key<T>(sent: &Result<T, ApiError>, had_key: bool) -> bool {
+    had_key
+        && matches!(sent, Err(ApiError::UpstreamRejected { status: 400 | 422, message, .. })
+            if message.contains(CACHE_KEY))
+}
+
+fn without_cache_key(body: &mut serde_json::Value) {
+    if let Some(object) = body.as_object_mut() {
+        object.remove(CACHE_KEY);
     }
 }
 
@@ -205,7 +241,29 @@ impl Upstream for Chain {
             if request.grammar.is_some() && refused(Refused::Grammar) {
                 request.grammar = None;
             }
-            match client.chat(request).await {
+            if request.cache_key.is_some() && refused(Refused::CacheKey) {
+                request.cache_key = None;
+            }
+            let sent = if request.cache_key.is_some() {
+                // Kept for a second try without the key, only when there is one.
+                let sent = client.chat(request.clone()).await;
+                if refuses_cache_key(&sent, true) {
+                    self.refusals.remember(
+                        Refused::CacheKey,
+                        name,
+                        model,
+                        Instant::now(),
+                        self.remember_for,
+                    );
+                    request.cache_key = None;
+                    client.chat(request).await
+                } else {
+                    sent
+                }
+            } else {
+                client.chat(request).await
+            };
+            match sent {
                 Ok(stream) => return Ok(stream),
                 Err(err) if falls_back(&err) => {
                     self.failed(link, name, &err);

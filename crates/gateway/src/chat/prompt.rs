@@ -62,6 +62,7 @@ pub(crate) fn render(
         response_format,
         grammar,
         cache_breakpoints: req.cache_breakpoints,
+        cache_key: req.cache_key.clone(),
         prefill: None,
     }
 }

@@ -25,6 +25,9 @@ pub(crate) struct ChatRequest {
     /// The client marked parts of its prompt for caching (Anthropic's `cache_control`): an
     /// upstream that caches only where asked (Anthropic's) is asked to cache the prompt.
     pub(crate) cache_breakpoints: bool,
+    /// The client's key for the upstream's prompt cache (OpenAI's `prompt_cache_key`), passed
+    /// to an upstream that takes it, so requests that share a prefix land where it is cached.
+    pub(crate) cache_key: Option<String>,
     /// Images the conversation carries, each with the index of the message it came with (a
     /// user message, or a tool result): passed to the upstream as image parts, emulated or
     /// native.
@@ -172,6 +175,7 @@ impl Default for ChatRequest {
             show_reasoning: false,
             output: None,
             cache_breakpoints: false,
+            cache_key: None,
             images: Vec::new(),
         }
     }

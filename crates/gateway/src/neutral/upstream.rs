@@ -55,6 +55,9 @@ pub(crate) struct UpstreamRequest {
     /// The client marked its prompt for caching: an upstream that caches only where asked
     /// (Anthropic's) is asked to cache the system text and the conversation so far.
     pub(crate) cache_breakpoints: bool,
+    /// The client's prompt-cache key, for a wire that takes one (Chat Completions'
+    /// `prompt_cache_key`); Anthropic's has none and caches where `cache_breakpoints` asks.
+    pub(crate) cache_key: Option<String>,
     /// The start of the assistant's reply, for the upstream to continue
     /// (`chat::continuation`; only for an upstream that does, `upstream.prefill`).
     pub(crate) prefill: Option<String>,
@@ -133,6 +136,9 @@ pub(crate) enum Refused {
     ResponseFormat,
     /// The contract's grammar (constrained decoding; the reply is then only parsed).
     Grammar,
+    /// The prompt-cache key (`prompt_cache_key`), by an upstream that rejects fields it does
+    /// not know; requests then go without it.
+    CacheKey,
 }
 
 pub(crate) type UpstreamStream =

@@ -35,6 +35,7 @@ pub(crate) fn body(
     body.insert("model".into(), Value::String(request.model.clone()));
     body.insert("messages".into(), Value::Array(messages));
     write_sampling(&request.sampling, &mut body);
+    write_cache_key(request.cache_key.as_deref(), &mut body);
     if let Some(format) = &request.response_format {
         body.insert("response_format".into(), response_format(format));
     }
@@ -47,6 +48,13 @@ pub(crate) fn body(
     body.insert("stream".into(), Value::Bool(true));
     body.insert("stream_options".into(), json!({"include_usage": true}));
     Value::Object(body)
+}
+
+/// The client's prompt-cache key, under Chat Completions' name.
+fn write_cache_key(key: Option<&str>, body: &mut serde_json::Map<String, Value>) {
+    if let Some(key) = key {
+        body.insert("prompt_cache_key".into(), Value::String(key.to_owned()));
+    }
 }
 
 /// A message's `content`: its text, or with images, a text part and an `image_url` part each.
@@ -151,6 +159,7 @@ pub(crate) fn native_body(req: &ChatRequest, model: &str) -> Value {
         }
     }
     write_sampling(&req.sampling, &mut body);
+    write_cache_key(req.cache_key.as_deref(), &mut body);
     if let Some(output) = &req.output {
         body.insert("response_format".into(), response_format(output));
     }

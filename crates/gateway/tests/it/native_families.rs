@@ -427,3 +427,74 @@ async fn issue_25_sampling_options_to_an_anthropic_upstream() {
     assert_eq!(sent["stop_sequences"][0], "END", "{sent:#}");
     assert!(sent.get("seed").is_none() && sent.get("stop").is_none(), "{sent:#}");
 }
+
+/// OpenAI's `prompt_cache_key` (Chat Completions and Responses) reaches a Chat Completions
+/// upstream under its name in every mode, so that requests sharing a prefix land where the
+/// upstream cached it; Messages has no such key and sends none.
+#[tokio::test]
+async fn issue_25_prompt_cache_key_reaches_the_upstream_in_every_mode() {
+    for family in FAMILIES {
+        for mode in [Mode::Native, Mode::Auto, Mode::Emulate] {
+            let gw = spawn_gateway(|config| config.mode = mode).await;
+            if mode == Mode::Emulate {
+                gw.upstream.push(Reply::text(hermes("get_weather", json!({"city": "Paris"}))));
+            } else {
+                gw.upstream.push(native_call("get_weather", r#"{"city": "Paris"}"#));
+            }
+            let mut body = family.request("Weather in Paris?", false);
+            if family != Family::Messages {
+                body["prompt_cache_key"] = json!("conversation-42");
+            }
+            let (calls, _) = family.calls(&gw, &body).await;
+            assert_eq!(calls, weather_call(), "{family:?} {mode:?}");
+            let sent = gw.upstream.requests().pop().unwrap();
+            if family == Family::Messages {
+                assert!(sent.get("prompt_cache_key").is_none(), "{mode:?}: {sent:#}");
+            } else {
+                assert_eq!(
+                    sent["prompt_cache_key"], "conversation-42",
+                    "{family:?} {mode:?}: {sent:#}"
+                );
+            }
+        }
+    }
+}
+
+/// An upstream that rejects fields it does not know (some hosted APIs answer 400 naming
+/// `prompt_cache_key`) gets the request again without the key, and later requests go
+/// without it: the client never sees the refusal.
+#[tokio::test]
+async fn issue_25_an_upstream_that_rejects_prompt_cache_key_gets_requests_without_it() {
+    let refusal = || {
+        Reply::error(
+            400,
+            json!({"error": {"message": "property 'prompt_cache_key' is unsupported",
+                "type": "invalid_request_error"}}),
+        )
+    };
+    for (family, mode) in [(Family::Chat, Mode::Emulate), (Family::Responses, Mode::Native)] {
+        let gw = spawn_gateway(|config| config.mode = mode).await;
+        let answer = || {
+            if mode == Mode::Emulate {
+                Reply::text(hermes("get_weather", json!({"city": "Paris"})))
+            } else {
+                native_call("get_weather", r#"{"city": "Paris"}"#)
+            }
+        };
+        gw.upstream.push(refusal());
+        gw.upstream.push(answer());
+        gw.upstream.push(answer());
+        let mut body = family.request("Weather in Paris?", false);
+        body["prompt_cache_key"] = json!("conversation-42");
+        for round in 0..2 {
+            let (calls, _) = family.calls(&gw, &body).await;
+            assert_eq!(calls, weather_call(), "{family:?} round {round}");
+        }
+        let sent = gw.upstream.requests();
+        assert_eq!(sent.len(), 3, "{family:?}: one refusal, then two answers");
+        assert_eq!(sent[0]["prompt_cache_key"], "conversation-42");
+        for request in &sent[1..] {
+            assert!(request.get("prompt_cache_key").is_none(), "{family:?}: {request:#}");
+        }
+    }
+}

@@ -183,6 +183,7 @@ pub(crate) fn from_wire(body: &Value, counting: bool) -> Result<Parsed, ApiError
             sampling,
             show_reasoning,
             cache_breakpoints: marks_cache(object),
+            cache_key: None,
             images,
             output,
         },

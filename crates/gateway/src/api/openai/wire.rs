@@ -212,6 +212,7 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
             sampling,
             show_reasoning,
             cache_breakpoints: false,
+            cache_key: object.get("prompt_cache_key").and_then(Value::as_str).map(str::to_owned),
             images,
             output,
         },
