@@ -14,6 +14,7 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 
 mod dos;
+mod floor;
 mod loadgen;
 
 use loadgen::{Check, Gateway, Outcome, RssSampler, Script, Target, Upstream, percentile};
@@ -85,12 +86,18 @@ struct Args {
     /// Accepted for `cargo bench`, which passes it.
     #[arg(long, hide = true)]
     bench: bool,
+    /// Internal: serve as the bare relay (`floor.rs`) in front of this upstream URL.
+    #[arg(long, hide = true, value_name = "URL")]
+    relay_floor: Option<String>,
 }
 
 type Error = Box<dyn std::error::Error>;
 
 fn main() -> Result<(), Error> {
     let mut args = Args::parse();
+    if let Some(upstream) = &args.relay_floor {
+        return floor::serve(upstream);
+    }
     if args.quick {
         args.streams = vec![64, 256];
         args.sustain = 3;
@@ -170,6 +177,7 @@ fn concurrent(
     let script = Script::call(args.deltas, Duration::from_millis(args.pace_ms));
     let upstream = Upstream::start(&script, 2)?;
     let gateway = Gateway::start(bin, &upstream.url())?;
+    let relay = floor::start(&std::env::current_exe()?, &upstream.url())?;
     let sustain = Duration::from_secs(args.sustain);
     writeln!(
         out,
@@ -178,7 +186,7 @@ fn concurrent(
     )?;
     writeln!(
         out,
-        "| streams | path | requests | errors | req/s | TTFB p50 ms | TTFB p99 ms | call name known p50 ms | p99 ms | total p50 ms | total p99 ms | CPU ms per request: gateway / load+upstream | gateway RSS idle / peak / after MiB |"
+        "| streams | path | requests | errors | req/s | TTFB p50 ms | TTFB p99 ms | call name known p50 ms | p99 ms | total p50 ms | total p99 ms | CPU ms per request: gateway (or relay) / load+upstream | gateway RSS idle / peak / after MiB |"
     )?;
     writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|")?;
     for &streams in &args.streams {
@@ -200,6 +208,15 @@ fn concurrent(
         let cpu_gateway =
             loadgen::cpu_time(gateway.pid()).unwrap_or_default().saturating_sub(gateway_before);
         let peak = sampler.stop();
+        let relayed_at = Arc::new(Target::chat(&relay.url(), true, Check::Upstream));
+        let (own_before, relay_before) = (
+            loadgen::cpu_time(own).unwrap_or_default(),
+            loadgen::cpu_time(relay.pid()).unwrap_or_default(),
+        );
+        let relayed = runtime.block_on(loadgen::drive(&client, &relayed_at, streams, sustain));
+        let cpu_own_relayed = loadgen::cpu_time(own).unwrap_or_default().saturating_sub(own_before);
+        let cpu_relay =
+            loadgen::cpu_time(relay.pid()).unwrap_or_default().saturating_sub(relay_before);
         drop(client);
         std::thread::sleep(Duration::from_secs(1));
         let after = loadgen::rss_kib(gateway.pid()).unwrap_or(0);
@@ -218,6 +235,12 @@ fn concurrent(
                 &through,
                 format!("{} / {}", per(cpu_gateway, &through), per(cpu_own, &through)),
                 format!("{} / {} / {}", mib(idle), mib(peak), mib(after)),
+            ),
+            (
+                "bare relay (floor)",
+                &relayed,
+                format!("{} / {}", per(cpu_relay, &relayed), per(cpu_own_relayed, &relayed)),
+                String::from("-"),
             ),
         ] {
             writeln!(
@@ -247,6 +270,7 @@ fn concurrent(
         out.flush()?;
         fail_on_errors("upstream", &straight)?;
         fail_on_errors("gateway", &through)?;
+        fail_on_errors("bare relay", &relayed)?;
     }
     Ok(())
 }
@@ -260,6 +284,7 @@ fn throughput(
     let script = Script::call(args.deltas, Duration::ZERO);
     let upstream = Upstream::start(&script, 2)?;
     let gateway = Gateway::start(bin, &upstream.url())?;
+    let relay = floor::start(&std::env::current_exe()?, &upstream.url())?;
     let duration = Duration::from_secs(args.duration);
     writeln!(
         out,
@@ -268,16 +293,20 @@ fn throughput(
     )?;
     writeln!(
         out,
-        "| mode | concurrency | upstream alone req/s | gateway req/s (each run) | gateway p50 ms | upstream p50 ms | added p50 ms | errors |"
+        "| mode | concurrency | upstream alone req/s | bare relay (floor) req/s | gateway req/s (each run) | gateway p50 ms | relay p50 ms | upstream p50 ms | added p50 ms | errors |"
     )?;
-    writeln!(out, "|---|---|---|---|---|---|---|---|")?;
+    writeln!(out, "|---|---|---|---|---|---|---|---|---|---|")?;
     for stream in [false, true] {
         for &concurrency in &args.concurrency {
             let client = loadgen::client(concurrency)?;
             let direct = Arc::new(Target::chat(&upstream.url(), stream, Check::Upstream));
             let via = Arc::new(Target::chat(&gateway.url(), stream, Check::Call));
+            let relayed_at = Arc::new(Target::chat(&relay.url(), stream, Check::Upstream));
             let alone = runtime.block_on(loadgen::drive(&client, &direct, concurrency, duration));
             fail_on_errors("upstream", &alone)?;
+            let relayed =
+                runtime.block_on(loadgen::drive(&client, &relayed_at, concurrency, duration));
+            fail_on_errors("bare relay", &relayed)?;
             let mut rates = Vec::new();
             let mut last = Outcome::default();
             let mut errors = 0;
@@ -289,11 +318,13 @@ fn throughput(
             }
             writeln!(
                 out,
-                "| {} | {concurrency} | {:.0} | {} | {} | {} | {} | {errors} |",
+                "| {} | {concurrency} | {:.0} | {:.0} | {} | {} | {} | {} | {} | {errors} |",
                 if stream { "stream" } else { "non-stream" },
                 alone.per_second(),
+                relayed.per_second(),
                 rates.join(" / "),
                 ms(percentile(&last.total, 50.0)),
+                ms(percentile(&relayed.total, 50.0)),
                 ms(percentile(&alone.total, 50.0)),
                 signed_ms(percentile(&last.total, 50.0), percentile(&alone.total, 50.0)),
             )?;

@@ -194,12 +194,15 @@ impl Gateway {
             }
             None => Command::new(bin),
         };
-        let mut child = command
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()?;
+        command.args(&args);
+        Gateway::spawn(command)
+    }
+
+    /// Runs `command`, a server that reports its address on stderr as `toolshim serve` does
+    /// ("toolshim: listening on http://ADDR"), and waits for that line.
+    pub(crate) fn spawn(mut command: Command) -> std::io::Result<Gateway> {
+        let mut child =
+            command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn()?;
         let stderr = child.stderr.take().ok_or_else(|| std::io::Error::other("no stderr"))?;
         let mut lines = BufReader::new(stderr).lines();
         let mut addr = None;
