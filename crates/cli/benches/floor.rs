@@ -38,10 +38,10 @@ struct Relay {
 /// does, relay until killed.
 pub(crate) fn serve(upstream: &str) -> Result<(), Box<dyn std::error::Error>> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let relay = Relay {
-        client: reqwest::Client::builder().build()?,
-        url: format!("{}/v1/chat/completions", upstream.trim_end_matches('/')),
-    };
+    #[expect(clippy::disallowed_methods, reason = "the bare relay's own client")]
+    let client = reqwest::Client::builder().build()?;
+    let relay =
+        Relay { client, url: format!("{}/v1/chat/completions", upstream.trim_end_matches('/')) };
     runtime.block_on(async move {
         let app = Router::new().route("/v1/chat/completions", post(relay_one)).with_state(relay);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
