@@ -19,6 +19,7 @@ use crate::error::ApiError;
 use crate::neutral::Refused;
 use crate::state::{AppState, Chain, Routed};
 use crate::upstream::client::{PayloadStream, native_reply};
+use crate::upstream::wire::Wire;
 use crate::upstream::{UpstreamStream, openai};
 
 /// Chat events as a handler renders them.
@@ -42,8 +43,6 @@ pub(crate) enum Plan {
 /// What the decision needs to know about the route's first upstream.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FirstUpstream {
-    /// It speaks Anthropic's Messages, which takes no native request of another family.
-    pub(crate) anthropic: bool,
     /// It refused native tools lately.
     pub(crate) refused_tools: bool,
     /// It decodes under the contract's grammar (and has not refused one lately).
@@ -55,7 +54,6 @@ pub(crate) fn decide(mode: Mode, chat: &ChatRequest, upstream: FirstUpstream) ->
     let tools = !chat.tools.is_empty();
     let forced = matches!(chat.tool_choice, ToolChoice::Required | ToolChoice::Named(_));
     match mode {
-        _ if upstream.anthropic => Plan::Emulate,
         Mode::Emulate => Plan::Emulate,
         Mode::Native => Plan::Native,
         // A format is checked, asked for again and, if the upstream refuses
@@ -77,7 +75,6 @@ pub(crate) async fn plan(routed: &Routed, chat: &ChatRequest) -> Plan {
     let Some((_, client, _)) = routed.chain.first() else { return Plan::Emulate };
     let forced = matches!(chat.tool_choice, ToolChoice::Required | ToolChoice::Named(_));
     let upstream = FirstUpstream {
-        anthropic: !client.takes_chat_completions(),
         refused_tools: routed.chain.refused(Refused::Tools),
         grammar: routed.mode == Mode::Auto
             && forced
@@ -153,13 +150,14 @@ async fn serve_plan(
     let routed = state.route(&chat.model)?;
     let plan = plan(&routed, &chat).await;
     tracing::debug!(?plan, "served");
-    if matches!(plan, Plan::Native | Plan::TryNative) {
-        let body = openai::native_body(&chat, &routed.settings.upstream_model);
-        match routed.chain.relay(&body).await {
+    let wire = routed.chain.first_wire();
+    if let (Plan::Native | Plan::TryNative, Some(wire)) = (plan, wire) {
+        let body = wire.native_body(&chat, &routed.settings.upstream_model);
+        match routed.chain.relay_native(&body, wire).await {
             Ok(payloads) => {
                 let repair = state.config.native_repair;
-                let native =
-                    Native { body, chat, reasoning_calls: routed.settings.reasoning_calls };
+                let reasoning_calls = routed.settings.reasoning_calls;
+                let native = Native { body, wire, chat, reasoning_calls };
                 return repaired(state, &routed.chain, payloads, native, repair);
             }
             Err(err) if plan == Plan::Native => return Err(err),
@@ -188,8 +186,21 @@ pub(crate) fn emulated(
 /// (with only the tools the body declares).
 pub(crate) struct Native {
     pub(crate) body: Value,
+    /// The API the body is written in.
+    pub(crate) wire: Wire,
     pub(crate) chat: ChatRequest,
     pub(crate) reasoning_calls: ReasoningCalls,
+}
+
+impl Native {
+    /// A Chat Completions body relayed as the client sent it (passthrough).
+    pub(crate) fn relayed(
+        body: Value,
+        chat: ChatRequest,
+        reasoning_calls: ReasoningCalls,
+    ) -> Native {
+        Native { body, wire: Wire::chat_completions(), chat, reasoning_calls }
+    }
 }
 
 /// What a repaired reply needs after its first reply.
@@ -223,7 +234,7 @@ pub(crate) fn repaired(
     };
     let mut fold = NativeReply::new(chat, &declared, native.reasoning_calls, followups, repair);
     let shown = chain.first().map_or("upstream", |(_, client, _)| client.shown()).to_owned();
-    let mut reply = native_reply(payloads, shown.clone());
+    let mut reply = native_reply(payloads, shown.clone(), native.wire);
     let after = After { state: state.clone(), chain: chain.clone(), native, declared, shown };
     let events = async_stream::stream! {
         while let Some(item) = reply.next().await {
@@ -276,6 +287,10 @@ pub(crate) fn repaired(
 impl After {
     /// How the route's first upstream continues a final assistant message, if it does.
     async fn prefill(&self) -> Option<crate::upstream::constrain::Dialect> {
+        // Continuation writes a Chat Completions body.
+        if !self.native.wire.takes_chat_completions() {
+            return None;
+        }
         match self.chain.first() {
             Some((_, client, _)) => client.prefill_dialect().await,
             None => None,
@@ -293,7 +308,8 @@ impl After {
                     self.native.reasoning_calls,
                     None,
                 );
-                let mut reply: UpstreamStream = native_reply(payloads, self.shown.clone());
+                let mut reply: UpstreamStream =
+                    native_reply(payloads, self.shown.clone(), self.native.wire);
                 round.read(&mut reply).await;
                 follow.end_round(round, &metrics)
             }
@@ -309,7 +325,9 @@ impl After {
     async fn plain(&self) -> Result<(NativeReply, UpstreamStream), ApiError> {
         self.state.metrics.retry("guessed_arguments", true);
         tracing::info!("the reply's calls were guesses; asking for a plain answer");
-        let payloads = self.chain.relay(&openai::without_tools(&self.native.body)).await?;
+        let wire = self.native.wire;
+        let body = wire.without_calls(&self.native.body);
+        let payloads = self.chain.relay_native(&body, wire).await?;
         let mut plain = self.native.chat.clone();
         plain.tools.clear();
         plain.tool_choice = ToolChoice::None;
@@ -320,7 +338,7 @@ impl After {
             Followups::NONE,
             false,
         );
-        Ok((fold, native_reply(payloads, self.shown.clone())))
+        Ok((fold, native_reply(payloads, self.shown.clone(), wire)))
     }
 }
 
@@ -356,8 +374,7 @@ mod tests {
         }
     }
 
-    const OPENAI: FirstUpstream =
-        FirstUpstream { anthropic: false, refused_tools: false, grammar: false };
+    const OPENAI: FirstUpstream = FirstUpstream { refused_tools: false, grammar: false };
 
     #[test]
     fn one_decision_for_every_family() {
@@ -366,9 +383,6 @@ mod tests {
         assert_eq!(decide(Mode::Native, &auto, OPENAI), Plan::Native);
         assert_eq!(decide(Mode::Emulate, &auto, OPENAI), Plan::Emulate);
         assert_eq!(decide(Mode::Auto, &chat(false, ToolChoice::Auto), OPENAI), Plan::Plain);
-        // An Anthropic upstream takes no native request of another family.
-        let anthropic = FirstUpstream { anthropic: true, ..OPENAI };
-        assert_eq!(decide(Mode::Native, &auto, anthropic), Plan::Emulate);
         // A refusal is remembered.
         let refused = FirstUpstream { refused_tools: true, ..OPENAI };
         assert_eq!(decide(Mode::Auto, &auto, refused), Plan::Emulate);

@@ -13,6 +13,7 @@ use crate::error::{ApiError, Refuser};
 use crate::metrics::Metrics;
 use crate::neutral::{Refused, Upstream, UpstreamRequest, UpstreamStream};
 use crate::upstream::client::{PayloadStream, UpstreamClient};
+use crate::upstream::wire::Wire;
 
 /// Shared state.
 #[derive(Debug, Clone)]
@@ -168,10 +169,37 @@ impl Chain {
     /// Sends a passthrough body (its `model` set per upstream), falling back in order. The
     /// body is OpenAI's: upstreams of the Anthropic kind in the chain are skipped.
     pub(crate) async fn relay(&self, body: &serde_json::Value) -> Result<PayloadStream, ApiError> {
+        self.relay_in(body, None).await
+    }
+
+    /// Sends a body written in `wire` (a native request), to the upstreams in the chain that
+    /// speak it, falling back in order.
+    pub(crate) async fn relay_native(
+        &self,
+        body: &serde_json::Value,
+        wire: Wire,
+    ) -> Result<PayloadStream, ApiError> {
+        self.relay_in(body, Some(wire)).await
+    }
+
+    /// The wire the route's first upstream speaks.
+    pub(crate) fn first_wire(&self) -> Option<Wire> {
+        self.links.first().map(|(_, client, _)| client.wire())
+    }
+
+    async fn relay_in(
+        &self,
+        body: &serde_json::Value,
+        wire: Option<Wire>,
+    ) -> Result<PayloadStream, ApiError> {
         let mut last = None;
         for (link, (name, client, model)) in self.links.iter().enumerate() {
-            if !client.takes_chat_completions() {
-                tracing::debug!(upstream = %name, "an Anthropic upstream cannot take a passthrough request; skipped");
+            let takes = match wire {
+                Some(wire) => client.wire() == wire,
+                None => client.takes_chat_completions(),
+            };
+            if !takes {
+                tracing::debug!(upstream = %name, "an upstream of another API cannot take this request; skipped");
                 continue;
             }
             let refused =
@@ -202,7 +230,9 @@ impl Chain {
             }
         }
         Err(last.unwrap_or_else(|| {
-            ApiError::Internal("a route without an upstream of the OpenAI kind to relay to".into())
+            ApiError::Internal(
+                "a route without an upstream of the request's API to relay to".into(),
+            )
         }))
     }
 }

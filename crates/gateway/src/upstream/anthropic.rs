@@ -3,9 +3,9 @@
 
 use serde_json::Value;
 
-use crate::neutral::{Image, Usage};
+use crate::neutral::{Image, Sampling, Usage};
 use crate::upstream::{
-    FinishReason, Role, Unreadable, UpstreamEvent, UpstreamRequest, shape_of, text_field,
+    CallDelta, FinishReason, Role, Unreadable, UpstreamEvent, UpstreamRequest, shape_of, text_field,
 };
 
 /// The request as a streaming Anthropic Messages body: the system text apart, roles
@@ -44,26 +44,41 @@ pub(crate) fn body(request: &UpstreamRequest) -> Value {
     if !request.system.is_empty() {
         out["system"] = Value::String(request.system.clone());
     }
-    // Anthropic caches a prompt only up to a block marked for it: the system text (the tool
-    // contract, the same every turn) and the end of the conversation so far, whose prefix
-    // the next turn repeats.
     if request.cache_breakpoints {
-        let ephemeral = serde_json::json!({"type": "ephemeral"});
-        if !request.system.is_empty() {
-            out["system"] = serde_json::json!([{"type": "text", "text": request.system,
-                "cache_control": ephemeral}]);
+        mark_cache(&mut out);
+    }
+    write_sampling(&request.sampling, &mut out);
+    // A JSON schema is Anthropic's `output_config.format`; a bare `json_object` has no
+    // counterpart there and stays in the prompt alone.
+    if let Some(schema) = request.response_format.as_ref().and_then(|f| f.schema.as_ref()) {
+        out["output_config"] =
+            serde_json::json!({"format": {"type": "json_schema", "schema": schema}});
+    }
+    out
+}
+
+/// Anthropic caches a prompt only up to a block marked for it: the system text (the tool
+/// contract, the same every turn) and the end of the conversation so far, whose prefix the
+/// next turn repeats, are marked.
+pub(crate) fn mark_cache(out: &mut Value) {
+    let ephemeral = serde_json::json!({"type": "ephemeral"});
+    if let Some(system) = out.get("system").and_then(Value::as_str).map(str::to_owned) {
+        out["system"] =
+            serde_json::json!([{"type": "text", "text": system, "cache_control": ephemeral}]);
+    }
+    if let Some(last) = out["messages"].as_array_mut().and_then(|m| m.last_mut()) {
+        if let Some(text) = last["content"].as_str().map(str::to_owned) {
+            last["content"] = serde_json::json!([{"type": "text", "text": text}]);
         }
-        if let Some(last) = out["messages"].as_array_mut().and_then(|m| m.last_mut()) {
-            if let Some(text) = last["content"].as_str().map(str::to_owned) {
-                last["content"] = serde_json::json!([{"type": "text", "text": text}]);
-            }
-            if let Some(block) = last["content"].as_array_mut().and_then(|b| b.last_mut()) {
-                block["cache_control"] = ephemeral;
-            }
+        if let Some(block) = last["content"].as_array_mut().and_then(|b| b.last_mut()) {
+            block["cache_control"] = ephemeral;
         }
     }
-    // Anthropic takes these three of the sampling options; the others have no counterpart.
-    let sampling = &request.sampling;
+}
+
+/// The sampling options Anthropic takes (`temperature`, `top_p`, `top_k`, stop sequences);
+/// the others have no counterpart there.
+pub(crate) fn write_sampling(sampling: &Sampling, out: &mut Value) {
     for (key, value) in [
         ("temperature", &sampling.temperature),
         ("top_p", &sampling.top_p),
@@ -76,18 +91,11 @@ pub(crate) fn body(request: &UpstreamRequest) -> Value {
     if !sampling.stop.is_empty() {
         out["stop_sequences"] = serde_json::json!(sampling.stop);
     }
-    // A JSON schema is Anthropic's `output_config.format`; a bare `json_object` has no
-    // counterpart there and stays in the prompt alone.
-    if let Some(schema) = request.response_format.as_ref().and_then(|f| f.schema.as_ref()) {
-        out["output_config"] =
-            serde_json::json!({"format": {"type": "json_schema", "schema": schema}});
-    }
-    out
 }
 
 /// An image as a Messages `image` block: a `data:` URL as a `base64` source, any other as a
 /// `url` source.
-fn image_block(image: &Image) -> Value {
+pub(crate) fn image_block(image: &Image) -> Value {
     let source = match image.data() {
         Some((media_type, data)) => {
             serde_json::json!({"type": "base64", "media_type": media_type, "data": data})
@@ -106,9 +114,13 @@ fn image_block(image: &Image) -> Value {
 /// (`redacted_thinking`, `signature_delta`, `citations_delta`), and so are event types this
 /// gateway does not know: Anthropic's versioning policy says new event types may be added
 /// and are to be ignored, while content only ever comes in the events above.
+///
+/// With `calls` (a request that declared tools natively), `tool_use` blocks are calls: their
+/// start gives the call's id and name, their `input_json_delta`s its arguments.
 pub(crate) fn stream_event(
     value: &Value,
     start: &mut Usage,
+    calls: Option<&mut NativeCalls>,
 ) -> Result<Vec<UpstreamEvent>, Unreadable> {
     let mut events = Vec::new();
     let Some(kind) = value.get("type").and_then(Value::as_str) else {
@@ -120,15 +132,34 @@ pub(crate) fn stream_event(
     match kind {
         "message_start" => {
             *start = value.pointer("/message/usage").map(usage_of).unwrap_or_default();
-            content_events(value.pointer("/message/content"), "message.content", &mut events)?;
+            let content = value.pointer("/message/content");
+            content_events(content, "message.content", calls, &mut events)?;
         }
         "content_block_start" => {
             let block = value.get("content_block").unwrap_or(&Value::Null);
-            block_events(block, "content_block", &mut events)?;
+            let index = value.get("index").and_then(Value::as_u64);
+            let native = calls.map(|calls| (calls, index, false));
+            block_events(block, "content_block", native, &mut events)?;
         }
         "content_block_delta" => {
             let delta = value.get("delta").unwrap_or(&Value::Null);
-            delta_events(delta, &mut events)?;
+            let index = value.get("index").and_then(Value::as_u64);
+            delta_events(delta, calls.map(|calls| (calls, index)), &mut events)?;
+        }
+        // A call whose input never came (a tool without parameters) has `{}`.
+        "content_block_stop" => {
+            let index = value.get("index").and_then(Value::as_u64);
+            if let (Some(calls), Some(index)) = (calls, index) {
+                if let Some(at) = calls.position(index).filter(|&at| !calls.had_input[at]) {
+                    calls.had_input[at] = true;
+                    events.push(UpstreamEvent::Call(CallDelta {
+                        index: at,
+                        id: None,
+                        name: None,
+                        arguments: "{}".into(),
+                    }));
+                }
+            }
         }
         "message_delta" => {
             let at = || "`delta.stop_reason`".to_owned();
@@ -139,7 +170,7 @@ pub(crate) fn stream_event(
             events.push(UpstreamEvent::Usage(Usage { completion_tokens: output, ..*start }));
         }
         // No content: the end of a block or of the message, a keep-alive.
-        "content_block_stop" | "message_stop" | "ping" => {}
+        "message_stop" | "ping" => {}
         // Event types added after this gateway was written (Anthropic's versioning policy
         // allows them): ignored, and the log says which.
         other => tracing::debug!(
@@ -154,13 +185,15 @@ pub(crate) fn stream_event(
 fn content_events(
     content: Option<&Value>,
     at: &str,
+    mut calls: Option<&mut NativeCalls>,
     events: &mut Vec<UpstreamEvent>,
 ) -> Result<(), Unreadable> {
     match content {
         None | Some(Value::Null) => Ok(()),
         Some(Value::Array(blocks)) => {
             for (i, block) in blocks.iter().enumerate() {
-                block_events(block, &format!("{at}[{i}]"), events)?;
+                let native = calls.as_deref_mut().map(|calls| (calls, Some(i as u64), true));
+                block_events(block, &format!("{at}[{i}]"), native, events)?;
             }
             Ok(())
         }
@@ -168,10 +201,13 @@ fn content_events(
     }
 }
 
-/// The events of one content block (whole, or as `content_block_start` opens it).
+/// The events of one content block (whole, or as `content_block_start` opens it). `native`:
+/// the calls read so far, the block's index, and whether the block is whole (its `input`
+/// then is the call's arguments; at a start it is `{}`, the arguments following as deltas).
 fn block_events(
     block: &Value,
     at: &str,
+    native: Option<(&mut NativeCalls, Option<u64>, bool)>,
     events: &mut Vec<UpstreamEvent>,
 ) -> Result<(), Unreadable> {
     let field = |key: &str| {
@@ -183,6 +219,11 @@ fn block_events(
         Some("thinking") => push(events, field("thinking")?, UpstreamEvent::Reasoning),
         // Encrypted reasoning: nothing a client can read.
         Some("redacted_thinking") => {}
+        Some("tool_use") if native.is_some() => {
+            if let Some((calls, index, whole)) = native {
+                events.push(UpstreamEvent::Call(calls.open(block, at, index, whole)?));
+            }
+        }
         Some(kind @ ("tool_use" | "server_tool_use")) => {
             return Err(Unreadable(format!(
                 "`{at}` is a {kind} block, which the emulated request did not declare tools for"
@@ -197,14 +238,41 @@ fn block_events(
     Ok(())
 }
 
-/// The events of a `content_block_delta`'s delta.
-fn delta_events(delta: &Value, events: &mut Vec<UpstreamEvent>) -> Result<(), Unreadable> {
+/// The events of a `content_block_delta`'s delta; `native`: the calls read so far and the
+/// block's index.
+fn delta_events(
+    delta: &Value,
+    native: Option<(&mut NativeCalls, Option<u64>)>,
+    events: &mut Vec<UpstreamEvent>,
+) -> Result<(), Unreadable> {
     let field = |key: &'static str| text_field(delta.get(key), move || format!("`delta.{key}`"));
     match delta.get("type").and_then(Value::as_str) {
         Some("text_delta") => push(events, field("text")?, UpstreamEvent::Text),
         Some("thinking_delta") => push(events, field("thinking")?, UpstreamEvent::Reasoning),
         // The signature of a thinking block, and a citation's source: no model text.
         Some("signature_delta" | "citations_delta") => {}
+        Some("input_json_delta") if native.is_some() => {
+            let Some(partial) = field("partial_json")? else {
+                return Err(Unreadable("`delta.partial_json` is missing".into()));
+            };
+            let Some((calls, Some(index))) = native else {
+                return Err(Unreadable("a tool use's input without an `index`".into()));
+            };
+            let Some(at) = calls.position(index) else {
+                return Err(Unreadable(format!(
+                    "a tool use's input for block {index}, which is no tool use"
+                )));
+            };
+            if !partial.is_empty() {
+                calls.had_input[at] = true;
+                events.push(UpstreamEvent::Call(CallDelta {
+                    index: at,
+                    id: None,
+                    name: None,
+                    arguments: partial.to_owned(),
+                }));
+            }
+        }
         Some("input_json_delta") => {
             return Err(Unreadable(
                 "`delta` is a tool use's input, which the emulated request did not declare tools for"
@@ -228,6 +296,76 @@ fn delta_events(delta: &Value, events: &mut Vec<UpstreamEvent>) -> Result<(), Un
     Ok(())
 }
 
+/// The bytes of model output in one Messages event or message: text, thinking and tool
+/// input, as the client will read them.
+pub(crate) fn output_bytes(value: &Value) -> usize {
+    fn of(part: &Value) -> usize {
+        ["text", "thinking", "partial_json"]
+            .iter()
+            .filter_map(|key| part.get(key).and_then(Value::as_str))
+            .map(str::len)
+            .sum::<usize>()
+            + part.get("input").map_or(0, |input| input.to_string().len().saturating_sub(2))
+    }
+    let parts = ["delta", "content_block"].iter().filter_map(|key| value.get(key));
+    let content = value.get("content").and_then(Value::as_array).map(Vec::as_slice);
+    parts.chain(content.unwrap_or_default()).map(of).sum()
+}
+
+/// The `tool_use` blocks of a reply to a request that declared tools natively, in order:
+/// a block's place here is its call's index.
+#[derive(Debug, Default)]
+pub(crate) struct NativeCalls {
+    /// Each call's block index in the message.
+    blocks: Vec<u64>,
+    /// Whether each call's input came (else it gets `{}` when its block stops).
+    had_input: Vec<bool>,
+}
+
+impl NativeCalls {
+    fn position(&self, index: u64) -> Option<usize> {
+        self.blocks.iter().position(|&block| block == index)
+    }
+
+    /// A `tool_use` block opens call: its id, its name and, in a whole block, its input.
+    fn open(
+        &mut self,
+        block: &Value,
+        at: &str,
+        index: Option<u64>,
+        whole: bool,
+    ) -> Result<CallDelta, Unreadable> {
+        let field = |key: &str| {
+            let at = format!("`{at}.{key}`");
+            text_field(block.get(key), move || at)
+        };
+        let Some(name) = field("name")?.filter(|name| !name.is_empty()) else {
+            return Err(Unreadable(format!("`{at}` is a tool use without a name")));
+        };
+        let id = field("id")?.map(str::to_owned);
+        let input = match block.get("input") {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(fields)) if fields.is_empty() && !whole => None,
+            Some(object @ Value::Object(_)) => Some(object.to_string()),
+            Some(other) => {
+                return Err(Unreadable(format!(
+                    "`{at}.input` is {}, not an object",
+                    shape_of(other)
+                )));
+            }
+        };
+        let index = index.unwrap_or(self.blocks.len() as u64);
+        self.blocks.push(index);
+        self.had_input.push(input.is_some() || whole);
+        Ok(CallDelta {
+            index: self.blocks.len() - 1,
+            id,
+            name: Some(name.to_owned()),
+            arguments: input.unwrap_or_else(|| if whole { "{}".into() } else { String::new() }),
+        })
+    }
+}
+
 /// A type name the upstream wrote, short enough for a message: at most 40 characters.
 fn short(kind: &str) -> String {
     match kind.char_indices().nth(40) {
@@ -246,10 +384,14 @@ fn push(
     }
 }
 
-/// Events of a whole (non-streamed) Anthropic message, read as strictly as a stream.
-pub(crate) fn message_events(value: &Value) -> Result<Vec<UpstreamEvent>, Unreadable> {
+/// Events of a whole (non-streamed) Anthropic message, read as strictly as a stream; with
+/// `calls`, its `tool_use` blocks are calls.
+pub(crate) fn message_events(
+    value: &Value,
+    calls: Option<&mut NativeCalls>,
+) -> Result<Vec<UpstreamEvent>, Unreadable> {
     let mut events = Vec::new();
-    content_events(value.get("content"), "content", &mut events)?;
+    content_events(value.get("content"), "content", calls, &mut events)?;
     let at = || "`stop_reason`".to_owned();
     if let Some(reason) = text_field(value.get("stop_reason"), at)? {
         events.push(UpstreamEvent::Finish(FinishReason::from_wire(reason)));
@@ -300,7 +442,7 @@ mod tests {
             json!({"type": "message_delta", "delta": {"stop_reason": 1}}),
             json!({"type": "message_start", "message": {"content": "Hi"}}),
         ] {
-            assert!(stream_event(&bad, &mut tokens).is_err(), "{bad}");
+            assert!(stream_event(&bad, &mut tokens, None).is_err(), "{bad}");
         }
     }
 
@@ -318,15 +460,76 @@ mod tests {
             json!({"type": "message_stop"}),
             json!({"type": "a_future_event", "delta": {"text": "?"}}),
         ] {
-            assert_eq!(stream_event(&empty, &mut tokens), Ok(Vec::new()), "{empty}");
+            assert_eq!(stream_event(&empty, &mut tokens, None), Ok(Vec::new()), "{empty}");
         }
         assert_eq!(tokens.prompt_tokens, 3);
         let start = json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "Hi"}});
-        assert_eq!(stream_event(&start, &mut tokens), Ok(vec![UpstreamEvent::Text("Hi".into())]));
+        assert_eq!(
+            stream_event(&start, &mut tokens, None),
+            Ok(vec![UpstreamEvent::Text("Hi".into())])
+        );
         let long = delta(json!({"type": "x".repeat(10_000)}));
-        let Err(Unreadable(message)) = stream_event(&long, &mut tokens) else { panic!() };
+        let Err(Unreadable(message)) = stream_event(&long, &mut tokens, None) else { panic!() };
         assert!(message.len() < 100, "{message}");
         let untyped = delta(json!({"text": "yo"}));
-        assert_eq!(stream_event(&untyped, &mut tokens), Ok(vec![UpstreamEvent::Text("yo".into())]));
+        assert_eq!(
+            stream_event(&untyped, &mut tokens, None),
+            Ok(vec![UpstreamEvent::Text("yo".into())])
+        );
+    }
+    #[test]
+    fn issue_25_native_tool_use_blocks_are_calls() {
+        let mut tokens = Usage::default();
+        let mut calls = NativeCalls::default();
+        let start = |index: u64, name: &str| {
+            json!({"type": "content_block_start", "index": index, "content_block":
+                {"type": "tool_use", "id": format!("toolu_{index}"), "name": name, "input": {}}})
+        };
+        let input = |index: u64, piece: &str| {
+            delta(json!({"type": "input_json_delta", "partial_json": piece}))
+                .as_object()
+                .map(|o| {
+                    let mut o = o.clone();
+                    o.insert("index".into(), json!(index));
+                    Value::Object(o)
+                })
+                .unwrap()
+        };
+        let mut read = |value: Value| stream_event(&value, &mut tokens, Some(&mut calls)).unwrap();
+        let call = |index, id: Option<&str>, name: Option<&str>, arguments: &str| {
+            UpstreamEvent::Call(CallDelta {
+                index,
+                id: id.map(str::to_owned),
+                name: name.map(str::to_owned),
+                arguments: arguments.into(),
+            })
+        };
+        assert_eq!(
+            read(start(1, "get_weather")),
+            vec![call(0, Some("toolu_1"), Some("get_weather"), "")]
+        );
+        assert_eq!(read(input(1, "{\"city\":")), vec![call(0, None, None, "{\"city\":")]);
+        assert_eq!(read(input(1, "\"Paris\"}")), vec![call(0, None, None, "\"Paris\"}")]);
+        assert_eq!(read(json!({"type": "content_block_stop", "index": 1})), vec![]);
+        // A tool without parameters: its input never comes, and is `{}`.
+        assert_eq!(read(start(2, "now")), vec![call(1, Some("toolu_2"), Some("now"), "")]);
+        assert_eq!(
+            read(json!({"type": "content_block_stop", "index": 2})),
+            vec![call(1, None, None, "{}")]
+        );
+        // Input for a block that is no tool use, or a nameless tool use, cannot be read.
+        assert!(stream_event(&input(7, "{}"), &mut tokens, Some(&mut calls)).is_err());
+        let nameless = json!({"type": "content_block_start", "index": 3, "content_block":
+            {"type": "tool_use", "id": "t", "input": {}}});
+        assert!(stream_event(&nameless, &mut tokens, Some(&mut calls)).is_err());
+        // A whole message: each tool use with its input.
+        let message = json!({"content": [{"type": "text", "text": "Checking."},
+            {"type": "tool_use", "id": "toolu_9", "name": "now", "input": {}}],
+            "stop_reason": "tool_use"});
+        let events = message_events(&message, Some(&mut NativeCalls::default())).unwrap();
+        assert_eq!(events[0], UpstreamEvent::Text("Checking.".into()));
+        assert_eq!(events[1], call(0, Some("toolu_9"), Some("now"), "{}"));
+        assert!(message_events(&message, None).is_err(), "not asked natively: unreadable");
+        assert_eq!(output_bytes(&input(1, "abc")), 3);
     }
 }

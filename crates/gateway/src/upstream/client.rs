@@ -16,9 +16,7 @@ use crate::metrics::Metrics;
 use crate::upstream::constrain::{self, Dialect};
 use crate::upstream::reply::{self, Payload, ReplyLimits};
 use crate::upstream::wire::Wire;
-use crate::upstream::{
-    Unreadable, Upstream, UpstreamEvent, UpstreamRequest, UpstreamStream, openai,
-};
+use crate::upstream::{Unreadable, Upstream, UpstreamEvent, UpstreamRequest, UpstreamStream};
 
 /// A stream of checked reply payloads (see `reply::payloads`).
 pub(crate) type PayloadStream = Pin<Box<dyn Stream<Item = Result<Payload, ApiError>> + Send>>;
@@ -215,6 +213,11 @@ impl UpstreamClient {
         self.wire.takes_chat_completions()
     }
 
+    /// The API the upstream speaks.
+    pub(crate) fn wire(&self) -> Wire {
+        self.wire
+    }
+
     /// The upstream chat endpoint as logs show it.
     pub(crate) fn shown(&self) -> &str {
         &self.shown
@@ -402,10 +405,11 @@ impl UpstreamClient {
         body["model"] = Value::String(model.to_owned());
         let mut payloads = self.send_chat(&body).await?;
         let mut cap = OutputCap::new(self.limits.max_reply, &self.shown);
+        let wire = self.wire;
         Ok(Box::pin(async_stream::stream! {
             while let Some(item) = payloads.next().await {
                 if let Ok(Payload::Event(value)) = &item {
-                    if let Err(err) = cap.add(openai::output_bytes(value)) {
+                    if let Err(err) = cap.add(wire.output_bytes(value)) {
                         yield Err(err);
                         return;
                     }
@@ -663,17 +667,20 @@ impl Upstream for UpstreamClient {
 /// A relayed reply to a Chat Completions request with native `tools`, read into events (its
 /// calls too): for a native reply that is repaired (`chat::native`). The relay already holds
 /// it to every limit; an event that cannot be read ends it with an error.
-pub(crate) fn native_reply(mut payloads: PayloadStream, upstream: String) -> UpstreamStream {
+pub(crate) fn native_reply(
+    mut payloads: PayloadStream,
+    upstream: String,
+    wire: Wire,
+) -> UpstreamStream {
+    let mut reader = wire.native_reader();
     let stream = async_stream::stream! {
         while let Some(item) = payloads.next().await {
             let payload = match item {
                 Ok(payload) => payload,
                 Err(err) => { yield Err(err); return; }
             };
-            let (read, value) = match &payload {
-                Payload::Event(value) => (openai::native_chunk_events(value), value),
-                Payload::Body(value) => (openai::native_completion_events(value), value),
-            };
+            let read = reader.read(&payload);
+            let value = match &payload { Payload::Event(v) | Payload::Body(v) => v };
             match read {
                 Ok(events) => for event in events { yield Ok(event); },
                 Err(unreadable) => { yield Err(unreadable_event(&upstream, &unreadable, value)); return; }

@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 pub(crate) mod anthropic;
+pub(crate) mod anthropic_tools;
 pub(crate) mod client;
 pub(crate) mod constrain;
 pub(crate) mod openai;

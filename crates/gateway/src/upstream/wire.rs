@@ -6,10 +6,11 @@
 use serde_json::Value;
 
 use crate::config::UpstreamApi;
-use crate::neutral::{UpstreamEvent, UpstreamRequest, Usage};
+use crate::neutral::{ChatRequest, UpstreamEvent, UpstreamRequest, Usage};
+use crate::upstream::anthropic::NativeCalls;
 use crate::upstream::constrain::Dialect;
 use crate::upstream::reply::Payload;
-use crate::upstream::{Unreadable, anthropic, openai};
+use crate::upstream::{Unreadable, anthropic, anthropic_tools, openai};
 
 /// Which API the upstream speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +27,11 @@ impl Wire {
             UpstreamApi::OpenAi => Wire::OpenAi,
             UpstreamApi::Anthropic => Wire::Anthropic,
         }
+    }
+
+    /// The wire of a Chat Completions body (a passthrough's).
+    pub(crate) fn chat_completions() -> Wire {
+        Wire::OpenAi
     }
 
     /// Whether the upstream takes a Chat Completions body: a passthrough or a native
@@ -69,7 +75,39 @@ impl Wire {
 
     /// A reader of one reply's payloads into events.
     pub(crate) fn reader(self) -> EventReader {
-        EventReader { wire: self, start: Usage::default() }
+        EventReader { wire: self, start: Usage::default(), native: None }
+    }
+
+    /// A reader of a reply to a request that declared its tools natively: its calls are
+    /// read as calls.
+    pub(crate) fn native_reader(self) -> EventReader {
+        EventReader { wire: self, start: Usage::default(), native: Some(NativeCalls::default()) }
+    }
+
+    /// The request as this wire's streaming body with its tools declared (`native` and
+    /// `auto` modes), for the upstream `model`.
+    pub(crate) fn native_body(self, chat: &ChatRequest, model: &str) -> Value {
+        match self {
+            Wire::OpenAi => openai::native_body(chat, model),
+            Wire::Anthropic => anthropic_tools::native_body(chat, model),
+        }
+    }
+
+    /// A native body asking for an answer without calls.
+    pub(crate) fn without_calls(self, body: &Value) -> Value {
+        match self {
+            Wire::OpenAi => openai::without_tools(body),
+            Wire::Anthropic => anthropic_tools::without_calls(body),
+        }
+    }
+
+    /// The bytes of model output in one relayed payload, counted against
+    /// `upstream.max_reply_bytes`.
+    pub(crate) fn output_bytes(self, value: &Value) -> usize {
+        match self {
+            Wire::OpenAi => openai::output_bytes(value),
+            Wire::Anthropic => anthropic::output_bytes(value),
+        }
     }
 
     /// Whether a payload reports an error instead of output, and its message.
@@ -121,17 +159,26 @@ impl Wire {
 pub(crate) struct EventReader {
     wire: Wire,
     start: Usage,
+    /// A reply to native tools: Anthropic's `tool_use` blocks read so far.
+    native: Option<NativeCalls>,
 }
 
 impl EventReader {
     /// The events of one payload, or why it cannot be read.
     pub(crate) fn read(&mut self, payload: &Payload) -> Result<Vec<UpstreamEvent>, Unreadable> {
+        let native = self.native.is_some();
         match (payload, self.wire) {
             (Payload::Event(value), Wire::Anthropic) => {
-                anthropic::stream_event(value, &mut self.start)
+                anthropic::stream_event(value, &mut self.start, self.native.as_mut())
             }
+            (Payload::Body(value), Wire::Anthropic) => {
+                anthropic::message_events(value, self.native.as_mut())
+            }
+            (Payload::Event(value), Wire::OpenAi) if native => openai::native_chunk_events(value),
             (Payload::Event(value), Wire::OpenAi) => openai::chunk_events(value),
-            (Payload::Body(value), Wire::Anthropic) => anthropic::message_events(value),
+            (Payload::Body(value), Wire::OpenAi) if native => {
+                openai::native_completion_events(value)
+            }
             (Payload::Body(value), Wire::OpenAi) => openai::completion_events(value),
         }
     }

@@ -69,6 +69,7 @@
 )]
 
 mod anthropic;
+mod anthropic_native;
 mod caching;
 mod call_format;
 mod common;

@@ -225,7 +225,7 @@ async fn an_anthropic_upstream_is_spoken_to_in_messages() {
     let gw = spawn_gateway(move |config| {
         config.upstream.url = url;
         config.upstream.api = toolshim_gateway::UpstreamApi::Anthropic;
-        config.mode = Mode::Auto;
+        config.mode = Mode::Emulate;
     })
     .await;
     let completion = gw.complete(&request("Weather in Paris?")).await;

@@ -13,13 +13,13 @@ use crate::common::{Reply, TestGateway, hermes, spawn_gateway};
 
 /// The three client families.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Family {
+pub(crate) enum Family {
     Chat,
     Messages,
     Responses,
 }
 
-const FAMILIES: [Family; 3] = [Family::Chat, Family::Messages, Family::Responses];
+pub(crate) const FAMILIES: [Family; 3] = [Family::Chat, Family::Messages, Family::Responses];
 
 /// A reply the mock streams as an upstream with native tool calling does: one call to
 /// `name`, its arguments in two pieces, then usage.
@@ -51,7 +51,7 @@ fn native_call(name: &str, arguments: &str) -> Reply {
 }
 
 impl Family {
-    fn request(self, user: &str, stream: bool) -> Value {
+    pub(crate) fn request(self, user: &str, stream: bool) -> Value {
         match self {
             Family::Chat => Api::OpenAi.request(user, true, stream),
             Family::Messages => Api::Anthropic.request(user, true, stream),
@@ -69,7 +69,11 @@ impl Family {
     }
 
     /// The calls of a reply, streamed or not, as (name, arguments), and its text.
-    async fn calls(self, gw: &TestGateway, body: &Value) -> (Vec<(String, Value)>, String) {
+    pub(crate) async fn calls(
+        self,
+        gw: &TestGateway,
+        body: &Value,
+    ) -> (Vec<(String, Value)>, String) {
         let response = self.send(gw, body).await;
         let status = response.status();
         let text = within(response.text()).await.unwrap();

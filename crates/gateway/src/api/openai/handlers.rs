@@ -82,9 +82,14 @@ async fn handle(state: AppState, headers: &HeaderMap, body: Body) -> Result<Resp
         None => (value, None),
     };
     let routed = state.route(&parsed.chat.model)?;
-    let Some((first, _, upstream_model)) = routed.chain.first().cloned() else {
+    let Some((first, client, upstream_model)) = routed.chain.first().cloned() else {
         return Err(ApiError::Internal("a route without upstreams".into()));
     };
+    // An upstream of another API (Anthropic's) takes no passthrough: the request is served
+    // from the neutral request, natively or emulated as the mode says.
+    if !client.takes_chat_completions() {
+        return neutral(state, parsed).await;
+    }
     let plan = crate::dispatch::plan(&routed, &parsed.chat).await;
     tracing::info!(model = %parsed.chat.model, upstream = %first, upstream_model = %upstream_model, ?plan,
         stream = parsed.stream, tools = parsed.chat.tools.len(), "chat completion");
@@ -130,6 +135,21 @@ async fn emulate(
     let events = crate::dispatch::emulated(&state, routed, parsed.chat, stream)
         .map(move |event| event.map_err(&name));
     let shape = Shape { stream, model, include_usage, legacy, custom: parsed.custom };
+    respond(&state, events, shape).await
+}
+
+/// The request served from its neutral form as `dispatch::serve` plans it (native in the
+/// upstream's own API, or emulated).
+async fn neutral(state: AppState, parsed: wire::Parsed) -> Result<Response, ApiError> {
+    let (stream, model) = (parsed.stream, parsed.chat.model.clone());
+    let events = crate::dispatch::serve(&state, parsed.chat, stream).await?;
+    let shape = Shape {
+        stream,
+        model,
+        include_usage: parsed.include_usage,
+        legacy: parsed.legacy,
+        custom: parsed.custom,
+    };
     respond(&state, events, shape).await
 }
 

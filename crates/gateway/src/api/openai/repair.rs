@@ -34,7 +34,7 @@ pub(crate) async fn repaired(
         chat.tools.retain(|tool| names.contains(&tool.name));
     }
     let model = chat.model.clone();
-    let native = Native { body: body.clone(), chat, reasoning_calls: repair.reasoning_calls };
+    let native = Native::relayed(body.clone(), chat, repair.reasoning_calls);
     let events = fold(state, chain, payloads, native, true)?;
     let shape = Shape {
         stream: parsed.stream,
