@@ -245,3 +245,125 @@ def test_codex_runs_a_shell_command_and_a_patch_with_native_tools(gateway_factor
         assert "Add File: made_by_patch.txt" in json.dumps(last["messages"])
     finally:
         upstream.close()
+
+
+class AnthropicUpstream:
+    """A Messages upstream with native tool use (the Anthropic API, or a proxy that speaks
+    it), answering through `script` as `NativeUpstream` does: text, or one `tool_use` block
+    as (name, input). Every request is kept."""
+
+    def __init__(self, script: Callable[[dict], object]) -> None:
+        self.requests: list[dict] = []
+        upstream = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length", 0))
+                body = json.loads(self.rfile.read(length))
+                upstream.requests.append(body)
+                answer = script(body)
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("connection", "close")
+                self.end_headers()
+                self._send({"type": "message_start", "message": {"id": "msg_up", "type": "message", "role": "assistant",
+                            "content": [], "usage": {"input_tokens": 100, "output_tokens": 1}}})
+                if isinstance(answer, tuple):
+                    name, arguments = answer
+                    self._send({"type": "content_block_start", "index": 0, "content_block": {
+                        "type": "tool_use", "id": f"toolu_{secrets.token_hex(4)}", "name": name, "input": {}}})
+                    text = json.dumps(arguments)
+                    for i in range(0, len(text), 12):
+                        self._send({"type": "content_block_delta", "index": 0,
+                                    "delta": {"type": "input_json_delta", "partial_json": text[i : i + 12]}})
+                    stop = "tool_use"
+                else:
+                    self._send({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})
+                    for i in range(0, len(answer), 8):
+                        self._send({"type": "content_block_delta", "index": 0,
+                                    "delta": {"type": "text_delta", "text": answer[i : i + 8]}})
+                    stop = "end_turn"
+                self._send({"type": "content_block_stop", "index": 0})
+                self._send({"type": "message_delta", "delta": {"stop_reason": stop}, "usage": {"output_tokens": 10}})
+                self._send({"type": "message_stop"})
+
+            def _send(self, obj: dict) -> None:
+                self.wfile.write(f"event: {obj['type']}\ndata: {json.dumps(obj)}\n\n".encode())
+                self.wfile.flush()
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+def test_claude_code_reads_a_file_through_an_anthropic_upstream_with_native_tools(
+    gateway_factory, tmp_path: Path
+) -> None:
+    """The route claude-code-router users take: Claude Code in front of a Messages upstream
+    of another model, the gateway in `auto`. The upstream gets the tools declared as
+    Messages declares them, `tool_use` and `tool_result` blocks in the history (the
+    picture Claude Code's Read returns inside the result), and no tool contract."""
+    require(CLAUDE_BIN, "@anthropic-ai/claude-code", "claude-code")
+    secret = f"egret-{secrets.token_hex(6)}"
+    work = tmp_path / "work"
+    work.mkdir()
+    note = work / "hello.txt"
+    note.write_text(f"The secret word is {secret}.\n")
+    picture = png(work / "pixel.png")
+
+    def blocks(body: dict, kind: str) -> list[dict]:
+        return [b for m in body["messages"] if isinstance(m["content"], list) for b in m["content"] if b.get("type") == kind]
+
+    def script(body: dict) -> object:
+        schema = ((body.get("output_config") or {}).get("format") or {}).get("schema")
+        if schema:  # Claude Code's session title: a structured output
+            return json.dumps(fitting(schema))
+        tools = {tool["name"] for tool in body.get("tools", [])}
+        results = blocks(body, "tool_result")
+        if len(results) >= 2:
+            first = json.dumps(results[0]["content"])
+            shown = sum(1 for r in results for part in r["content"] if part.get("type") == "image")
+            return f"The file says: {first} The picture has {shown} image."
+        if results:
+            return ("Read", {"file_path": str(picture)})
+        if "Read" in tools and note.name in json.dumps(body["messages"]):
+            return ("Read", {"file_path": str(note)})
+        return "ok"
+
+    upstream = AnthropicUpstream(script)
+    try:
+        config = tmp_path / "gateway.toml"
+        config.write_text(
+            f'default_upstream = "claude"\n[upstreams.claude]\nurl = "{upstream.base_url}"\n'
+            'api = "anthropic"\nmodel = "up-model"\n'
+        )
+        gw = gateway_factory("--config", str(config), "--mode", "auto", upstream_url="http://127.0.0.1:9")
+        home = tmp_path / "home"
+        home.mkdir()
+        prompt = "Read the file hello.txt and tell me what it says, then look at pixel.png."
+        result = run_claude(work, claude_env(home, gw.root), prompt, gw)
+        assert result["is_error"] is False, result
+        assert secret in result["result"], result
+        assert "The picture has 1 image" in result["result"], result
+        native = [r for r in upstream.requests if r.get("tools")]
+        assert native, "no request reached the upstream with native tools"
+        for request in native:
+            assert "# Tools" not in json.dumps(request), "a tool contract in a native request"
+            assert all("input_schema" in tool for tool in request["tools"]), request["tools"]
+            uses = [b["id"] for b in blocks(request, "tool_use")]
+            answered = [b["tool_use_id"] for b in blocks(request, "tool_result")]
+            assert uses == answered, (uses, answered)
+        last = native[-1]
+        assert [b["name"] for b in blocks(last, "tool_use")] == ["Read", "Read"]
+        assert secret in json.dumps(blocks(last, "tool_result")[0]), last["messages"]
+        assert {r["model"] for r in upstream.requests} == {"up-model"}
+    finally:
+        upstream.close()
