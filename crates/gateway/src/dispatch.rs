@@ -237,13 +237,11 @@ pub(crate) fn repaired(
     let mut reply = native_reply(payloads, shown.clone(), native.wire);
     let after = After { state: state.clone(), chain: chain.clone(), native, declared, shown };
     let events = async_stream::stream! {
-        while let Some(item) = reply.next().await {
-            let mut out = Vec::new();
-            match item {
-                Ok(event) => fold.feed(event, &mut out),
+        while let Some(read) = step(&mut fold, &mut reply).await {
+            match read {
+                Ok(out) => for event in out { yield Ok(event); },
                 Err(err) => { yield Err(err); return; }
             }
-            for event in out { yield Ok(event); }
         }
         let mut out = Vec::new();
         let (mut outcome, next) = fold.finish(&mut out);
@@ -256,13 +254,11 @@ pub(crate) fn repaired(
                     Ok(plain) => plain,
                     Err(err) => { yield Err(err); return; }
                 };
-                while let Some(item) = reply.next().await {
-                    let mut out = Vec::new();
-                    match item {
-                        Ok(event) => fold.feed(event, &mut out),
+                while let Some(read) = step(&mut fold, &mut reply).await {
+                    match read {
+                        Ok(out) => for event in out { yield Ok(event); },
                         Err(err) => { yield Err(err); return; }
                     }
-                    for event in out { yield Ok(event); }
                 }
                 let mut out = Vec::new();
                 let (answered, _) = fold.finish(&mut out);
@@ -282,6 +278,21 @@ pub(crate) fn repaired(
         yield Ok(ChatEvent::Done(outcome));
     };
     Ok(Box::pin(events))
+}
+
+/// The next upstream event of a native reply through its fold: the chat events it lets out,
+/// the error that ends the reply, or `None` at its end.
+async fn step(
+    fold: &mut NativeReply,
+    reply: &mut UpstreamStream,
+) -> Option<Result<Vec<ChatEvent>, ApiError>> {
+    let event = match reply.next().await? {
+        Ok(event) => event,
+        Err(err) => return Some(Err(err)),
+    };
+    let mut out = Vec::new();
+    fold.feed(event, &mut out);
+    Some(Ok(out))
 }
 
 impl After {

@@ -133,16 +133,12 @@ impl Chain {
 
     /// Whether the first upstream refused `what` for its model lately.
     pub(crate) fn refused(&self, what: Refused) -> bool {
-        self.links.first().is_some_and(|(name, _, model)| {
-            self.refusals.refused(what, name, model, self.remember_for, Instant::now())
-        })
+        self.links.first().is_some_and(|(name, _, model)| self.link_refused(what, name, model))
     }
 
     /// Remembers that the upstream and model `by` names refused `what`.
     pub(crate) fn remember(&self, what: Refused, by: &Refuser) {
-        let (name, model) = (&by.upstream, &by.model);
-        tracing::info!(upstream = %name, model = %model, refused = ?what, "remembering the refusal");
-        self.refusals.remember(what, name, model, Instant::now(), self.remember_for);
+        self.link_remember(what, &by.upstream, &by.model);
     }
 
     /// Logs a link's failure; the next link, if any, is tried.
@@ -182,6 +178,38 @@ impl Chain {
         self.relay_in(body, Some(wire)).await
     }
 
+    /// Whether the upstream `name` refused `what` for `model` lately.
+    fn link_refused(&self, what: Refused, name: &str, model: &str) -> bool {
+        self.refusals.refused(what, name, model, self.remember_for, Instant::now())
+    }
+
+    /// Remembers that the upstream `name` refused `what` for `model`.
+    fn link_remember(&self, what: Refused, name: &str, model: &str) {
+        tracing::info!(upstream = %name, model = %model, refused = ?what, "remembering the refusal");
+        self.refusals.remember(what, name, model, Instant::now(), self.remember_for);
+    }
+
+    /// What link `link`'s answer means for the chain: `Some` to return it (a reply, or an
+    /// error that is the answer), `None` to try the next link after a failure that falls
+    /// back (kept in `last`).
+    fn answer<T>(
+        &self,
+        link: usize,
+        name: &str,
+        sent: Result<T, ApiError>,
+        last: &mut Option<ApiError>,
+    ) -> Option<Result<T, ApiError>> {
+        match sent {
+            Ok(reply) => Some(Ok(reply)),
+            Err(err) if falls_back(&err) => {
+                self.failed(link, name, &err);
+                *last = Some(err);
+                None
+            }
+            Err(err) => Some(Err(self.refusal_of(link, err))),
+        }
+    }
+
     /// The wire the route's first upstream speaks.
     pub(crate) fn first_wire(&self) -> Option<Wire> {
         self.links.first().map(|(_, client, _)| client.wire())
@@ -202,31 +230,18 @@ impl Chain {
                 tracing::debug!(upstream = %name, "an upstream of another API cannot take this request; skipped");
                 continue;
             }
-            let refused =
-                |what| self.refusals.refused(what, name, model, self.remember_for, Instant::now());
             let mut body = std::borrow::Cow::Borrowed(body);
-            if body.get(CACHE_KEY).is_some() && refused(Refused::CacheKey) {
+            if body.get(CACHE_KEY).is_some() && self.link_refused(Refused::CacheKey, name, model) {
                 without_cache_key(body.to_mut());
             }
             let mut sent = client.relay(&body, model).await;
             if refuses_cache_key(&sent, body.get(CACHE_KEY).is_some()) {
-                self.refusals.remember(
-                    Refused::CacheKey,
-                    name,
-                    model,
-                    Instant::now(),
-                    self.remember_for,
-                );
+                self.link_remember(Refused::CacheKey, name, model);
                 without_cache_key(body.to_mut());
                 sent = client.relay(&body, model).await;
             }
-            match sent {
-                Ok(payloads) => return Ok(payloads),
-                Err(err) if falls_back(&err) => {
-                    self.failed(link, name, &err);
-                    last = Some(err);
-                }
-                Err(err) => return Err(self.refusal_of(link, err)),
+            if let Some(answer) = self.answer(link, name, sent, &mut last) {
+                return answer;
             }
         }
         Err(last.unwrap_or_else(|| {
@@ -261,8 +276,7 @@ impl Upstream for Chain {
         for (link, (name, client, model)) in self.links.iter().enumerate() {
             let mut request = request.clone();
             request.model.clone_from(model);
-            let refused =
-                |what| self.refusals.refused(what, name, model, self.remember_for, Instant::now());
+            let refused = |what| self.link_refused(what, name, model);
             // An upstream that refused the format lately gets it in the prompt alone (the
             // prompt always asks for it); one that refused the grammar, the prompt alone.
             if request.response_format.is_some() && refused(Refused::ResponseFormat) {
@@ -278,13 +292,7 @@ impl Upstream for Chain {
                 // Kept for a second try without the key, only when there is one.
                 let sent = client.chat(request.clone()).await;
                 if refuses_cache_key(&sent, true) {
-                    self.refusals.remember(
-                        Refused::CacheKey,
-                        name,
-                        model,
-                        Instant::now(),
-                        self.remember_for,
-                    );
+                    self.link_remember(Refused::CacheKey, name, model);
                     request.cache_key = None;
                     client.chat(request).await
                 } else {
@@ -293,13 +301,8 @@ impl Upstream for Chain {
             } else {
                 client.chat(request).await
             };
-            match sent {
-                Ok(stream) => return Ok(stream),
-                Err(err) if falls_back(&err) => {
-                    self.failed(link, name, &err);
-                    last = Some(err);
-                }
-                Err(err) => return Err(self.refusal_of(link, err)),
+            if let Some(answer) = self.answer(link, name, sent, &mut last) {
+                return answer;
             }
         }
         Err(last.unwrap_or_else(|| ApiError::Internal("a route without upstreams".into())))
