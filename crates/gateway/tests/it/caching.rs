@@ -140,7 +140,8 @@ async fn issue_25_cached_tokens_are_reported_on_every_family() {
 /// and the conversation so far; without a mark, nothing is asked.
 #[tokio::test]
 async fn issue_25_cache_control_reaches_an_anthropic_upstream() {
-    let upstream = crate::modes::anthropic_upstream::start("Hello.").await;
+    let upstream =
+        crate::common::anthropic::start(crate::common::anthropic::Answer::Text("Hello.")).await;
     let url = upstream.url.clone();
     let gw = spawn_gateway(move |config| {
         config.upstream.url = url;

@@ -99,7 +99,8 @@ async fn issue_25_images_reach_the_upstream_emulated_and_native_on_every_family(
 /// other URL as a url source.
 #[tokio::test]
 async fn issue_25_images_are_image_blocks_to_an_anthropic_upstream() {
-    let upstream = crate::modes::anthropic_upstream::start("A cat.").await;
+    let upstream =
+        crate::common::anthropic::start(crate::common::anthropic::Answer::Text("A cat.")).await;
     let url = upstream.url.clone();
     let gw = spawn_gateway(move |config| {
         config.upstream.url = url;

@@ -168,58 +168,11 @@ async fn issue_24_a_repaired_native_reply_keeps_text_and_native_calls() {
     );
 }
 
-/// A chat-only Anthropic upstream: `/v1/messages` streaming scripted text as Messages events.
-pub(crate) mod anthropic_upstream {
-    use std::sync::{Arc, Mutex};
-
-    use axum::Router;
-    use axum::http::HeaderMap;
-    use axum::routing::post;
-    use serde_json::{Value, json};
-
-    pub(crate) struct Upstream {
-        pub(crate) url: String,
-        pub(crate) seen: Arc<Mutex<Vec<(HeaderMap, Value)>>>,
-    }
-
-    pub(crate) async fn start(reply: &'static str) -> Upstream {
-        let seen: Arc<Mutex<Vec<(HeaderMap, Value)>>> = Arc::default();
-        let record = Arc::clone(&seen);
-        let app = Router::new().route(
-            "/v1/messages",
-            post(move |headers: HeaderMap, axum::Json(body): axum::Json<Value>| {
-                let record = Arc::clone(&record);
-                async move {
-                    record.lock().unwrap().push((headers, body));
-                    let mut sse = String::new();
-                    let mut push = |kind: &str, data: Value| sse.push_str(&format!("event: {kind}\ndata: {data}\n\n"));
-                    push("message_start", json!({"type": "message_start", "message": {"usage": {"input_tokens": 77, "output_tokens": 1}}}));
-                    push("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}));
-                    for piece in reply.as_bytes().chunks(5) {
-                        let text = String::from_utf8_lossy(piece);
-                        push("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}));
-                    }
-                    push("content_block_stop", json!({"type": "content_block_stop", "index": 0}));
-                    push("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 12}}));
-                    push("message_stop", json!({"type": "message_stop"}));
-                    ([("content-type", "text/event-stream")], sse)
-                }
-            }),
-        );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        crate::common::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
-        Upstream { url, seen }
-    }
-}
-
 #[tokio::test]
 async fn an_anthropic_upstream_is_spoken_to_in_messages() {
-    let upstream = anthropic_upstream::start(
+    let upstream = crate::common::anthropic::start(crate::common::anthropic::Answer::Text(
         "Checking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
-    )
+    ))
     .await;
     let url = upstream.url.clone();
     let gw = spawn_gateway(move |config| {

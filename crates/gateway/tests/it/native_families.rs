@@ -408,7 +408,8 @@ async fn issue_25_sampling_options_reach_the_upstream_under_its_names() {
 /// Anthropic has no counterpart for are not sent.
 #[tokio::test]
 async fn issue_25_sampling_options_to_an_anthropic_upstream() {
-    let upstream = crate::modes::anthropic_upstream::start("Sunny.").await;
+    let upstream =
+        crate::common::anthropic::start(crate::common::anthropic::Answer::Text("Sunny.")).await;
     let url = upstream.url.clone();
     let gw = spawn_gateway(move |config| {
         config.upstream.url = url;

@@ -229,9 +229,7 @@ async fn with_native_refusal_secs_zero_a_refusal_is_not_remembered() {
 /// upstream in its own wire, while a passthrough (an OpenAI body) skips it.
 #[tokio::test]
 async fn a_passthrough_skips_fallbacks_of_the_other_api_kind() {
-    let anthropic = crate::modes::anthropic_upstream::start(
-        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>",
-    )
+    let anthropic = crate::common::anthropic::start(crate::common::anthropic::Answer::Text("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>"))
     .await;
     let url = anthropic.url.clone();
     let (gw, _hosted) = two_upstreams(move |config| {

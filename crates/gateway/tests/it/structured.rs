@@ -196,8 +196,10 @@ async fn the_answer_after_a_tool_result_is_checked() {
 /// An Anthropic upstream gets a JSON schema as its own `output_config.format`.
 #[tokio::test]
 async fn an_anthropic_upstream_gets_the_schema_as_output_config() {
-    let upstream =
-        crate::modes::anthropic_upstream::start("{\"city\": \"Paris\", \"temp_c\": 18}").await;
+    let upstream = crate::common::anthropic::start(crate::common::anthropic::Answer::Text(
+        "{\"city\": \"Paris\", \"temp_c\": 18}",
+    ))
+    .await;
     let url = upstream.url.clone();
     let gw = spawn_gateway(move |config| {
         config.upstream.url = url;

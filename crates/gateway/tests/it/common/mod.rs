@@ -19,6 +19,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use toolshim_gateway::{CallFormat, Config, Mode, ModelConfig, ServeReport, UpstreamConfig};
 
+pub(crate) mod anthropic;
 pub(crate) mod api;
 pub(crate) mod corpus;
 mod mock;
