@@ -11,6 +11,8 @@ use axum::response::Response;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 
+use crate::chat::ChatEvent;
+use crate::dispatch::EventStream;
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -18,6 +20,34 @@ pub(crate) mod anthropic;
 pub(crate) mod fields;
 pub(crate) mod openai;
 pub(crate) mod responses;
+
+/// How a family writes its reply from the chat events: whole, or as a stream. Each family
+/// holds here only what its reply needs; `reply` does the rest for all of them.
+pub(crate) trait Render: Send + 'static {
+    type Encoder: StreamEncoder<Event = ChatEvent>;
+    /// The reply as one JSON body (a `200`).
+    fn complete(
+        self,
+        events: EventStream,
+    ) -> impl Future<Output = Result<Response, ApiError>> + Send;
+    /// The encoder of the streamed reply.
+    fn encoder(self) -> Self::Encoder;
+}
+
+/// The one way every family answers: the chat events as one body or as a stream, as the
+/// client asked; `started` is when the request began, for the time to the first token.
+pub(crate) async fn reply<R: Render>(
+    state: &AppState,
+    started: Instant,
+    events: EventStream,
+    stream: bool,
+    render: R,
+) -> Result<Response, ApiError> {
+    if !stream {
+        return render.complete(events).await;
+    }
+    stream_response(state, started, events, render.encoder()).await
+}
 
 /// `GET /v1/models`: Anthropic's list shape when the request carries `anthropic-version`,
 /// OpenAI's otherwise.

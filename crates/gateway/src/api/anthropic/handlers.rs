@@ -72,17 +72,36 @@ pub(crate) async fn messages(
 /// Served natively or emulated, as `dispatch::plan` decides.
 async fn serve(state: AppState, parsed: wire::Parsed) -> Result<Response, ApiError> {
     let started = Instant::now();
-    let model = parsed.chat.model.clone();
-    let input_tokens = state.estimate_input_tokens(&parsed.chat);
-    let drop_text = matches!(parsed.chat.tool_choice, ToolChoice::Required | ToolChoice::Named(_));
+    let render = Render {
+        model: parsed.chat.model.clone(),
+        input_tokens: state.estimate_input_tokens(&parsed.chat),
+        drop_text: matches!(parsed.chat.tool_choice, ToolChoice::Required | ToolChoice::Named(_)),
+    };
     let events = crate::dispatch::serve(&state, parsed.chat, parsed.stream).await?;
-    if !parsed.stream {
+    crate::api::reply(&state, started, events, parsed.stream, render).await
+}
+
+/// What a Messages reply needs beyond the chat events.
+struct Render {
+    model: String,
+    /// The prompt's estimated tokens, for an upstream that reports none.
+    input_tokens: u64,
+    /// A forced tool choice: text beside the calls is left out, as Anthropic does.
+    drop_text: bool,
+}
+
+impl crate::api::Render for Render {
+    type Encoder = Encoder;
+
+    async fn complete(self, events: crate::dispatch::EventStream) -> Result<Response, ApiError> {
         let reply = Reply::collect(events).await?;
-        let message = sse::message(reply, model, input_tokens, drop_text);
-        return Ok((StatusCode::OK, axum::Json(message)).into_response());
+        let message = sse::message(reply, self.model, self.input_tokens, self.drop_text);
+        Ok((StatusCode::OK, axum::Json(message)).into_response())
     }
-    let encoder = Encoder::new(model, input_tokens, drop_text);
-    crate::api::stream_response(&state, started, events, encoder).await
+
+    fn encoder(self) -> Encoder {
+        Encoder::new(self.model, self.input_tokens, self.drop_text)
+    }
 }
 
 /// `POST /v1/messages/count_tokens`: the same prompt rendering as `/v1/messages`.

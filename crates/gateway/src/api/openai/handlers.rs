@@ -170,18 +170,24 @@ pub(crate) async fn respond(
     events: impl futures::Stream<Item = Result<ChatEvent, ApiError>> + Send + 'static,
     shape: Shape,
 ) -> Result<Response, ApiError> {
-    let Shape { stream, model, include_usage, legacy, custom } = shape;
-    let started = Instant::now();
-    let id = completion_id();
-    let created = now();
-    let events = Box::pin(events);
-    if !stream {
+    let stream = shape.stream;
+    crate::api::reply(state, Instant::now(), Box::pin(events), stream, shape).await
+}
+
+impl crate::api::Render for Shape {
+    type Encoder = Encoder;
+
+    async fn complete(self, events: crate::dispatch::EventStream) -> Result<Response, ApiError> {
         let reply = Reply::collect(events).await?;
-        let completion = sse::completion(reply, &custom, id, created, model, legacy);
-        return Ok((StatusCode::OK, axum::Json(completion)).into_response());
+        let completion =
+            sse::completion(reply, &self.custom, completion_id(), now(), self.model, self.legacy);
+        Ok((StatusCode::OK, axum::Json(completion)).into_response())
     }
-    let encoder = Encoder::new(id, created, model, include_usage, legacy).custom_tools(custom);
-    crate::api::stream_response(state, started, events, encoder).await
+
+    fn encoder(self) -> Encoder {
+        Encoder::new(completion_id(), now(), self.model, self.include_usage, self.legacy)
+            .custom_tools(self.custom)
+    }
 }
 
 /// Native mode: the request goes upstream as it is (with the upstream model name), and the

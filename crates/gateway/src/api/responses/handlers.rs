@@ -42,16 +42,27 @@ async fn handle(state: AppState, headers: &HeaderMap, body: Body) -> Result<Resp
         input_tokens: state.estimate_input_tokens(&parsed.chat),
     };
     let stream = parsed.stream;
-    let mut events = crate::dispatch::serve(&state, parsed.chat, stream).await?;
-    if !stream {
-        let mut builder = Builder::new(shape, false);
+    let events = crate::dispatch::serve(&state, parsed.chat, stream).await?;
+    crate::api::reply(&state, started, events, stream, shape).await
+}
+
+impl crate::api::Render for Shape {
+    type Encoder = Encoder;
+
+    async fn complete(
+        self,
+        mut events: crate::dispatch::EventStream,
+    ) -> Result<Response, ApiError> {
+        let mut builder = Builder::new(self, false);
         while let Some(event) = events.next().await {
             builder.push(&event?);
         }
-        return Ok((StatusCode::OK, axum::Json(builder.finish())).into_response());
+        Ok((StatusCode::OK, axum::Json(builder.finish())).into_response())
     }
-    let encoder = Encoder { builder: Builder::new(shape, true) };
-    crate::api::stream_response(&state, started, events, encoder).await
+
+    fn encoder(self) -> Encoder {
+        Encoder { builder: Builder::new(self, true) }
+    }
 }
 
 /// `GET` and `DELETE /v1/responses/{id}`: the gateway keeps no responses.
