@@ -9,6 +9,7 @@ use futures::{Stream, StreamExt};
 
 use crate::chat::attempt::Attempt;
 use crate::chat::continuation::{Follow, may_continue};
+use crate::chat::grounding::Grounding;
 use crate::chat::native::Followups;
 use crate::chat::prompt;
 use crate::chat::shaper::{DeclaredTools, Shaper};
@@ -19,108 +20,38 @@ use crate::chat::types::{
 use crate::error::{ApiError, Refuser};
 use crate::metrics::Metrics;
 use crate::neutral::family;
-use crate::neutral::{FinishReason, Refused, Upstream};
+use crate::neutral::{FinishReason, Refused, Upstream, UpstreamRequest, UpstreamStream};
 
-/// Runs a request in emulation mode against `upstream`.
+/// Runs a request in emulation mode against `upstream`: a short loop over the attempts
+/// (`Run` holds what lasts between them, `Attempt` reads one reply, `verdict` judges it),
+/// yielding what may go out.
 pub(crate) fn run<U: Upstream>(
     upstream: U,
-    mut settings: Settings,
+    settings: Settings,
     metrics: Arc<Metrics>,
     req: ChatRequest,
     stream: bool,
 ) -> impl Stream<Item = Result<ChatEvent, ApiError>> + Send {
     async_stream::stream! {
-        let engaged = !req.tools.is_empty();
-        // A tool list the parser cannot hold is refused, never read as "any name goes".
-        let tools = match DeclaredTools::new(&req.tools) {
-            Ok(tools) => tools,
+        let mut run = match Run::new(upstream, settings, metrics, req).await {
+            Ok(run) => run,
             Err(err) => {
                 yield Err(err);
                 return;
             }
         };
-        // `call_format = "auto"`: the syntax of the model's family, from the template the
-        // upstream shows (asked once per upstream) when the prompt writes calls at all.
-        let writes_calls = engaged
-            || req.messages.iter().any(|m| matches!(m, Message::Assistant { calls, .. } if !calls.is_empty()));
-        settings.call_format = if writes_calls {
-            family::resolve(settings.call_format, &settings.upstream_model, upstream.template_format())
-                .await
-        } else {
-            family::resolve_by_name(settings.call_format, &settings.upstream_model)
-        };
-        let max_retries = settings.max_retries;
-        let followups = Followups {
-            check_grounding: settings.check_grounding,
-            continue_calls: settings.continue_calls,
-        };
-        let grounding = followups.grounding(&req);
-        // Reasoning reaches only the clients that asked for it (the shaper keeps the
-        // parser's to itself otherwise; the upstream's own is dropped below).
-        let show_reasoning = req.show_reasoning;
         // The attempt whose reasoning went out last (see `separate`).
         let mut reasoning_shown: Option<u32> = None;
-        let mut feedback: Option<Retry> = None;
-        // Whether the upstream is asked to enforce the answer's format itself; off once it
-        // refused that.
-        let mut native_format = true;
-        // The format was refused, and the upstream has not yet taken the request without it.
-        let mut format_refused: Option<Box<Refuser>> = None;
-        // The same for the grammar of the contract (constrained decoding).
-        let mut with_grammar = true;
-        let mut grammar_refused: Option<Box<Refuser>> = None;
-        let mut attempt: u32 = 0;
-        // Usage of all attempts: retries cost tokens too.
-        let mut spent = Usage::default();
-        // The request as sent for a last plain answer (see below), once that is needed.
-        let mut plain: Option<ChatRequest> = None;
         loop {
-            let current = plain.as_ref().unwrap_or(&req);
-            let request =
-                prompt::render(current, &settings, feedback.as_ref(), native_format, with_grammar);
-            let sent_format = request.response_format.is_some();
-            let sent_grammar = request.grammar.is_some();
-            let sent_tokens = prompt::estimate_tokens(&request.system, &request.turns);
-            let mut reply = match upstream.chat(request).await {
-                Ok(reply) => {
-                    // Without the format (or grammar) it was taken: that was what it refused.
-                    if let Some(by) = format_refused.take() {
-                        upstream.refused(Refused::ResponseFormat, &by);
-                    }
-                    if let Some(by) = grammar_refused.take() {
-                        upstream.refused(Refused::Grammar, &by);
-                    }
-                    reply
-                }
-                // A grammar goes only to upstreams that decode under one; one that refuses
-                // it anyway (an old server, a grammar it cannot compile) is asked without.
-                Err(ApiError::UpstreamRejected { status: 400 | 422, message, by }) if sent_grammar => {
-                    tracing::info!(message = %message, "the upstream refused the grammar; asking without it");
-                    with_grammar = false;
-                    grammar_refused = by;
-                    continue;
-                }
-                Err(ApiError::UpstreamRejected { status: 400 | 422, message, by }) if sent_format => {
-                    tracing::info!(message = %message, "the upstream refused response_format; asking for the format in the prompt");
-                    native_format = false;
-                    format_refused = by;
-                    continue;
-                }
+            let (mut reply, sent_tokens) = match run.send().await {
+                Ok(Some(sent)) => sent,
+                Ok(None) => continue,
                 Err(err) => {
                     yield Err(err);
                     return;
                 }
             };
-            let format_file = settings.format_file.as_ref();
-            let mut shaper =
-                Shaper::new(current, &tools, engaged, settings.reasoning_calls, format_file);
-            if settings.check_arguments {
-                shaper.check_arguments(attempt < max_retries);
-            }
-            if let Some(judge) = followups.judge(current, grounding.as_ref()) {
-                shaper.judge_calls(judge);
-            }
-            let mut read = Attempt::new(shaper, attempt, stream, show_reasoning);
+            let mut read = Attempt::new(run.shaper(), run.attempt, stream, run.req.show_reasoning);
             let mut failed: Option<ApiError> = None;
             while let Some(item) = reply.next().await {
                 let mut out = Vec::new();
@@ -143,53 +74,19 @@ pub(crate) fn run<U: Upstream>(
                 return;
             }
             let produced = read.finish();
-            let (committed, finish_reason, mut usage) = (read.committed, read.finish_reason, read.usage);
-            let truncated = finish_reason == Some(FinishReason::Length);
-            let problem = read.shaper.problem();
-            // This attempt's cost; estimated (about four characters a token) when the
-            // upstream reported none.
-            let retried = spent;
-            if usage == Usage::default() {
-                usage = Usage {
-                    prompt_tokens: sent_tokens,
-                    completion_tokens: (read.raw.chars().count() as u64).div_ceil(4),
-                    cached_tokens: 0,
-                };
-            }
-            spent.add(usage);
-            if !committed {
-                if let Some(reason) = problem {
-                    metrics.retry(reason.as_str(), attempt < max_retries);
-                    metrics.guessed_calls(read.shaper.guesses().len());
-                }
-                let tries = Tries { attempt, max_retries, asked_plain: plain.is_some() };
-                match verdict(&read, problem, tries, &req, truncated) {
-                    Verdict::Plain(why) => {
-                        tracing::info!(attempt, "{why}; asking for a plain answer");
-                        attempt += 1;
-                        feedback = None;
-                        plain = Some(ChatRequest { tool_choice: ToolChoice::None, ..req.clone() });
-                        continue;
-                    }
-                    Verdict::Retry(retry) => {
-                        tracing::info!(reason = retry.reason.as_str(), attempt, "emulated reply rejected; asking the upstream again");
-                        attempt += 1;
-                        feedback = Some(retry);
-                        continue;
-                    }
-                    Verdict::Fail(err) => {
+            let truncated = read.finish_reason == Some(FinishReason::Length);
+            let retried = run.account(&read, sent_tokens);
+            let mut out = Vec::new();
+            if !read.committed {
+                match run.judge(&read, truncated) {
+                    Judged::Again => continue,
+                    Judged::Fail(err) => {
                         yield Err(err);
                         return;
                     }
-                    Verdict::Answer => {}
-                }
-                let mut out = Vec::new();
-                read.release(&mut reasoning_shown, &mut out);
-                for event in out {
-                    yield Ok(event);
+                    Judged::Answer => read.release(&mut reasoning_shown, &mut out),
                 }
             }
-            let mut out = Vec::new();
             read.show(produced, &mut reasoning_shown, &mut out);
             for event in out {
                 yield Ok(event);
@@ -201,44 +98,279 @@ pub(crate) fn run<U: Upstream>(
             // otherwise no finish reason is true, and the reply fails (in-band once it
             // went out).
             if read.shaper.incomplete_call() && !truncated {
-                yield Err(incomplete(attempt, &read.raw));
+                yield Err(incomplete(run.attempt, &read.raw));
                 return;
             }
             // Calls read from the reply's text: continuations may add the ones a small model
             // leaves out (`chat::continuation`).
             let mut n_calls = read.shaper.n_calls();
-            let follow = (!truncated
-                && plain.is_none()
-                && settings.continue_calls > 0
-                && may_continue(current, read.shaper.sent(), n_calls)
-                && upstream.continues().await)
-                .then_some(grounding.as_ref())
-                .flatten()
-                .and_then(|g| Follow::new(&read.raw, read.shaper.sent(), Arc::clone(g), settings.continue_calls));
-            if let Some(mut follow) = follow {
+            if let Some(mut follow) = run.follow(&read, truncated).await {
                 while let Some(prefix) = follow.next_prefix() {
-                    let mut request = prompt::render(current, &settings, None, native_format, false);
-                    continued_request(&mut request, prefix, follow.max_tokens());
-                    let shape = (current, &tools, &settings);
-                    for event in round(&upstream, request, &mut follow, shape, &metrics).await {
+                    let request = run.continued(prefix, follow.max_tokens());
+                    for event in run.round(request, &mut follow).await {
                         n_calls += usize::from(matches!(event, ChatEvent::CallEnd { .. }));
                         yield Ok(event);
                     }
                 }
-                spent.add(follow.usage());
+                run.spent.add(follow.usage());
             }
-            let finish = if truncated && (read.shaper.incomplete_call() || n_calls == 0) {
-                Finish::Length
-            } else if n_calls > 0 {
-                Finish::ToolCalls { forced: matches!(req.tool_choice, ToolChoice::Named(_)) }
-            } else {
-                Finish::Stop
-            };
-            metrics.calls(n_calls);
-            tracing::info!(engaged, calls = n_calls, attempt, "reply finished");
-            yield Ok(ChatEvent::Done(Outcome { finish, usage: spent, retried }));
+            yield Ok(ChatEvent::Done(run.outcome(&read, truncated, n_calls, retried)));
             return;
         }
+    }
+}
+
+/// One emulated request across its attempts: what it was asked, and what was learned.
+struct Run<U> {
+    upstream: U,
+    settings: Settings,
+    metrics: Arc<Metrics>,
+    req: ChatRequest,
+    tools: DeclaredTools,
+    /// The request has tools.
+    engaged: bool,
+    followups: Followups,
+    grounding: Option<Arc<Grounding>>,
+    /// The correction the next attempt carries.
+    feedback: Option<Retry>,
+    /// Whether the upstream is asked to enforce the answer's format itself; off once it
+    /// refused that.
+    native_format: bool,
+    /// The format was refused, and the upstream has not yet taken the request without it.
+    format_refused: Option<Box<Refuser>>,
+    /// The same for the grammar of the contract (constrained decoding).
+    with_grammar: bool,
+    grammar_refused: Option<Box<Refuser>>,
+    attempt: u32,
+    /// Usage of all attempts: retries cost tokens too.
+    spent: Usage,
+    /// The request as sent for a last plain answer (see `verdict`), once that is needed.
+    plain: Option<ChatRequest>,
+}
+
+/// What a judged attempt that did not go out leads to.
+enum Judged {
+    /// Another attempt (a retry, or a plain answer).
+    Again,
+    Fail(ApiError),
+    /// It is the answer: it goes out.
+    Answer,
+}
+
+impl<U: Upstream> Run<U> {
+    async fn new(
+        upstream: U,
+        mut settings: Settings,
+        metrics: Arc<Metrics>,
+        req: ChatRequest,
+    ) -> Result<Run<U>, ApiError> {
+        let engaged = !req.tools.is_empty();
+        // A tool list the parser cannot hold is refused, never read as "any name goes".
+        let tools = DeclaredTools::new(&req.tools)?;
+        // `call_format = "auto"`: the syntax of the model's family, from the template the
+        // upstream shows (asked once per upstream) when the prompt writes calls at all.
+        let writes_calls = engaged
+            || req
+                .messages
+                .iter()
+                .any(|m| matches!(m, Message::Assistant { calls, .. } if !calls.is_empty()));
+        settings.call_format = if writes_calls {
+            let template = upstream.template_format();
+            family::resolve(settings.call_format, &settings.upstream_model, template).await
+        } else {
+            family::resolve_by_name(settings.call_format, &settings.upstream_model)
+        };
+        let followups = Followups {
+            check_grounding: settings.check_grounding,
+            continue_calls: settings.continue_calls,
+        };
+        let grounding = followups.grounding(&req);
+        Ok(Run {
+            upstream,
+            settings,
+            metrics,
+            req,
+            tools,
+            engaged,
+            followups,
+            grounding,
+            feedback: None,
+            native_format: true,
+            format_refused: None,
+            with_grammar: true,
+            grammar_refused: None,
+            attempt: 0,
+            spent: Usage::default(),
+            plain: None,
+        })
+    }
+
+    /// The request this attempt answers: the client's, or the plain one.
+    fn current(&self) -> &ChatRequest {
+        self.plain.as_ref().unwrap_or(&self.req)
+    }
+
+    /// Sends this attempt: its reply and the prompt's estimated tokens; `None` when the
+    /// upstream refused the format or the grammar and is to be asked again without it.
+    async fn send(&mut self) -> Result<Option<(UpstreamStream, u64)>, ApiError> {
+        let current = self.current();
+        let request = prompt::render(
+            current,
+            &self.settings,
+            self.feedback.as_ref(),
+            self.native_format,
+            self.with_grammar,
+        );
+        let sent_format = request.response_format.is_some();
+        let sent_grammar = request.grammar.is_some();
+        let sent_tokens = prompt::estimate_tokens(&request.system, &request.turns);
+        match self.upstream.chat(request).await {
+            Ok(reply) => {
+                // Without the format (or grammar) it was taken: that was what it refused.
+                if let Some(by) = self.format_refused.take() {
+                    self.upstream.refused(Refused::ResponseFormat, &by);
+                }
+                if let Some(by) = self.grammar_refused.take() {
+                    self.upstream.refused(Refused::Grammar, &by);
+                }
+                Ok(Some((reply, sent_tokens)))
+            }
+            // A grammar goes only to upstreams that decode under one; one that refuses it
+            // anyway (an old server, a grammar it cannot compile) is asked without.
+            Err(ApiError::UpstreamRejected { status: 400 | 422, message, by }) if sent_grammar => {
+                tracing::info!(message = %message, "the upstream refused the grammar; asking without it");
+                self.with_grammar = false;
+                self.grammar_refused = by;
+                Ok(None)
+            }
+            Err(ApiError::UpstreamRejected { status: 400 | 422, message, by }) if sent_format => {
+                tracing::info!(message = %message, "the upstream refused response_format; asking for the format in the prompt");
+                self.native_format = false;
+                self.format_refused = by;
+                Ok(None)
+            }
+            Err(err) => Err(err),
+        }
+    }
+
+    /// The shaper of this attempt's reply.
+    fn shaper(&self) -> Shaper {
+        let current = self.current();
+        let format_file = self.settings.format_file.as_ref();
+        let reasoning_calls = self.settings.reasoning_calls;
+        let mut shaper =
+            Shaper::new(current, &self.tools, self.engaged, reasoning_calls, format_file);
+        if self.settings.check_arguments {
+            shaper.check_arguments(self.attempt < self.settings.max_retries);
+        }
+        if let Some(judge) = self.followups.judge(current, self.grounding.as_ref()) {
+            shaper.judge_calls(judge);
+        }
+        shaper
+    }
+
+    /// Adds the attempt's cost to what was spent (estimated, about four characters a
+    /// token, when the upstream reported none); what was spent before it.
+    fn account(&mut self, read: &Attempt, sent_tokens: u64) -> Usage {
+        let retried = self.spent;
+        let mut usage = read.usage;
+        if usage == Usage::default() {
+            usage = Usage {
+                prompt_tokens: sent_tokens,
+                completion_tokens: (read.raw.chars().count() as u64).div_ceil(4),
+                cached_tokens: 0,
+            };
+        }
+        self.spent.add(usage);
+        retried
+    }
+
+    /// The verdict on an attempt that did not go out, counted and carried out.
+    fn judge(&mut self, read: &Attempt, truncated: bool) -> Judged {
+        let (attempt, max_retries) = (self.attempt, self.settings.max_retries);
+        let problem = read.shaper.problem();
+        if let Some(reason) = problem {
+            self.metrics.retry(reason.as_str(), attempt < max_retries);
+            self.metrics.guessed_calls(read.shaper.guesses().len());
+        }
+        let tries = Tries { attempt, max_retries, asked_plain: self.plain.is_some() };
+        match verdict(read, problem, tries, &self.req, truncated) {
+            Verdict::Plain(why) => {
+                tracing::info!(attempt, "{why}; asking for a plain answer");
+                self.attempt += 1;
+                self.feedback = None;
+                self.plain =
+                    Some(ChatRequest { tool_choice: ToolChoice::None, ..self.req.clone() });
+                Judged::Again
+            }
+            Verdict::Retry(retry) => {
+                tracing::info!(
+                    reason = retry.reason.as_str(),
+                    attempt,
+                    "emulated reply rejected; asking the upstream again"
+                );
+                self.attempt += 1;
+                self.feedback = Some(retry);
+                Judged::Again
+            }
+            Verdict::Fail(err) => Judged::Fail(err),
+            Verdict::Answer => Judged::Answer,
+        }
+    }
+
+    /// The continuations that may add calls to a reply whose calls were read from its text,
+    /// where the upstream continues a reply and the settings allow.
+    async fn follow(&self, read: &Attempt, truncated: bool) -> Option<Follow> {
+        let sent = read.shaper.sent();
+        let wanted = !truncated
+            && self.plain.is_none()
+            && self.settings.continue_calls > 0
+            && may_continue(self.current(), sent, read.shaper.n_calls());
+        if !wanted || !self.upstream.continues().await {
+            return None;
+        }
+        let grounding = Arc::clone(self.grounding.as_ref()?);
+        Follow::new(&read.raw, sent, grounding, self.settings.continue_calls)
+    }
+
+    /// The request continued from `prefix`, at most `max_tokens` long.
+    fn continued(&self, prefix: &str, max_tokens: u64) -> UpstreamRequest {
+        let mut request =
+            prompt::render(self.current(), &self.settings, None, self.native_format, false);
+        request.prefill = Some(prefix.to_owned());
+        request.sampling.max_tokens = Some(max_tokens.into());
+        request
+    }
+
+    /// One continuation: the kept call's events, if any.
+    async fn round(&self, request: UpstreamRequest, follow: &mut Follow) -> Vec<ChatEvent> {
+        let mut reply = match self.upstream.chat(request).await {
+            Ok(reply) => reply,
+            Err(err) => {
+                follow.failed(&err, &self.metrics);
+                return Vec::new();
+            }
+        };
+        let format_file = self.settings.format_file.as_ref();
+        let reasoning_calls = self.settings.reasoning_calls;
+        let mut round = follow.round(self.current(), &self.tools, reasoning_calls, format_file);
+        round.read(&mut reply).await;
+        follow.end_round(round, &self.metrics)
+    }
+
+    /// How the reply ended, and what it cost.
+    fn outcome(&self, read: &Attempt, truncated: bool, n_calls: usize, retried: Usage) -> Outcome {
+        let finish = if truncated && (read.shaper.incomplete_call() || n_calls == 0) {
+            Finish::Length
+        } else if n_calls > 0 {
+            Finish::ToolCalls { forced: matches!(self.req.tool_choice, ToolChoice::Named(_)) }
+        } else {
+            Finish::Stop
+        };
+        self.metrics.calls(n_calls);
+        let (engaged, attempt) = (self.engaged, self.attempt);
+        tracing::info!(engaged, calls = n_calls, attempt, "reply finished");
+        Outcome { finish, usage: self.spent, retried }
     }
 }
 
@@ -331,33 +463,6 @@ fn plain_answer(
         && req.tool_choice == ToolChoice::Auto
         && shaper.nothing_shown();
     (!retries_left && unknown_only).then_some("only unknown tools were called")
-}
-
-/// An emulated request continued from `prefix`, at most `max_tokens` long.
-fn continued_request(request: &mut crate::neutral::UpstreamRequest, prefix: &str, max_tokens: u64) {
-    request.prefill = Some(prefix.to_owned());
-    request.sampling.max_tokens = Some(max_tokens.into());
-}
-
-/// One continuation of an emulated reply: the kept call's events, if any.
-async fn round<U: Upstream>(
-    upstream: &U,
-    request: crate::neutral::UpstreamRequest,
-    follow: &mut Follow,
-    (req, tools, settings): (&ChatRequest, &DeclaredTools, &Settings),
-    metrics: &Metrics,
-) -> Vec<ChatEvent> {
-    let mut reply = match upstream.chat(request).await {
-        Ok(reply) => reply,
-        Err(err) => {
-            follow.failed(&err, metrics);
-            return Vec::new();
-        }
-    };
-    let format_file = settings.format_file.as_ref();
-    let mut round = follow.round(req, tools, settings.reasoning_calls, format_file);
-    round.read(&mut reply).await;
-    follow.end_round(round, metrics)
 }
 
 /// The error for a call that ended incomplete with no token limit to blame; like
