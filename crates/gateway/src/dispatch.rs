@@ -113,13 +113,25 @@ pub(crate) fn naming_images(chat: &ChatRequest) -> impl Fn(ApiError) -> ApiError
         if shown.len() < image.url.len() { format!("{shown}…") } else { shown }
     });
     let count = chat.images.len();
+    let files = chat.images.iter().filter(|(_, image)| image.file.is_some()).count();
     move |err| match (err, &first) {
         (ApiError::UpstreamRejected { status, message, by }, Some(first)) => {
-            let images = if count == 1 { "an image" } else { "images" };
+            let images = match (count, files) {
+                (1, 0) => "an image",
+                (1, 1) => "a file",
+                (_, 0) => "images",
+                (n, f) if n == f => "files",
+                _ => "images and files",
+            };
+            let advice = if files == 0 {
+                "a model that reads no images refuses them: send the text alone, or route to a model with vision"
+            } else {
+                "an upstream that reads no files or images refuses them: send the text alone, or route to a model that reads them"
+            };
             ApiError::UpstreamRejected {
                 status,
                 message: format!(
-                    "{message} (The request carries {images}, the first `{first}`; a model that reads no images refuses them: send the text alone, or route to a model with vision.)"
+                    "{message} (The request carries {images}, the first `{first}`; {advice}.)"
                 ),
                 by,
             }

@@ -34,14 +34,20 @@ pub(crate) struct ChatRequest {
     pub(crate) images: Vec<(usize, Image)>,
 }
 
-/// An image: an `http(s)` URL, passed on and never fetched by the gateway, or a `data:` URL
-/// holding the image itself.
+/// An image, or a file (a document such as a PDF): an `http(s)` URL, passed on and never
+/// fetched by the gateway, or a `data:` URL holding it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Image {
     pub(crate) url: String,
+    /// A file rather than a picture: its name (empty when the client gave none).
+    pub(crate) file: Option<String>,
 }
 
 impl Image {
+    pub(crate) fn picture(url: impl Into<String>) -> Image {
+        Image { url: url.into(), file: None }
+    }
+
     /// The media type and base64 data of a `data:` URL.
     pub(crate) fn data(&self) -> Option<(&str, &str)> {
         let rest = self.url.strip_prefix("data:")?;

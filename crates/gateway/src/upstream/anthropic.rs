@@ -93,8 +93,8 @@ pub(crate) fn write_sampling(sampling: &Sampling, out: &mut Value) {
     }
 }
 
-/// An image as a Messages `image` block: a `data:` URL as a `base64` source, any other as a
-/// `url` source.
+/// An image as a Messages `image` block, a file as a `document` block: a `data:` URL as a
+/// `base64` source, any other as a `url` source.
 pub(crate) fn image_block(image: &Image) -> Value {
     let source = match image.data() {
         Some((media_type, data)) => {
@@ -102,7 +102,16 @@ pub(crate) fn image_block(image: &Image) -> Value {
         }
         None => serde_json::json!({"type": "url", "url": image.url}),
     };
-    serde_json::json!({"type": "image", "source": source})
+    match &image.file {
+        None => serde_json::json!({"type": "image", "source": source}),
+        Some(name) => {
+            let mut block = serde_json::json!({"type": "document", "source": source});
+            if !name.is_empty() {
+                block["title"] = Value::String(name.clone());
+            }
+            block
+        }
+    }
 }
 
 /// Events of one Anthropic stream event.

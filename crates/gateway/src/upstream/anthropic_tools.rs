@@ -162,7 +162,7 @@ mod tests {
             }],
             tool_choice: ToolChoice::Required,
             parallel_tool_calls: false,
-            images: vec![(4, Image { url: "https://example.com/a.png".into() })],
+            images: vec![(4, Image::picture("https://example.com/a.png"))],
             ..ChatRequest::default()
         };
         let body = native_body(&req, "claude");

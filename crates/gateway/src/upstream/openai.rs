@@ -57,15 +57,26 @@ fn write_cache_key(key: Option<&str>, body: &mut serde_json::Map<String, Value>)
     }
 }
 
-/// A message's `content`: its text, or with images, a text part and an `image_url` part each.
+/// A message's `content`: its text, or with images and files, a text part and an
+/// `image_url` or `file` part each (a file by URL, which Chat Completions cannot carry, is
+/// named in a text part).
 fn content(text: &str, images: &[Image]) -> Value {
     if images.is_empty() {
         return json!(text);
     }
     let text = (!text.is_empty()).then(|| json!({"type": "text", "text": text}));
-    let images =
-        images.iter().map(|image| json!({"type": "image_url", "image_url": {"url": image.url}}));
-    Value::Array(text.into_iter().chain(images).collect())
+    let parts = images.iter().map(|image| match &image.file {
+        None => json!({"type": "image_url", "image_url": {"url": image.url}}),
+        Some(name) if image.data().is_some() => {
+            let mut file = json!({"file_data": image.url});
+            if !name.is_empty() {
+                file["filename"] = json!(name);
+            }
+            json!({"type": "file", "file": file})
+        }
+        Some(_) => json!({"type": "text", "text": format!("[file: {}]", image.url)}),
+    });
+    Value::Array(text.into_iter().chain(parts).collect())
 }
 
 /// A format as OpenAI's `response_format`.

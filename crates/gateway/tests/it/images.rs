@@ -155,3 +155,83 @@ async fn issue_25_a_refused_image_is_a_400_that_names_it() {
         err.message
     );
 }
+
+const PDF: &str = "data:application/pdf;base64,JVBERi0xLjQK";
+
+/// Files (a PDF given by its contents) reach the upstream as files on every family, emulated
+/// or native: Chat Completions `file` parts to an OpenAI-kind upstream, `document` blocks to
+/// an Anthropic one, named as the client named them; the text around them is kept.
+#[tokio::test]
+async fn issue_25_files_reach_the_upstream_on_every_family() {
+    let file_parts = |request: &Value| -> Vec<Value> {
+        let messages = request["messages"].as_array().unwrap().iter();
+        let parts = messages.flat_map(|m| m["content"].as_array().into_iter().flatten());
+        parts.filter(|p| p["type"] == "file").map(|p| p["file"].clone()).collect()
+    };
+    let chat = json!([{"role": "user", "content": [{"type": "text", "text": "Summarize this."},
+        {"type": "file", "file": {"filename": "report.pdf", "file_data": PDF}}]}]);
+    let responses = json!([{"role": "user", "content": [
+        {"type": "input_text", "text": "Summarize this."},
+        {"type": "input_file", "filename": "report.pdf", "file_data": PDF}]}]);
+    let messages = json!([{"role": "user", "content": [
+        {"type": "document", "title": "report.pdf",
+            "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0xLjQK"}},
+        {"type": "text", "text": "Summarize this."}]}]);
+    for mode in [Mode::Emulate, Mode::Native] {
+        let gw = spawn_gateway(|config| config.mode = mode).await;
+        for family in ["chat", "responses", "messages"] {
+            gw.upstream.push(Reply::text("A report."));
+            let response = match family {
+                "chat" => {
+                    let mut body = Api::OpenAi.request("unused", true, false);
+                    body["messages"] = chat.clone();
+                    Api::OpenAi.send(&gw, &body).await
+                }
+                "responses" => {
+                    let body = json!({"model": "m", "tools": [crate::responses::weather()],
+                        "input": responses});
+                    crate::responses::post(&gw, &body).await
+                }
+                _ => {
+                    let mut body = messages_body();
+                    body["messages"] = messages.clone();
+                    Api::Anthropic.send(&gw, &body).await
+                }
+            };
+            assert!(response.status().is_success(), "{mode:?} {family}");
+            let sent = gw.upstream.requests().pop().unwrap();
+            let files = file_parts(&sent);
+            assert_eq!(files.len(), 1, "{mode:?} {family}: {sent:#}");
+            assert_eq!(files[0]["file_data"], PDF);
+            assert_eq!(files[0]["filename"], "report.pdf", "{mode:?} {family}: {sent:#}");
+            assert!(sent.to_string().contains("Summarize this."), "{sent:#}");
+            assert!(!sent.to_string().contains("[file"), "no placeholder: {sent:#}");
+        }
+    }
+
+    // To an Anthropic upstream: a `document` block.
+    let upstream =
+        crate::common::anthropic::start(crate::common::anthropic::Answer::Text("A report.")).await;
+    let url = upstream.url.clone();
+    let gw = spawn_gateway(move |config| {
+        config.upstream.url = url;
+        config.upstream.api = toolshim_gateway::UpstreamApi::Anthropic;
+    })
+    .await;
+    let mut body = Api::OpenAi.request("unused", true, false);
+    body["messages"] = chat;
+    let response = Api::OpenAi.send(&gw, &body).await;
+    assert!(response.status().is_success());
+    let sent = upstream.bodies().pop().unwrap();
+    let messages = sent["messages"].as_array().unwrap().iter();
+    let documents: Vec<&Value> = messages
+        .flat_map(|m| m["content"].as_array().into_iter().flatten())
+        .filter(|b| b["type"] == "document")
+        .collect();
+    assert_eq!(documents.len(), 1, "{sent:#}");
+    assert_eq!(
+        documents[0]["source"],
+        json!({"type": "base64", "media_type": "application/pdf", "data": "JVBERi0xLjQK"})
+    );
+    assert_eq!(documents[0]["title"], "report.pdf");
+}

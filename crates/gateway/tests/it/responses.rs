@@ -229,9 +229,9 @@ async fn rate_limits_and_context_overflows_are_response_failed_in_a_stream() {
     assert!(metrics.contains("kind=\"upstream_rate_limited\"} 2"), "{metrics}");
 }
 
-/// Everything that reaches the prompt as text: Codex's `local_shell_call`s and their output
-/// (as `function_call_output`, or `local_shell_call_output` by `id`), images (as images),
-/// files.
+/// Everything that reaches the prompt: Codex's `local_shell_call`s and their output (as
+/// `function_call_output`, or `local_shell_call_output` by `id`) as text, images as images,
+/// files as files.
 #[tokio::test]
 async fn local_shell_calls_images_and_files_reach_the_prompt() {
     let gw = spawn_gateway(|_| {}).await;
@@ -254,17 +254,23 @@ async fn local_shell_calls_images_and_files_reach_the_prompt() {
     assert_eq!(value["output"][0]["content"][0]["text"], "Two files.");
     let request = &gw.upstream.requests()[0];
     let sent = request.to_string();
-    for seen in ["[file: notes.pdf]", "local_shell", "ls", "a.txt b.txt", "contents-of-a"] {
+    for seen in ["local_shell", "ls", "a.txt b.txt", "contents-of-a"] {
         assert!(sent.contains(seen), "{seen} in {sent}");
     }
-    // Issue 25: the image reaches the upstream as an image, not as a word.
+    // Issue 25: the image and the file reach the upstream as such, not as words.
     let user = &request["messages"][1]["content"];
     assert_eq!(
         user[1],
         json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}),
         "{sent}"
     );
-    assert!(!sent.contains("[image]"), "{sent}");
+    assert_eq!(
+        user[2],
+        json!({"type": "file", "file": {"file_data": "data:application/pdf;base64,AAAA",
+            "filename": "notes.pdf"}}),
+        "{sent}"
+    );
+    assert!(!sent.contains("[image]") && !sent.contains("[file"), "{sent}");
 }
 
 fn patch_tool() -> Value {

@@ -316,6 +316,13 @@ fn type_error(path: &str, types: &[JsonType], _value: &Value) -> ApiError {
 
 /// An `image` block's image: a `base64` source as a `data:` URL, a `url` source as it is.
 fn image_of(block: &Value) -> Option<Image> {
+    let file = match block.get("type").and_then(Value::as_str)? {
+        "image" => None,
+        "document" => {
+            Some(block.get("title").and_then(Value::as_str).unwrap_or_default().to_owned())
+        }
+        _ => return None,
+    };
     let source = block.get("source")?;
     let url = match source.get("type").and_then(Value::as_str)? {
         "base64" => format!(
@@ -326,7 +333,7 @@ fn image_of(block: &Value) -> Option<Image> {
         "url" => source.get("url").and_then(Value::as_str)?.to_owned(),
         _ => return None,
     };
-    Some(Image { url })
+    Some(Image { url, file })
 }
 
 /// The images of a user message's blocks, each with the index of the message it went to:
@@ -348,7 +355,7 @@ fn images_of_user(
                 out.extend(inner.filter_map(image_of).map(|image| (results, image)));
                 results += 1;
             }
-            Some("image") => out.extend(image_of(block).map(|image| (last, image))),
+            Some("image" | "document") => out.extend(image_of(block).map(|image| (last, image))),
             _ => {}
         }
     }
@@ -366,6 +373,17 @@ fn text_of(content: &Value) -> String {
                 // Passed on as an image (`images_of_user`); one that cannot be is named.
                 Some("image") if image_of(block).is_some() => String::new(),
                 Some("image") => "[image]".to_owned(),
+                // Passed on as a file (`image_of`); a plain-text document is its text.
+                Some("document") if image_of(block).is_some() => String::new(),
+                Some("document")
+                    if block.pointer("/source/type").and_then(Value::as_str) == Some("text") =>
+                {
+                    block
+                        .pointer("/source/data")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned()
+                }
                 Some("document") => "[document]".to_owned(),
                 Some("search_result") => block.get("content").map(text_of).unwrap_or_default(),
                 _ => String::new(),

@@ -463,14 +463,27 @@ pub(crate) fn missing(param: &str) -> ApiError {
 /// The image of a content part (`image_url`, or the Responses API's `input_image`): its URL,
 /// an `http(s)` one or a `data:` one.
 pub(crate) fn image_of_part(part: &Value) -> Option<Image> {
-    let url = match part.get("type").and_then(Value::as_str)? {
-        "image_url" | "input_image" => match part.get("image_url")? {
-            Value::String(url) => url,
-            value => value.get("url")?.as_str()?,
-        },
-        _ => return None,
-    };
-    (!url.is_empty()).then(|| Image { url: url.to_owned() })
+    fn text(value: Option<&Value>) -> Option<&str> {
+        value.and_then(Value::as_str).filter(|t| !t.is_empty())
+    }
+    match part.get("type").and_then(Value::as_str)? {
+        "image_url" | "input_image" => {
+            let url = match part.get("image_url")? {
+                Value::String(url) => url,
+                value => value.get("url")?.as_str()?,
+            };
+            (!url.is_empty()).then(|| Image::picture(url))
+        }
+        // A file given by its contents (Chat Completions `file.file_data`, Responses
+        // `file_data` or `file_url`); one given by a file id cannot be passed on.
+        kind @ ("file" | "input_file") => {
+            let fields = if kind == "file" { part.get("file")? } else { part };
+            let url = text(fields.get("file_data")).or_else(|| text(fields.get("file_url")))?;
+            let name = text(fields.get("filename")).unwrap_or_default();
+            Some(Image { url: url.to_owned(), file: Some(name.to_owned()) })
+        }
+        _ => None,
+    }
 }
 
 /// The images of the user and tool messages, each with the index its message has once
@@ -512,7 +525,9 @@ pub(crate) fn text_of(content: Option<&Value>) -> String {
                 }
                 Some("image_url") | Some("input_image") => "[image]".to_owned(),
                 Some("input_audio") => "[audio]".to_owned(),
-                // A file's name, when the part gives one, is all the model can be shown.
+                // Passed on as a file (`image_of_part`).
+                Some("file") | Some("input_file") if image_of_part(part).is_some() => String::new(),
+                // A file by id: its name, when the part gives one, is all the model is shown.
                 Some("file") | Some("input_file") => {
                     match part
                         .get("filename")

@@ -604,7 +604,7 @@ mod tests {
     }
 
     #[test]
-    fn images_go_as_images_and_files_are_placeholders_the_model_sees() {
+    fn images_and_files_go_as_parts_and_those_by_id_are_placeholders_the_model_sees() {
         let parsed = parse(json!({"model": "m", "input": [{"role": "user", "content": [
             {"type": "input_text", "text": "Compare:"},
             {"type": "input_image", "image_url": "data:image/png;base64,AAAA"},
@@ -617,14 +617,22 @@ mod tests {
         .unwrap();
         assert_eq!(
             parsed.chat.messages[0],
-            Message::User("Compare:\n[image]\n[file: report.pdf]\n[file]".into()),
-            "an image by file id cannot be passed on: it is named"
+            Message::User("Compare:\n[image]\n[file]".into()),
+            "an image or a file by file id cannot be passed on: it is named"
         );
-        let urls: Vec<(usize, &str)> =
-            parsed.chat.images.iter().map(|(at, image)| (*at, image.url.as_str())).collect();
+        let urls: Vec<(usize, &str, Option<&str>)> = parsed
+            .chat
+            .images
+            .iter()
+            .map(|(at, image)| (*at, image.url.as_str(), image.file.as_deref()))
+            .collect();
         assert_eq!(
             urls,
-            [(0, "data:image/png;base64,AAAA"), (2, "https://example.com/shot.png")],
+            [
+                (0, "data:image/png;base64,AAAA", None),
+                (0, "data:application/pdf;base64,AAAA", Some("report.pdf")),
+                (2, "https://example.com/shot.png", None)
+            ],
             "each with the message it came with"
         );
     }
