@@ -34,11 +34,12 @@ from test_codex import CODEX_BIN, PATCH, PATCH_FILE, SHELL_FILE, codex_env, code
 TIMEOUT_S = 180
 
 class NativeUpstream:
-    """An OpenAI-compatible upstream with native tool calling, answering through `script`:
-    the request body → its text, or one native call as (name, arguments). Every request is
-    kept."""
+    """An upstream with native tool calling, answering through `script`: the request body →
+    its text, or one native call as (name, arguments). `wire` is the API it speaks: OpenAI's
+    Chat Completions (`tool_calls`), or Anthropic's Messages (`tool_use` blocks, as the
+    Anthropic API or a proxy that speaks it does). Every request is kept."""
 
-    def __init__(self, script: Callable[[dict], object]) -> None:
+    def __init__(self, script: Callable[[dict], object], wire: str = "openai") -> None:
         self.requests: list[dict] = []
         upstream = self
 
@@ -65,6 +66,9 @@ class NativeUpstream:
                 self.send_header("content-type", "text/event-stream")
                 self.send_header("connection", "close")
                 self.end_headers()
+                if wire == "anthropic":
+                    self._messages(answer)
+                    return
                 if isinstance(answer, tuple):
                     name, arguments = answer
                     text = json.dumps(arguments)
@@ -84,6 +88,28 @@ class NativeUpstream:
                 self._send({"choices": [], "usage": {"prompt_tokens": 100, "completion_tokens": 10}})
                 self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()
+
+            def _messages(self, answer: object) -> None:
+                """The answer as Messages events: a text block, or one `tool_use` block."""
+                self._event({"type": "message_start", "message": {"id": "msg_up", "type": "message", "role": "assistant",
+                             "content": [], "usage": {"input_tokens": 100, "output_tokens": 1}}})
+                if isinstance(answer, tuple):
+                    name, arguments = answer
+                    self._event({"type": "content_block_start", "index": 0, "content_block": {
+                        "type": "tool_use", "id": f"toolu_{secrets.token_hex(4)}", "name": name, "input": {}}})
+                    text, kind, field, stop = json.dumps(arguments), "input_json_delta", "partial_json", "tool_use"
+                else:
+                    self._event({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})
+                    text, kind, field, stop = answer, "text_delta", "text", "end_turn"
+                for i in range(0, len(text), 12):
+                    self._event({"type": "content_block_delta", "index": 0, "delta": {"type": kind, field: text[i : i + 12]}})
+                self._event({"type": "content_block_stop", "index": 0})
+                self._event({"type": "message_delta", "delta": {"stop_reason": stop}, "usage": {"output_tokens": 10}})
+                self._event({"type": "message_stop"})
+
+            def _event(self, obj: dict) -> None:
+                self.wfile.write(f"event: {obj['type']}\n".encode())
+                self._send(obj)
 
             def _send(self, obj: dict) -> None:
                 self.wfile.write(f"data: {json.dumps(obj)}\n\n".encode())
@@ -149,14 +175,37 @@ def require(binary: Path, package: str, folder: str) -> None:
         pytest.fail(f"{binary} not found: `npm install --prefix target/{folder} {package}`", pytrace=False)
 
 
-def test_claude_code_reads_a_file_with_native_tools(gateway_factory, tmp_path: Path) -> None:
+def claude_workspace(tmp_path: Path, word: str) -> tuple[str, Path, Path, Path]:
+    """Claude Code's working folder: a note holding a secret word, and a picture; the
+    secret, the folder, the note and the picture."""
     require(CLAUDE_BIN, "@anthropic-ai/claude-code", "claude-code")
-    secret = f"heron-{secrets.token_hex(6)}"
+    secret = f"{word}-{secrets.token_hex(6)}"
     work = tmp_path / "work"
     work.mkdir()
     note = work / "hello.txt"
     note.write_text(f"The secret word is {secret}.\n")
-    picture = png(work / "pixel.png")
+    return secret, work, note, png(work / "pixel.png")
+
+
+def claude_reads_through(gateway_factory, tmp_path: Path, work: Path, secret: str, route: str) -> dict:
+    """Claude Code, in `work`, asked to read the note and look at the picture through a
+    gateway in `auto` whose configuration is `route`; its result, which must hold the
+    secret and the one picture."""
+    config = tmp_path / "gateway.toml"
+    config.write_text(route)
+    gw = gateway_factory("--config", str(config), "--mode", "auto", upstream_url="http://127.0.0.1:9")
+    home = tmp_path / "home"
+    home.mkdir()
+    prompt = "Read the file hello.txt and tell me what it says, then look at pixel.png."
+    result = run_claude(work, claude_env(home, gw.root), prompt, gw)
+    assert result["is_error"] is False, result
+    assert secret in result["result"], result
+    assert "The picture has 1 image" in result["result"], result
+    return result
+
+
+def test_claude_code_reads_a_file_with_native_tools(gateway_factory, tmp_path: Path) -> None:
+    secret, work, note, picture = claude_workspace(tmp_path, "heron")
 
     def script(body: dict) -> object:
         schema = (body.get("response_format") or {}).get("json_schema", {}).get("schema")
@@ -173,19 +222,9 @@ def test_claude_code_reads_a_file_with_native_tools(gateway_factory, tmp_path: P
 
     upstream = NativeUpstream(script)
     try:
-        config = tmp_path / "gateway.toml"
-        config.write_text(
-            f'default_upstream = "local"\n[upstreams.local]\nurl = "{upstream.base_url}"\nmodel = "local-qwen"\n'
-        )
-        gw = gateway_factory("--config", str(config), "--mode", "auto", upstream_url="http://127.0.0.1:9")
-        home = tmp_path / "home"
-        home.mkdir()
-        prompt = "Read the file hello.txt and tell me what it says, then look at pixel.png."
-        result = run_claude(work, claude_env(home, gw.root), prompt, gw)
-        assert result["is_error"] is False, result
+        route = f'default_upstream = "local"\n[upstreams.local]\nurl = "{upstream.base_url}"\nmodel = "local-qwen"\n'
+        result = claude_reads_through(gateway_factory, tmp_path, work, secret, route)
         assert result["num_turns"] >= 2, result
-        assert secret in result["result"], result
-        assert "The picture has 1 image" in result["result"], result
         native = check_native(upstream.requests)
         assert any("Read" in tool_names(r) for r in native)
         # Claude Code's Read returns a picture as an image block: it reached the upstream as
@@ -247,63 +286,6 @@ def test_codex_runs_a_shell_command_and_a_patch_with_native_tools(gateway_factor
         upstream.close()
 
 
-class AnthropicUpstream:
-    """A Messages upstream with native tool use (the Anthropic API, or a proxy that speaks
-    it), answering through `script` as `NativeUpstream` does: text, or one `tool_use` block
-    as (name, input). Every request is kept."""
-
-    def __init__(self, script: Callable[[dict], object]) -> None:
-        self.requests: list[dict] = []
-        upstream = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length", 0))
-                body = json.loads(self.rfile.read(length))
-                upstream.requests.append(body)
-                answer = script(body)
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                self.send_header("connection", "close")
-                self.end_headers()
-                self._send({"type": "message_start", "message": {"id": "msg_up", "type": "message", "role": "assistant",
-                            "content": [], "usage": {"input_tokens": 100, "output_tokens": 1}}})
-                if isinstance(answer, tuple):
-                    name, arguments = answer
-                    self._send({"type": "content_block_start", "index": 0, "content_block": {
-                        "type": "tool_use", "id": f"toolu_{secrets.token_hex(4)}", "name": name, "input": {}}})
-                    text = json.dumps(arguments)
-                    for i in range(0, len(text), 12):
-                        self._send({"type": "content_block_delta", "index": 0,
-                                    "delta": {"type": "input_json_delta", "partial_json": text[i : i + 12]}})
-                    stop = "tool_use"
-                else:
-                    self._send({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})
-                    for i in range(0, len(answer), 8):
-                        self._send({"type": "content_block_delta", "index": 0,
-                                    "delta": {"type": "text_delta", "text": answer[i : i + 8]}})
-                    stop = "end_turn"
-                self._send({"type": "content_block_stop", "index": 0})
-                self._send({"type": "message_delta", "delta": {"stop_reason": stop}, "usage": {"output_tokens": 10}})
-                self._send({"type": "message_stop"})
-
-            def _send(self, obj: dict) -> None:
-                self.wfile.write(f"event: {obj['type']}\ndata: {json.dumps(obj)}\n\n".encode())
-                self.wfile.flush()
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def close(self) -> None:
-        self.server.shutdown()
-
-
 def test_claude_code_reads_a_file_through_an_anthropic_upstream_with_native_tools(
     gateway_factory, tmp_path: Path
 ) -> None:
@@ -311,13 +293,7 @@ def test_claude_code_reads_a_file_through_an_anthropic_upstream_with_native_tool
     of another model, the gateway in `auto`. The upstream gets the tools declared as
     Messages declares them, `tool_use` and `tool_result` blocks in the history (the
     picture Claude Code's Read returns inside the result), and no tool contract."""
-    require(CLAUDE_BIN, "@anthropic-ai/claude-code", "claude-code")
-    secret = f"egret-{secrets.token_hex(6)}"
-    work = tmp_path / "work"
-    work.mkdir()
-    note = work / "hello.txt"
-    note.write_text(f"The secret word is {secret}.\n")
-    picture = png(work / "pixel.png")
+    secret, work, note, picture = claude_workspace(tmp_path, "egret")
 
     def blocks(body: dict, kind: str) -> list[dict]:
         return [b for m in body["messages"] if isinstance(m["content"], list) for b in m["content"] if b.get("type") == kind]
@@ -338,21 +314,11 @@ def test_claude_code_reads_a_file_through_an_anthropic_upstream_with_native_tool
             return ("Read", {"file_path": str(note)})
         return "ok"
 
-    upstream = AnthropicUpstream(script)
+    upstream = NativeUpstream(script, wire="anthropic")
     try:
-        config = tmp_path / "gateway.toml"
-        config.write_text(
-            f'default_upstream = "claude"\n[upstreams.claude]\nurl = "{upstream.base_url}"\n'
-            'api = "anthropic"\nmodel = "up-model"\n'
-        )
-        gw = gateway_factory("--config", str(config), "--mode", "auto", upstream_url="http://127.0.0.1:9")
-        home = tmp_path / "home"
-        home.mkdir()
-        prompt = "Read the file hello.txt and tell me what it says, then look at pixel.png."
-        result = run_claude(work, claude_env(home, gw.root), prompt, gw)
-        assert result["is_error"] is False, result
-        assert secret in result["result"], result
-        assert "The picture has 1 image" in result["result"], result
+        route = (f'default_upstream = "claude"\n[upstreams.claude]\nurl = "{upstream.base_url}"\n'
+                 'api = "anthropic"\nmodel = "up-model"\n')
+        claude_reads_through(gateway_factory, tmp_path, work, secret, route)
         native = [r for r in upstream.requests if r.get("tools")]
         assert native, "no request reached the upstream with native tools"
         for request in native:

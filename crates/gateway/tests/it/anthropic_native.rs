@@ -4,29 +4,18 @@
 //! as the family's calls, streamed and not; `emulate` still writes the contract.
 
 use serde_json::{Value, json};
-use toolshim_gateway::{Mode, UpstreamApi};
+use toolshim_gateway::Mode;
 
-use crate::common::anthropic::{self, Answer, AnthropicUpstream};
+use crate::common::anthropic::{self, Answer};
 use crate::common::api::{Api, within};
-use crate::common::{TestGateway, spawn_gateway};
 use crate::native_families::FAMILIES;
-
-async fn gateway(upstream: &AnthropicUpstream, mode: Mode) -> TestGateway {
-    let url = upstream.url.clone();
-    spawn_gateway(move |config| {
-        config.upstream.url = url;
-        config.upstream.api = UpstreamApi::Anthropic;
-        config.mode = mode;
-    })
-    .await
-}
 
 #[tokio::test]
 async fn issue_25_every_family_calls_natively_through_an_anthropic_upstream() {
     let weather = vec![("get_weather".to_owned(), json!({"city": "Paris"}))];
     for mode in [Mode::Native, Mode::Auto] {
         let upstream = anthropic::start(Answer::Native).await;
-        let gw = gateway(&upstream, mode).await;
+        let gw = upstream.gateway(mode).await;
         for family in FAMILIES {
             for stream in [false, true] {
                 let body = family.request("Weather in Paris?", stream);
@@ -45,7 +34,7 @@ async fn issue_25_every_family_calls_natively_through_an_anthropic_upstream() {
     }
     // Emulated, the tools are in the prompt and not declared.
     let upstream = anthropic::start(Answer::Native).await;
-    let gw = gateway(&upstream, Mode::Emulate).await;
+    let gw = upstream.gateway(Mode::Emulate).await;
     let response = within(Api::OpenAi.send(&gw, &Api::OpenAi.request("Hi", true, false))).await;
     assert!(response.status().is_success());
     let sent = upstream.bodies()[0].clone();
@@ -58,7 +47,7 @@ async fn issue_25_every_family_calls_natively_through_an_anthropic_upstream() {
 #[tokio::test]
 async fn issue_25_a_tool_loop_round_trips_through_an_anthropic_upstream() {
     let upstream = anthropic::start(Answer::Native).await;
-    let gw = gateway(&upstream, Mode::Native).await;
+    let gw = upstream.gateway(Mode::Native).await;
     let mut body = Api::OpenAi.request("Weather in Paris?", true, false);
     let first: Value = within(Api::OpenAi.send(&gw, &body)).await.json().await.unwrap();
     let message = first["choices"][0]["message"].clone();

@@ -142,12 +142,7 @@ async fn issue_25_cached_tokens_are_reported_on_every_family() {
 async fn issue_25_cache_control_reaches_an_anthropic_upstream() {
     let upstream =
         crate::common::anthropic::start(crate::common::anthropic::Answer::Text("Hello.")).await;
-    let url = upstream.url.clone();
-    let gw = spawn_gateway(move |config| {
-        config.upstream.url = url;
-        config.upstream.api = toolshim_gateway::UpstreamApi::Anthropic;
-    })
-    .await;
+    let gw = upstream.gateway(toolshim_gateway::Mode::Emulate).await;
     let mut body = Api::Anthropic.request("Weather in Paris?", true, false);
     body["system"] =
         json!([{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}]);

@@ -101,12 +101,7 @@ async fn issue_25_images_reach_the_upstream_emulated_and_native_on_every_family(
 async fn issue_25_images_are_image_blocks_to_an_anthropic_upstream() {
     let upstream =
         crate::common::anthropic::start(crate::common::anthropic::Answer::Text("A cat.")).await;
-    let url = upstream.url.clone();
-    let gw = spawn_gateway(move |config| {
-        config.upstream.url = url;
-        config.upstream.api = toolshim_gateway::UpstreamApi::Anthropic;
-    })
-    .await;
+    let gw = upstream.gateway(Mode::Emulate).await;
     let response = Api::Anthropic.send(&gw, &messages_body()).await;
     assert!(response.status().is_success());
     let seen = upstream.seen.lock().unwrap();
@@ -212,12 +207,7 @@ async fn issue_25_files_reach_the_upstream_on_every_family() {
     // To an Anthropic upstream: a `document` block.
     let upstream =
         crate::common::anthropic::start(crate::common::anthropic::Answer::Text("A report.")).await;
-    let url = upstream.url.clone();
-    let gw = spawn_gateway(move |config| {
-        config.upstream.url = url;
-        config.upstream.api = toolshim_gateway::UpstreamApi::Anthropic;
-    })
-    .await;
+    let gw = upstream.gateway(Mode::Emulate).await;
     let mut body = Api::OpenAi.request("unused", true, false);
     body["messages"] = chat;
     let response = Api::OpenAi.send(&gw, &body).await;

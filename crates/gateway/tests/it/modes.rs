@@ -174,13 +174,7 @@ async fn an_anthropic_upstream_is_spoken_to_in_messages() {
         "Checking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
     ))
     .await;
-    let url = upstream.url.clone();
-    let gw = spawn_gateway(move |config| {
-        config.upstream.url = url;
-        config.upstream.api = toolshim_gateway::UpstreamApi::Anthropic;
-        config.mode = Mode::Emulate;
-    })
-    .await;
+    let gw = upstream.gateway(Mode::Emulate).await;
     let completion = gw.complete(&request("Weather in Paris?")).await;
     let calls = completion["choices"][0]["message"]["tool_calls"].as_array().unwrap();
     assert_eq!(args(&calls[0]), json!({"city": "Paris"}));

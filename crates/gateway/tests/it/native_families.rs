@@ -410,12 +410,7 @@ async fn issue_25_sampling_options_reach_the_upstream_under_its_names() {
 async fn issue_25_sampling_options_to_an_anthropic_upstream() {
     let upstream =
         crate::common::anthropic::start(crate::common::anthropic::Answer::Text("Sunny.")).await;
-    let url = upstream.url.clone();
-    let gw = spawn_gateway(move |config| {
-        config.upstream.url = url;
-        config.upstream.api = toolshim_gateway::UpstreamApi::Anthropic;
-    })
-    .await;
+    let gw = upstream.gateway(Mode::Emulate).await;
     let mut body = Api::OpenAi.request("Weather in Paris?", true, false);
     body["max_tokens"] = json!(50);
     body["temperature"] = json!(0.7);

@@ -200,12 +200,7 @@ async fn an_anthropic_upstream_gets_the_schema_as_output_config() {
         "{\"city\": \"Paris\", \"temp_c\": 18}",
     ))
     .await;
-    let url = upstream.url.clone();
-    let gw = spawn_gateway(move |config| {
-        config.upstream.url = url;
-        config.upstream.api = toolshim_gateway::UpstreamApi::Anthropic;
-    })
-    .await;
+    let gw = upstream.gateway(toolshim_gateway::Mode::Emulate).await;
     let value = gw.complete(&chat_request(false, false)).await;
     assert_eq!(content(&value)["temp_c"], 18);
     let mut body = crate::common::plain_request("Weather in Paris?");

@@ -7,6 +7,9 @@ use axum::Router;
 use axum::http::HeaderMap;
 use axum::routing::post;
 use serde_json::{Value, json};
+use toolshim_gateway::{Mode, UpstreamApi};
+
+use crate::common::TestGateway;
 
 /// How the upstream answers.
 #[derive(Debug, Clone)]
@@ -26,6 +29,17 @@ pub(crate) struct AnthropicUpstream {
 }
 
 impl AnthropicUpstream {
+    /// A gateway whose upstream this is (`api = "anthropic"`), with `mode`.
+    pub(crate) async fn gateway(&self, mode: Mode) -> TestGateway {
+        let url = self.url.clone();
+        crate::common::spawn_gateway(move |config| {
+            config.upstream.url = url;
+            config.upstream.api = UpstreamApi::Anthropic;
+            config.mode = mode;
+        })
+        .await
+    }
+
     /// The bodies of the requests so far.
     pub(crate) fn bodies(&self) -> Vec<Value> {
         self.seen.lock().unwrap().iter().map(|(_, body)| body.clone()).collect()
