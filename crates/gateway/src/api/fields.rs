@@ -46,6 +46,15 @@ impl JsonType {
 /// The fields an API defines on one object, each with the types it may have.
 pub(crate) type Fields = &'static [(&'static str, &'static [JsonType])];
 
+/// A [`Fields`] table, written `name: Type | Type, …` with the types in scope where it is
+/// used (each family names them `Str`, `Int`, `Num`, `Bool`, `Arr`, `Obj`).
+macro_rules! fields {
+    ($($name:ident: $first:ident $(| $more:ident)*),* $(,)?) => {
+        &[$((stringify!($name), &[$first $(, $more)*])),*]
+    };
+}
+pub(crate) use fields;
+
 /// The first field of `object` listed in `fields` whose value has none of its types, with
 /// those types and the value. `null` counts as absent: required fields are checked where
 /// they are read.

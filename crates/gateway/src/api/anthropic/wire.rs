@@ -4,7 +4,7 @@ use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::api::fields::{Fields, JsonType, Walker, items};
+use crate::api::fields::{Fields, JsonType, Walker, fields, items};
 use crate::chat::{ChatRequest, Image, Message, PriorCall, ToolChoice, ToolSpec};
 use crate::error::ApiError;
 use crate::neutral::Sampling;
@@ -197,56 +197,31 @@ use JsonType::{
 };
 
 /// Every request field the Messages API defines, with its types.
-const REQUEST: Fields = &[
-    ("model", &[Str]),
-    ("max_tokens", &[Int]),
-    ("messages", &[Arr]),
-    ("system", &[Str, Arr]),
-    ("stream", &[Bool]),
-    ("temperature", &[Num]),
-    ("top_p", &[Num]),
-    ("top_k", &[Int]),
-    ("stop_sequences", &[Arr]),
-    ("tools", &[Arr]),
-    ("tool_choice", &[Obj]),
-    ("metadata", &[Obj]),
-    ("thinking", &[Obj]),
-    ("service_tier", &[Str]),
-    ("container", &[Str, Obj]),
-    ("context_management", &[Obj]),
-    ("output_config", &[Obj]),
-    ("inference_geo", &[Str]),
-    ("cache_control", &[Obj]),
-    ("mcp_servers", &[Arr]),
+const REQUEST: Fields = fields![
+    model: Str, max_tokens: Int, messages: Arr, system: Str | Arr, stream: Bool, temperature: Num,
+    top_p: Num, top_k: Int, stop_sequences: Arr, tools: Arr, tool_choice: Obj, metadata: Obj,
+    thinking: Obj, service_tier: Str, container: Str | Obj, context_management: Obj,
+    output_config: Obj, inference_geo: Str, cache_control: Obj, mcp_servers: Arr,
 ];
-const METADATA: Fields = &[("user_id", &[Str])];
-const MESSAGE: Fields = &[("role", &[Str]), ("content", &[Str, Arr])];
-const BLOCK: Fields = &[("type", &[Str]), ("cache_control", &[Obj])];
+const METADATA: Fields = fields![user_id: Str];
+const MESSAGE: Fields = fields![role: Str, content: Str | Arr];
+const BLOCK: Fields = fields![type: Str, cache_control: Obj];
 /// `system` holds text blocks only, so their fields are not under a type tag.
-const SYSTEM_BLOCK: Fields =
-    &[("type", &[Str]), ("text", &[Str]), ("cache_control", &[Obj]), ("citations", &[Arr])];
-const TOOL: Fields = &[
-    ("name", &[Str]),
-    ("description", &[Str]),
-    ("input_schema", &[Obj]),
-    ("type", &[Str]),
-    ("cache_control", &[Obj]),
-    ("strict", &[Bool]),
+const SYSTEM_BLOCK: Fields = fields![type: Str, text: Str, cache_control: Obj, citations: Arr];
+const TOOL: Fields = fields![
+    name: Str, description: Str, input_schema: Obj, type: Str, cache_control: Obj, strict: Bool,
 ];
-const TOOL_CHOICE: Fields =
-    &[("type", &[Str]), ("name", &[Str]), ("disable_parallel_tool_use", &[Bool])];
+const TOOL_CHOICE: Fields = fields![type: Str, name: Str, disable_parallel_tool_use: Bool];
 
 /// The fields of a content block of one type.
 fn block_fields(kind: &str) -> Fields {
     match kind {
-        "text" => &[("text", &[Str]), ("citations", &[Arr])],
-        "image" | "document" => &[("source", &[Obj])],
-        "tool_use" => &[("id", &[Str]), ("name", &[Str]), ("input", &[Obj])],
-        "tool_result" => {
-            &[("tool_use_id", &[Str]), ("content", &[Str, Arr]), ("is_error", &[Bool])]
-        }
-        "thinking" => &[("thinking", &[Str]), ("signature", &[Str])],
-        "redacted_thinking" => &[("data", &[Str])],
+        "text" => fields![text: Str, citations: Arr],
+        "image" | "document" => fields![source: Obj],
+        "tool_use" => fields![id: Str, name: Str, input: Obj],
+        "tool_result" => fields![tool_use_id: Str, content: Str | Arr, is_error: Bool],
+        "thinking" => fields![thinking: Str, signature: Str],
+        "redacted_thinking" => fields![data: Str],
         _ => &[],
     }
 }

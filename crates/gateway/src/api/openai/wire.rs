@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::api::fields::{Fields, JsonType, Walker, items};
+use crate::api::fields::{Fields, JsonType, Walker, fields, items};
 use crate::chat::{
     ChatRequest, Image, Message, OutputFormat, PriorCall, ToolChoice, ToolListProblem, ToolSpec,
 };
@@ -245,79 +245,38 @@ use JsonType::{
 };
 
 /// Every request field OpenAI defines, with its types.
-const REQUEST: Fields = &[
-    ("model", &[Str]),
-    ("messages", &[Arr]),
-    ("stream", &[Bool]),
-    ("stream_options", &[Obj]),
-    ("tools", &[Arr]),
-    ("tool_choice", &[Str, Obj]),
-    ("parallel_tool_calls", &[Bool]),
-    ("functions", &[Arr]),
-    ("function_call", &[Str, Obj]),
-    ("max_tokens", &[Int]),
-    ("max_completion_tokens", &[Int]),
-    ("temperature", &[Num]),
-    ("top_p", &[Num]),
-    ("n", &[Int]),
-    ("stop", &[Str, Arr]),
-    ("response_format", &[Obj]),
-    ("seed", &[Int]),
-    ("user", &[Str]),
-    ("logprobs", &[Bool]),
-    ("top_logprobs", &[Int]),
-    ("reasoning_effort", &[Str]),
-    ("modalities", &[Arr]),
-    ("store", &[Bool]),
-    ("metadata", &[Obj]),
-    ("prediction", &[Obj]),
-    ("service_tier", &[Str]),
-    ("verbosity", &[Str]),
-    ("web_search_options", &[Obj]),
-    ("prompt_cache_key", &[Str]),
-    ("safety_identifier", &[Str]),
-    ("presence_penalty", &[Num]),
-    ("frequency_penalty", &[Num]),
-    ("logit_bias", &[Obj]),
-    ("audio", &[Obj]),
+const REQUEST: Fields = fields![
+    model: Str, messages: Arr, stream: Bool, stream_options: Obj, tools: Arr,
+    tool_choice: Str | Obj, parallel_tool_calls: Bool, functions: Arr, function_call: Str | Obj,
+    max_tokens: Int, max_completion_tokens: Int, temperature: Num, top_p: Num, n: Int,
+    stop: Str | Arr, response_format: Obj, seed: Int, user: Str, logprobs: Bool, top_logprobs: Int,
+    reasoning_effort: Str, modalities: Arr, store: Bool, metadata: Obj, prediction: Obj,
+    service_tier: Str, verbosity: Str, web_search_options: Obj, prompt_cache_key: Str,
+    safety_identifier: Str, presence_penalty: Num, frequency_penalty: Num, logit_bias: Obj,
+    audio: Obj,
     // Not OpenAI's, but forwarded to the upstream with the sampling options.
-    ("top_k", &[Int]),
-    ("min_p", &[Num]),
-    ("repeat_penalty", &[Num]),
+    top_k: Int, min_p: Num, repeat_penalty: Num,
 ];
-const STREAM_OPTIONS: Fields = &[("include_usage", &[Bool]), ("include_obfuscation", &[Bool])];
-const MESSAGE: Fields = &[
-    ("role", &[Str]),
-    ("content", &[Str, Arr]),
-    ("name", &[Str]),
-    ("tool_calls", &[Arr]),
-    ("tool_call_id", &[Str]),
-    ("function_call", &[Obj]),
-    ("refusal", &[Str]),
-    ("audio", &[Obj]),
+const STREAM_OPTIONS: Fields = fields![include_usage: Bool, include_obfuscation: Bool];
+const MESSAGE: Fields = fields![
+    role: Str, content: Str | Arr, name: Str, tool_calls: Arr, tool_call_id: Str,
+    function_call: Obj, refusal: Str, audio: Obj,
 ];
-const CONTENT_PART: Fields = &[
-    ("type", &[Str]),
-    ("text", &[Str]),
-    ("refusal", &[Str]),
+const CONTENT_PART: Fields = fields![
+    type: Str, text: Str, refusal: Str,
     // A bare URL string is accepted too, as before.
-    ("image_url", &[Str, Obj]),
-    ("input_audio", &[Obj]),
-    ("file", &[Obj]),
+    image_url: Str | Obj, input_audio: Obj, file: Obj,
 ];
-const TOOL_CALL: Fields =
-    &[("id", &[Str]), ("type", &[Str]), ("function", &[Obj]), ("custom", &[Obj])];
-const CALLED_CUSTOM: Fields = &[("name", &[Str]), ("input", &[Str])];
+const TOOL_CALL: Fields = fields![id: Str, type: Str, function: Obj, custom: Obj];
+const CALLED_CUSTOM: Fields = fields![name: Str, input: Str];
 /// `arguments` may also be an object (some clients send it unencoded; it is accepted).
-const CALLED_FUNCTION: Fields = &[("name", &[Str]), ("arguments", &[Str, Obj])];
-const TOOL: Fields = &[("type", &[Str]), ("function", &[Obj]), ("custom", &[Obj])];
-const CUSTOM: Fields = &[("name", &[Str]), ("description", &[Str]), ("format", &[Obj])];
-const FUNCTION: Fields =
-    &[("name", &[Str]), ("description", &[Str]), ("parameters", &[Obj]), ("strict", &[Bool])];
-const TOOL_CHOICE: Fields =
-    &[("type", &[Str]), ("function", &[Obj]), ("allowed_tools", &[Obj]), ("custom", &[Obj])];
-const ALLOWED_TOOLS: Fields = &[("mode", &[Str]), ("tools", &[Arr])];
-const NAMED: Fields = &[("name", &[Str])];
+const CALLED_FUNCTION: Fields = fields![name: Str, arguments: Str | Obj];
+const TOOL: Fields = fields![type: Str, function: Obj, custom: Obj];
+const CUSTOM: Fields = fields![name: Str, description: Str, format: Obj];
+const FUNCTION: Fields = fields![name: Str, description: Str, parameters: Obj, strict: Bool];
+const TOOL_CHOICE: Fields = fields![type: Str, function: Obj, allowed_tools: Obj, custom: Obj];
+const ALLOWED_TOOLS: Fields = fields![mode: Str, tools: Arr];
+const NAMED: Fields = fields![name: Str];
 
 /// The types of every field OpenAI defines, as OpenAI words a mistake:
 /// `Invalid type for 'messages[0].content': expected …, but got … instead.`

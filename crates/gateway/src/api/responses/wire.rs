@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::items::*;
 use super::tools::*;
-use crate::api::fields::{Fields, JsonType, Walker, items};
+use crate::api::fields::{Fields, JsonType, Walker, fields, items};
 use crate::api::openai::wire::{image_of_part, missing, type_error};
 use crate::chat::{ChatRequest, Message, ToolListProblem};
 use crate::error::ApiError;
@@ -96,62 +96,24 @@ use JsonType::{
     Array as Arr, Boolean as Bool, Integer as Int, Number as Num, Object as Obj, String as Str,
 };
 
-pub(super) const REQUEST: Fields = &[
-    ("model", &[Str]),
-    ("input", &[Str, Arr]),
-    ("instructions", &[Str]),
-    ("tools", &[Arr]),
-    ("tool_choice", &[Str, Obj]),
-    ("parallel_tool_calls", &[Bool]),
-    ("stream", &[Bool]),
-    ("store", &[Bool]),
-    ("previous_response_id", &[Str]),
-    ("conversation", &[Str, Obj]),
-    ("include", &[Arr]),
-    ("reasoning", &[Obj]),
-    ("text", &[Obj]),
-    ("max_output_tokens", &[Int]),
-    ("max_tool_calls", &[Int]),
-    ("temperature", &[Num]),
-    ("top_p", &[Num]),
-    ("truncation", &[Str]),
-    ("metadata", &[Obj]),
-    ("prompt_cache_key", &[Str]),
-    ("safety_identifier", &[Str]),
-    ("service_tier", &[Str]),
-    ("user", &[Str]),
-    ("stream_options", &[Obj]),
-    ("background", &[Bool]),
+pub(super) const REQUEST: Fields = fields![
+    model: Str, input: Str | Arr, instructions: Str, tools: Arr, tool_choice: Str | Obj,
+    parallel_tool_calls: Bool, stream: Bool, store: Bool, previous_response_id: Str,
+    conversation: Str | Obj, include: Arr, reasoning: Obj, text: Obj, max_output_tokens: Int,
+    max_tool_calls: Int, temperature: Num, top_p: Num, truncation: Str, metadata: Obj,
+    prompt_cache_key: Str, safety_identifier: Str, service_tier: Str, user: Str,
+    stream_options: Obj, background: Bool,
 ];
-pub(super) const ITEM: Fields = &[
-    ("type", &[Str]),
-    ("execution", &[Str]),
-    ("tools", &[Arr]),
-    ("role", &[Str]),
-    ("content", &[Str, Arr]),
-    ("call_id", &[Str]),
-    ("name", &[Str]),
-    ("namespace", &[Str]),
-    ("arguments", &[Str, Obj]),
-    ("input", &[Str]),
-    ("output", &[Str, Arr]),
+pub(super) const ITEM: Fields = fields![
+    type: Str, execution: Str, tools: Arr, role: Str, content: Str | Arr, call_id: Str, name: Str,
+    namespace: Str, arguments: Str | Obj, input: Str, output: Str | Arr,
 ];
-pub(super) const TOOL: Fields = &[
-    ("type", &[Str]),
-    ("execution", &[Str]),
-    ("name", &[Str]),
-    ("description", &[Str]),
-    ("parameters", &[Obj]),
-    ("strict", &[Bool]),
-    ("format", &[Obj]),
-    ("tools", &[Arr]),
+pub(super) const TOOL: Fields = fields![
+    type: Str, execution: Str, name: Str, description: Str, parameters: Obj, strict: Bool,
+    format: Obj, tools: Arr,
 ];
-pub(super) const TOOL_CHOICE: Fields = &[
-    ("type", &[Str]),
-    ("name", &[Str]),
-    ("namespace", &[Str]),
-    ("mode", &[Str]),
-    ("tools", &[Arr]),
+pub(super) const TOOL_CHOICE: Fields = fields![
+    type: Str, name: Str, namespace: Str, mode: Str, tools: Arr,
 ];
 
 pub(super) const WALK: Walker = Walker { error: type_error };
