@@ -47,20 +47,21 @@ pub use crate::state::AppState;
 
 /// The gateway's routes and layers.
 pub fn router(state: AppState) -> Router {
+    use api::anthropic::handlers::{CountTokens, Messages};
+    use api::family::handle;
+    use api::openai::handlers::ChatCompletions;
+    use api::responses::handlers::Responses;
     Router::new()
-        .route("/v1/chat/completions", post(api::openai::handlers::chat_completions))
-        .route("/chat/completions", post(api::openai::handlers::chat_completions))
-        .route(
-            "/v1/responses",
-            post(api::responses::handlers::create).get(api::responses::handlers::websocket),
-        )
-        .route("/responses", post(api::responses::handlers::create))
+        .route("/v1/chat/completions", post(handle::<ChatCompletions>))
+        .route("/chat/completions", post(handle::<ChatCompletions>))
+        .route("/v1/responses", post(handle::<Responses>).get(api::responses::handlers::websocket))
+        .route("/responses", post(handle::<Responses>))
         .route(
             "/v1/responses/{id}",
             get(api::responses::handlers::stored).delete(api::responses::handlers::stored),
         )
-        .route("/v1/messages", post(api::anthropic::handlers::messages))
-        .route("/v1/messages/count_tokens", post(api::anthropic::handlers::count_tokens))
+        .route("/v1/messages", post(handle::<Messages>))
+        .route("/v1/messages/count_tokens", post(handle::<CountTokens>))
         .route("/v1/models", get(api::models))
         .route("/healthz", get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }))
         .route("/readyz", get(ready))

@@ -17,6 +17,7 @@ use crate::error::ApiError;
 use crate::state::AppState;
 
 pub(crate) mod anthropic;
+pub(crate) mod family;
 pub(crate) mod fields;
 pub(crate) mod openai;
 pub(crate) mod responses;

@@ -1,15 +1,12 @@
 //! Thin handlers for the Anthropic Messages API, on the same pipeline as OpenAI.
 
-use std::time::Instant;
-
-use axum::body::Body;
-use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::api::anthropic::sse::{self, Encoder};
 use crate::api::anthropic::{error, wire};
+use crate::api::family::Family;
 use crate::chat::ToolChoice;
 use crate::chat::reply::Reply;
 use crate::error::{ApiError, AuthFailure};
@@ -35,50 +32,62 @@ fn request_id(headers: &HeaderMap) -> Option<String> {
     headers.get("x-request-id").and_then(|v| v.to_str().ok()).map(str::to_owned)
 }
 
-/// The key and the version header first (an unauthenticated body is never read), then the
-/// body as JSON.
-async fn check(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Value, ApiError> {
+/// The key, then the version header the API requires.
+fn admit(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
     authorize(state, headers)?;
     if headers.get("anthropic-version").is_none() {
         return Err(ApiError::invalid("anthropic-version: header is required", None));
     }
-    let body = crate::api::read_body(state, headers, body).await?;
-    serde_json::from_slice(&body).map_err(|err| {
-        ApiError::invalid(format!("The request body is not valid JSON: {err}"), None)
-    })
+    Ok(())
 }
 
-/// `POST /v1/messages`
-pub(crate) async fn messages(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    let id = request_id(&headers);
-    let result = async {
-        let value = check(&state, &headers, body).await?;
-        let parsed = wire::from_wire(&value, false)?;
+fn not_json(err: &serde_json::Error) -> ApiError {
+    ApiError::invalid(format!("The request body is not valid JSON: {err}"), None)
+}
+
+/// An error in Anthropic's shape, echoing the request's `x-request-id`.
+fn error(err: ApiError, headers: &HeaderMap) -> Response {
+    error::response(err, request_id(headers).as_deref())
+}
+
+/// `POST /v1/messages`: served natively or emulated, as `dispatch::plan` decides.
+pub(crate) struct Messages;
+
+impl Family for Messages {
+    type Request = wire::Parsed;
+
+    fn admit(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+        admit(state, headers)
+    }
+
+    fn not_json(err: &serde_json::Error) -> ApiError {
+        not_json(err)
+    }
+
+    fn parse(body: Value) -> Result<wire::Parsed, ApiError> {
+        wire::from_wire(&body, false)
+    }
+
+    async fn serve(state: AppState, parsed: wire::Parsed) -> Result<Response, ApiError> {
         for kind in &parsed.server_tools {
             state.metrics.hosted_tool_left_out(kind);
         }
         tracing::info!(model = %parsed.chat.model, stream = parsed.stream, tools = parsed.chat.tools.len(),
             server_tools_left_out = parsed.server_tools.len(), "messages");
-        serve(state, parsed).await
+        let render = Render {
+            model: parsed.chat.model.clone(),
+            input_tokens: state.estimate_input_tokens(&parsed.chat),
+            drop_text: matches!(
+                parsed.chat.tool_choice,
+                ToolChoice::Required | ToolChoice::Named(_)
+            ),
+        };
+        crate::api::family::serve(&state, parsed.chat, parsed.stream, render).await
     }
-    .await;
-    result.unwrap_or_else(|err| error::response(err, id.as_deref()))
-}
 
-/// Served natively or emulated, as `dispatch::plan` decides.
-async fn serve(state: AppState, parsed: wire::Parsed) -> Result<Response, ApiError> {
-    let started = Instant::now();
-    let render = Render {
-        model: parsed.chat.model.clone(),
-        input_tokens: state.estimate_input_tokens(&parsed.chat),
-        drop_text: matches!(parsed.chat.tool_choice, ToolChoice::Required | ToolChoice::Named(_)),
-    };
-    let events = crate::dispatch::serve(&state, parsed.chat, parsed.stream).await?;
-    crate::api::reply(&state, started, events, parsed.stream, render).await
+    fn error(err: ApiError, headers: &HeaderMap) -> Response {
+        error(err, headers)
+    }
 }
 
 /// What a Messages reply needs beyond the chat events.
@@ -105,30 +114,41 @@ impl crate::api::Render for Render {
 }
 
 /// `POST /v1/messages/count_tokens`: the same prompt rendering as `/v1/messages`.
-pub(crate) async fn count_tokens(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    let id = request_id(&headers);
-    let result = check(&state, &headers, body)
-        .await
-        .and_then(|value| wire::from_wire(&value, true))
-        .map(|parsed| {
-            axum::Json(json!({"input_tokens": state.estimate_input_tokens(&parsed.chat)}))
-                .into_response()
-        });
-    result.unwrap_or_else(|err| error::response(err, id.as_deref()))
+pub(crate) struct CountTokens;
+
+impl Family for CountTokens {
+    type Request = wire::Parsed;
+
+    fn admit(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+        admit(state, headers)
+    }
+
+    fn not_json(err: &serde_json::Error) -> ApiError {
+        not_json(err)
+    }
+
+    fn parse(body: Value) -> Result<wire::Parsed, ApiError> {
+        wire::from_wire(&body, true)
+    }
+
+    async fn serve(state: AppState, parsed: wire::Parsed) -> Result<Response, ApiError> {
+        let tokens = state.estimate_input_tokens(&parsed.chat);
+        Ok(axum::Json(json!({"input_tokens": tokens})).into_response())
+    }
+
+    fn error(err: ApiError, headers: &HeaderMap) -> Response {
+        error(err, headers)
+    }
 }
 
 /// `GET /v1/models` in Anthropic's shape.
 pub(crate) async fn models(state: &AppState, headers: &HeaderMap) -> Response {
     if let Err(err) = authorize(state, headers) {
-        return error::response(err, request_id(headers).as_deref());
+        return error(err, headers);
     }
     let ids = match state.model_ids().await {
         Ok(ids) => ids,
-        Err(err) => return error::response(err, request_id(headers).as_deref()),
+        Err(err) => return error(err, headers),
     };
     let data: Vec<Value> = ids
         .iter()

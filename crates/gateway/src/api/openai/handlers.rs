@@ -2,7 +2,6 @@
 
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -10,6 +9,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
+use crate::api::family::Family;
 use crate::api::openai::repair::{Repair, repaired};
 use crate::api::openai::sse::{self, Encoder};
 use crate::api::openai::{error, wire};
@@ -43,36 +43,50 @@ fn completion_id() -> String {
     id
 }
 
-/// `POST /v1/chat/completions`
-pub(crate) async fn chat_completions(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    handle(state, &headers, body).await.unwrap_or_else(error::response)
+/// `POST /v1/chat/completions`: passed through to an upstream that takes Chat Completions
+/// (native or auto), else served from the neutral request.
+pub(crate) struct ChatCompletions;
+
+impl Family for ChatCompletions {
+    /// The body as it came (for a passthrough) and as read.
+    type Request = (Value, wire::Parsed);
+
+    fn admit(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+        authorize(state, headers)
+    }
+
+    fn not_json(err: &serde_json::Error) -> ApiError {
+        not_json(err)
+    }
+
+    fn parse(body: Value) -> Result<(Value, wire::Parsed), ApiError> {
+        let parsed = wire::from_wire(&body)?;
+        Ok((body, parsed))
+    }
+
+    async fn serve(
+        state: AppState,
+        (value, parsed): (Value, wire::Parsed),
+    ) -> Result<Response, ApiError> {
+        handle(state, value, parsed).await
+    }
+
+    fn error(err: ApiError, _headers: &HeaderMap) -> Response {
+        error::response(err)
+    }
 }
 
-/// An OpenAI API request's JSON body (Chat Completions, Responses): the key checked first,
-/// so an unauthenticated body is never read; then read under its limits and parsed, with
-/// OpenAI's words for a body that is not JSON.
-pub(crate) async fn json_body(
-    state: &AppState,
-    headers: &HeaderMap,
-    body: Body,
-) -> Result<Value, ApiError> {
-    authorize(state, headers)?;
-    let body = crate::api::read_body(state, headers, body).await?;
-    serde_json::from_slice(&body).map_err(|err| {
-        ApiError::invalid(
-            format!("We could not parse the JSON body of your request. ({err}) The OpenAI API expects a JSON payload."),
-            None,
-        )
-    })
+/// A body that is not JSON, in OpenAI's words (Chat Completions, Responses).
+pub(crate) fn not_json(err: &serde_json::Error) -> ApiError {
+    ApiError::invalid(
+        format!(
+            "We could not parse the JSON body of your request. ({err}) The OpenAI API expects a JSON payload."
+        ),
+        None,
+    )
 }
 
-async fn handle(state: AppState, headers: &HeaderMap, body: Body) -> Result<Response, ApiError> {
-    let value = json_body(&state, headers, body).await?;
-    let parsed = wire::from_wire(&value)?;
+async fn handle(state: AppState, value: Value, parsed: wire::Parsed) -> Result<Response, ApiError> {
     // A passthrough upstream sees only the tools `allowed_tools` allows, and the reply's
     // calls to any other are dropped.
     let (value, allowed) = match &parsed.allowed {
@@ -141,16 +155,14 @@ async fn emulate(
 /// The request served from its neutral form as `dispatch::serve` plans it (native in the
 /// upstream's own API, or emulated).
 async fn neutral(state: AppState, parsed: wire::Parsed) -> Result<Response, ApiError> {
-    let (stream, model) = (parsed.stream, parsed.chat.model.clone());
-    let events = crate::dispatch::serve(&state, parsed.chat, stream).await?;
     let shape = Shape {
-        stream,
-        model,
+        stream: parsed.stream,
+        model: parsed.chat.model.clone(),
         include_usage: parsed.include_usage,
         legacy: parsed.legacy,
         custom: parsed.custom,
     };
-    respond(&state, events, shape).await
+    crate::api::family::serve(&state, parsed.chat, parsed.stream, shape).await
 }
 
 /// How a reply is written.

@@ -1,49 +1,57 @@
 //! Thin handlers for the Responses API.
 
-use std::time::Instant;
-
-use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
+use serde_json::Value;
 
-use crate::api::openai::handlers::{authorize, json_body};
+use crate::api::family::Family;
+use crate::api::openai::handlers::authorize;
 use crate::api::responses::error;
 use crate::api::responses::sse::{Builder, Encoder, Shape, now, response_id};
 use crate::api::responses::wire;
 use crate::error::ApiError;
 use crate::state::AppState;
 
-/// `POST /v1/responses`
-pub(crate) async fn create(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    handle(state, &headers, body).await.unwrap_or_else(error::response)
-}
+/// `POST /v1/responses`.
+pub(crate) struct Responses;
 
-async fn handle(state: AppState, headers: &HeaderMap, body: Body) -> Result<Response, ApiError> {
-    let value = json_body(&state, headers, body).await?;
-    let parsed = wire::from_wire(&value)?;
-    for kind in &parsed.hosted {
-        state.metrics.hosted_tool_left_out(kind);
+impl Family for Responses {
+    type Request = wire::Parsed;
+
+    fn admit(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+        authorize(state, headers)
     }
-    tracing::info!(model = %parsed.chat.model, stream = parsed.stream, tools = parsed.chat.tools.len(),
-        hosted_tools_left_out = parsed.hosted.len(), "responses");
-    let started = Instant::now();
-    let shape = Shape {
-        id: response_id("resp_"),
-        created_at: now(),
-        model: parsed.chat.model.clone(),
-        echo: parsed.echo,
-        tools: parsed.tools,
-        input_tokens: state.estimate_input_tokens(&parsed.chat),
-    };
-    let stream = parsed.stream;
-    let events = crate::dispatch::serve(&state, parsed.chat, stream).await?;
-    crate::api::reply(&state, started, events, stream, shape).await
+
+    fn not_json(err: &serde_json::Error) -> ApiError {
+        crate::api::openai::handlers::not_json(err)
+    }
+
+    fn parse(body: Value) -> Result<wire::Parsed, ApiError> {
+        wire::from_wire(&body)
+    }
+
+    async fn serve(state: AppState, parsed: wire::Parsed) -> Result<Response, ApiError> {
+        for kind in &parsed.hosted {
+            state.metrics.hosted_tool_left_out(kind);
+        }
+        tracing::info!(model = %parsed.chat.model, stream = parsed.stream, tools = parsed.chat.tools.len(),
+            hosted_tools_left_out = parsed.hosted.len(), "responses");
+        let shape = Shape {
+            id: response_id("resp_"),
+            created_at: now(),
+            model: parsed.chat.model.clone(),
+            echo: parsed.echo,
+            tools: parsed.tools,
+            input_tokens: state.estimate_input_tokens(&parsed.chat),
+        };
+        crate::api::family::serve(&state, parsed.chat, parsed.stream, shape).await
+    }
+
+    fn error(err: ApiError, _headers: &HeaderMap) -> Response {
+        error::response(err)
+    }
 }
 
 impl crate::api::Render for Shape {
