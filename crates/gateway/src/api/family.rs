@@ -15,14 +15,23 @@ use crate::chat::ChatRequest;
 use crate::error::ApiError;
 use crate::state::AppState;
 
+/// How a client API receives a request and words a failure: shared by the endpoints of one
+/// API (`/v1/messages` and its `count_tokens`).
+pub(crate) struct Front {
+    /// The key check and the headers the API requires, before any byte of the body.
+    pub(crate) admit: fn(&AppState, &HeaderMap) -> Result<(), ApiError>,
+    /// What a body that is not JSON is told, in the API's words.
+    pub(crate) not_json: fn(&serde_json::Error) -> ApiError,
+    /// An error as the API's response (`headers` are the request's).
+    pub(crate) error: fn(ApiError, &HeaderMap) -> Response,
+}
+
 /// A client API's request endpoint.
 pub(crate) trait Family: Send + Sync + 'static {
+    /// How its requests are received and its errors worded.
+    const FRONT: Front;
     /// The request as the family reads it.
     type Request: Send;
-    /// The key check and the headers the family requires, before any byte of the body.
-    fn admit(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError>;
-    /// What a body that is not JSON is told, in the family's words.
-    fn not_json(err: &serde_json::Error) -> ApiError;
     /// The JSON body read as the family's request.
     fn parse(body: Value) -> Result<Self::Request, ApiError>;
     /// The request served: native, emulated or passed through, as its route says.
@@ -30,8 +39,6 @@ pub(crate) trait Family: Send + Sync + 'static {
         state: AppState,
         request: Self::Request,
     ) -> impl Future<Output = Result<Response, ApiError>> + Send;
-    /// An error as the family's response (`headers` are the request's).
-    fn error(err: ApiError, headers: &HeaderMap) -> Response;
 }
 
 /// The handler of a family's `POST` endpoint.
@@ -40,23 +47,32 @@ pub(crate) async fn handle<F: Family>(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    let front = F::FRONT;
     let result = async {
-        F::admit(&state, &headers)?;
+        (front.admit)(&state, &headers)?;
         let body = crate::api::read_body(&state, &headers, body).await?;
-        let value: Value = serde_json::from_slice(&body).map_err(|err| F::not_json(&err))?;
+        let value: Value = serde_json::from_slice(&body).map_err(|err| (front.not_json)(&err))?;
         F::serve(state, F::parse(value)?).await
     };
-    result.await.unwrap_or_else(|err| F::error(err, &headers))
+    result.await.unwrap_or_else(|err| (front.error)(err, &headers))
 }
 
 /// A neutral request served as `dispatch::serve` plans it (native in the upstream's own API,
-/// or emulated), and answered through the family's `render`.
+/// or emulated), and answered through the family's `render`; `api` names the request in the
+/// log, `left_out` are the hosted (server) tools it declared, which are counted.
 pub(crate) async fn serve<R: Render>(
     state: &AppState,
+    api: &'static str,
     chat: ChatRequest,
     stream: bool,
+    left_out: &[String],
     render: R,
 ) -> Result<Response, ApiError> {
+    for kind in left_out {
+        state.metrics.hosted_tool_left_out(kind);
+    }
+    tracing::info!(model = %chat.model, stream, tools = chat.tools.len(),
+        hosted_tools_left_out = left_out.len(), "{api}");
     let started = Instant::now();
     let events = crate::dispatch::serve(state, chat, stream).await?;
     crate::api::reply(state, started, events, stream, render).await

@@ -457,21 +457,11 @@ mod tests {
     }
 
     fn request(user: &str, tools: Vec<ToolSpec>) -> ChatRequest {
-        ChatRequest {
-            model: "m".into(),
-            messages: vec![Message::User(user.into())],
-            tools,
-            ..ChatRequest::default()
-        }
+        ChatRequest::asking(user, tools)
     }
 
     fn tool(name: &str, parameters: Value) -> ToolSpec {
-        ToolSpec {
-            name: name.into(),
-            description: None,
-            parameters: Some(parameters),
-            strict: false,
-        }
+        ToolSpec::named(name, Some(parameters))
     }
 
     fn roots() -> ToolSpec {

@@ -232,22 +232,12 @@ impl NativeReply {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chat::types::{Message, ToolSpec};
+    use crate::chat::types::ToolSpec;
 
     fn request() -> ChatRequest {
-        ChatRequest {
-            model: "m".into(),
-            messages: vec![Message::User("Weather in Paris?".into())],
-            tools: vec![ToolSpec {
-                name: "get_weather".into(),
-                description: None,
-                parameters: Some(
-                    serde_json::json!({"type": "object", "properties": {"city": {"type": "string"}}}),
-                ),
-                strict: false,
-            }],
-            ..ChatRequest::default()
-        }
+        let schema =
+            serde_json::json!({"type": "object", "properties": {"city": {"type": "string"}}});
+        ChatRequest::asking("Weather in Paris?", vec![ToolSpec::named("get_weather", Some(schema))])
     }
 
     fn fold(events: Vec<UpstreamEvent>) -> Vec<ChatEvent> {

@@ -482,7 +482,7 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
-    use crate::chat::types::{Message, ToolSpec};
+    use crate::chat::types::ToolSpec;
     use crate::config::{CallFormat, ReasoningCalls};
     use crate::neutral::{Role, UpstreamEvent, UpstreamRequest, UpstreamStream};
 
@@ -517,18 +517,8 @@ mod tests {
     }
 
     fn request(choice: ToolChoice) -> ChatRequest {
-        ChatRequest {
-            model: "m".into(),
-            messages: vec![Message::User("Weather in Paris?".into())],
-            tools: vec![ToolSpec {
-                name: "get_weather".into(),
-                description: None,
-                parameters: None,
-                strict: false,
-            }],
-            tool_choice: choice,
-            ..ChatRequest::default()
-        }
+        let tools = vec![ToolSpec::named("get_weather", None)];
+        ChatRequest { tool_choice: choice, ..ChatRequest::asking("Weather in Paris?", tools) }
     }
 
     fn settings() -> Settings {

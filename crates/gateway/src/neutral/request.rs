@@ -92,6 +92,27 @@ pub(crate) struct ToolSpec {
     pub(crate) strict: bool,
 }
 
+#[cfg(test)]
+impl ToolSpec {
+    /// A tool by its name and schema (tests).
+    pub(crate) fn named(name: &str, parameters: Option<Value>) -> ToolSpec {
+        ToolSpec { name: name.into(), description: None, parameters, strict: false }
+    }
+}
+
+#[cfg(test)]
+impl ChatRequest {
+    /// One user message to model `m` with these tools (tests).
+    pub(crate) fn asking(user: &str, tools: Vec<ToolSpec>) -> ChatRequest {
+        ChatRequest {
+            model: "m".into(),
+            messages: vec![Message::User(user.into())],
+            tools,
+            ..ChatRequest::default()
+        }
+    }
+}
+
 /// Which calls the reply must (or must not) contain.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ToolChoice {

@@ -133,6 +133,29 @@ pub(crate) fn read_json(payload: &str, repaired: &mut usize) -> Result<Value, se
     }
 }
 
+/// A `what` (a JSON body, an event's data) read as JSON, its lone surrogates repaired and
+/// counted in `repairs`; an unreadable one is the upstream's fault, shown by its first bytes.
+fn value_of(
+    upstream: &str,
+    text: &str,
+    what: &str,
+    repairs: &mut Vec<(Repair, usize)>,
+) -> Result<Value, ApiError> {
+    let mut repaired = 0;
+    let value = read_json(text, &mut repaired).map_err(|err| ApiError::Upstream {
+        fault: UpstreamFault::Unreadable,
+        message: format!("The upstream model sent an invalid {what}."),
+        detail: format!(
+            "{upstream}: invalid {what} ({err}): {}",
+            crate::upstream::client::first_bytes(text.as_bytes())
+        ),
+    })?;
+    if repaired > 0 {
+        repairs.push((Repair::LoneSurrogate, repaired));
+    }
+    Ok(value)
+}
+
 /// `text` with each `\uXXXX` escape of a surrogate that has no partner replaced by
 /// `\uFFFD`, and how many were replaced; `None` when there is none. Backslashes stand only
 /// inside JSON strings, so escapes are found without parsing.
@@ -239,6 +262,9 @@ pub(crate) fn payloads(
     }
 }
 
+/// What reading a chunk came to: how the reply goes on, or the error that ends it.
+type Read = Result<Flow, ApiError>;
+
 /// What a reader made of a chunk, besides its payloads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Flow {
@@ -312,21 +338,11 @@ impl ReplyReader {
         }
     }
 
-    fn read(
-        &mut self,
-        chunk: &[u8],
-        ended: bool,
-        out: &mut Vec<Payload>,
-    ) -> Result<Flow, ApiError> {
+    fn read(&mut self, chunk: &[u8], ended: bool, out: &mut Vec<Payload>) -> Read {
         let upstream = &self.upstream;
         self.wire_bytes += chunk.len();
         if self.wire_bytes > self.limits.max_wire() {
-            return Err(too_large(
-                upstream,
-                "on the wire",
-                self.limits.max_wire(),
-                "upstream.max_reply_bytes",
-            ));
+            return Err(too_large(upstream, WIRE, self.limits.max_wire()));
         }
         let framing = match self.framing {
             Some(framing) => framing,
@@ -354,44 +370,23 @@ impl ReplyReader {
     }
 
     /// A JSON body: held until it ends, then read whole.
-    fn json(
-        &mut self,
-        fresh: &[u8],
-        ended: bool,
-        out: &mut Vec<Payload>,
-    ) -> Result<Flow, ApiError> {
+    fn json(&mut self, fresh: &[u8], ended: bool, out: &mut Vec<Payload>) -> Read {
         let upstream = &self.upstream;
         // A JSON body comes at once: all of it must come within the idle timeout of its
         // first bytes (a trickle cannot extend it).
         let began = self.body.is_empty() && !fresh.is_empty();
         self.body.extend_from_slice(fresh);
         if self.body.len() > self.limits.max_reply {
-            return Err(too_large(
-                upstream,
-                "as a JSON body",
-                self.limits.max_reply,
-                "upstream.max_reply_bytes",
-            ));
+            return Err(too_large(upstream, BODY, self.limits.max_reply));
         }
         if !ended {
             return Ok(if began { Flow::Progress } else { Flow::More });
         }
-        let mut repaired = 0;
         let (text, invalid) = decode_lossy(&self.body);
         if invalid > 0 {
             self.repairs.push((Repair::InvalidUtf8, invalid));
         }
-        let value = read_json(&text, &mut repaired).map_err(|err| ApiError::Upstream {
-            fault: UpstreamFault::Unreadable,
-            message: "The upstream model sent an invalid JSON body.".into(),
-            detail: format!(
-                "{upstream}: invalid JSON body ({err}): {}",
-                crate::upstream::client::first_bytes(&self.body)
-            ),
-        })?;
-        if repaired > 0 {
-            self.repairs.push((Repair::LoneSurrogate, repaired));
-        }
+        let value = value_of(upstream, &text, "JSON body", &mut self.repairs)?;
         if let Some(message) = self.wire.error_of(&value) {
             return Err(upstream_error(upstream, &message));
         }
@@ -407,12 +402,7 @@ impl ReplyReader {
     }
 
     /// An event stream: each event's data read as it completes.
-    fn events(
-        &mut self,
-        fresh: &[u8],
-        ended: bool,
-        out: &mut Vec<Payload>,
-    ) -> Result<Flow, ApiError> {
+    fn events(&mut self, fresh: &[u8], ended: bool, out: &mut Vec<Payload>) -> Read {
         let upstream = &self.upstream;
         let fed = self.decoder.feed(fresh, &mut self.data);
         if ended && fed.is_ok() {
@@ -423,12 +413,7 @@ impl ReplyReader {
             self.repairs.push((Repair::InvalidUtf8, invalid));
         }
         if fed.is_err() {
-            return Err(too_large(
-                upstream,
-                "in one event line",
-                self.limits.max_line,
-                "upstream.max_line_bytes",
-            ));
+            return Err(too_large(upstream, LINE, self.limits.max_line));
         }
         let progress = self.data.iter().any(|payload| !is_ping(payload));
         for payload in self.data.drain(..) {
@@ -436,18 +421,7 @@ impl ReplyReader {
                 self.finished = true;
                 return Ok(Flow::Done);
             }
-            let mut repaired = 0;
-            let value = read_json(&payload, &mut repaired).map_err(|err| ApiError::Upstream {
-                fault: UpstreamFault::Unreadable,
-                message: "The upstream model sent an invalid JSON event.".into(),
-                detail: format!(
-                    "{upstream}: unreadable event ({err}): {}",
-                    crate::upstream::client::first_bytes(payload.as_bytes())
-                ),
-            })?;
-            if repaired > 0 {
-                self.repairs.push((Repair::LoneSurrogate, repaired));
-            }
+            let value = value_of(upstream, &payload, "JSON event", &mut self.repairs)?;
             if let Some(message) = self.wire.error_of(&value) {
                 return Err(upstream_error(upstream, &message));
             }
@@ -464,7 +438,19 @@ impl ReplyReader {
     }
 }
 
-fn too_large(upstream: &str, what: &str, limit: usize, key: &str) -> ApiError {
+/// A limit on a reply: what it bounds, and the setting that sets it.
+#[derive(Clone, Copy)]
+struct Cap {
+    what: &'static str,
+    key: &'static str,
+}
+
+const WIRE: Cap = Cap { what: "on the wire", key: "upstream.max_reply_bytes" };
+const BODY: Cap = Cap { what: "as a JSON body", key: "upstream.max_reply_bytes" };
+const LINE: Cap = Cap { what: "in one event line", key: "upstream.max_line_bytes" };
+
+fn too_large(upstream: &str, cap: Cap, limit: usize) -> ApiError {
+    let Cap { what, key } = cap;
     ApiError::Upstream {
         fault: UpstreamFault::TooLarge,
         message: format!(
@@ -613,7 +599,7 @@ mod tests {
         let bad = "data: {\"choices\":[]}\n\ndata: {not json\n\n";
         let (payloads, err) = read_all(reader("text/event-stream", Wire::OpenAi), bad, 3);
         assert_eq!(payloads.len(), 1);
-        assert!(err.unwrap().detail().contains("unreadable event"));
+        assert!(err.unwrap().detail().contains("invalid JSON event"));
         let reported = "event: error\ndata: {\"type\": \"error\", \"error\": {\"message\": \"Overloaded\"}}\n\n";
         let (_, err) = read_all(reader("text/event-stream", Wire::Anthropic), reported, 10);
         assert!(matches!(err, Some(ApiError::Upstream { fault: UpstreamFault::Reported, .. })));

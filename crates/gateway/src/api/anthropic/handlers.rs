@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use crate::api::anthropic::sse::{self, Encoder};
 use crate::api::anthropic::{error, wire};
-use crate::api::family::Family;
+use crate::api::family::{Family, Front};
 use crate::chat::ToolChoice;
 use crate::chat::reply::Reply;
 use crate::error::{ApiError, AuthFailure};
@@ -32,7 +32,9 @@ fn request_id(headers: &HeaderMap) -> Option<String> {
     headers.get("x-request-id").and_then(|v| v.to_str().ok()).map(str::to_owned)
 }
 
-/// The key, then the version header the API requires.
+/// The Messages API's front: the key, then the version header it requires; its error shape.
+const FRONT: Front = Front { admit, not_json, error };
+
 fn admit(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
     authorize(state, headers)?;
     if headers.get("anthropic-version").is_none() {
@@ -54,26 +56,14 @@ fn error(err: ApiError, headers: &HeaderMap) -> Response {
 pub(crate) struct Messages;
 
 impl Family for Messages {
+    const FRONT: Front = FRONT;
     type Request = wire::Parsed;
-
-    fn admit(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
-        admit(state, headers)
-    }
-
-    fn not_json(err: &serde_json::Error) -> ApiError {
-        not_json(err)
-    }
 
     fn parse(body: Value) -> Result<wire::Parsed, ApiError> {
         wire::from_wire(&body, false)
     }
 
     async fn serve(state: AppState, parsed: wire::Parsed) -> Result<Response, ApiError> {
-        for kind in &parsed.server_tools {
-            state.metrics.hosted_tool_left_out(kind);
-        }
-        tracing::info!(model = %parsed.chat.model, stream = parsed.stream, tools = parsed.chat.tools.len(),
-            server_tools_left_out = parsed.server_tools.len(), "messages");
         let render = Render {
             model: parsed.chat.model.clone(),
             input_tokens: state.estimate_input_tokens(&parsed.chat),
@@ -82,11 +72,8 @@ impl Family for Messages {
                 ToolChoice::Required | ToolChoice::Named(_)
             ),
         };
-        crate::api::family::serve(&state, parsed.chat, parsed.stream, render).await
-    }
-
-    fn error(err: ApiError, headers: &HeaderMap) -> Response {
-        error(err, headers)
+        let (chat, left_out) = (parsed.chat, &parsed.server_tools);
+        crate::api::family::serve(&state, "messages", chat, parsed.stream, left_out, render).await
     }
 }
 
@@ -117,15 +104,8 @@ impl crate::api::Render for Render {
 pub(crate) struct CountTokens;
 
 impl Family for CountTokens {
+    const FRONT: Front = FRONT;
     type Request = wire::Parsed;
-
-    fn admit(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
-        admit(state, headers)
-    }
-
-    fn not_json(err: &serde_json::Error) -> ApiError {
-        not_json(err)
-    }
 
     fn parse(body: Value) -> Result<wire::Parsed, ApiError> {
         wire::from_wire(&body, true)
@@ -134,10 +114,6 @@ impl Family for CountTokens {
     async fn serve(state: AppState, parsed: wire::Parsed) -> Result<Response, ApiError> {
         let tokens = state.estimate_input_tokens(&parsed.chat);
         Ok(axum::Json(json!({"input_tokens": tokens})).into_response())
-    }
-
-    fn error(err: ApiError, headers: &HeaderMap) -> Response {
-        error(err, headers)
     }
 }
 

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use crate::api::family::Family;
+use crate::api::family::{Family, Front};
 use crate::api::openai::repair::{Repair, repaired};
 use crate::api::openai::sse::{self, Encoder};
 use crate::api::openai::{error, wire};
@@ -49,15 +49,8 @@ pub(crate) struct ChatCompletions;
 
 impl Family for ChatCompletions {
     /// The body as it came (for a passthrough) and as read.
+    const FRONT: Front = Front { admit: authorize, not_json, error: |err, _| error::response(err) };
     type Request = (Value, wire::Parsed);
-
-    fn admit(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
-        authorize(state, headers)
-    }
-
-    fn not_json(err: &serde_json::Error) -> ApiError {
-        not_json(err)
-    }
 
     fn parse(body: Value) -> Result<(Value, wire::Parsed), ApiError> {
         let parsed = wire::from_wire(&body)?;
@@ -69,10 +62,6 @@ impl Family for ChatCompletions {
         (value, parsed): (Value, wire::Parsed),
     ) -> Result<Response, ApiError> {
         handle(state, value, parsed).await
-    }
-
-    fn error(err: ApiError, _headers: &HeaderMap) -> Response {
-        error::response(err)
     }
 }
 
@@ -162,7 +151,8 @@ async fn neutral(state: AppState, parsed: wire::Parsed) -> Result<Response, ApiE
         legacy: parsed.legacy,
         custom: parsed.custom,
     };
-    crate::api::family::serve(&state, parsed.chat, parsed.stream, shape).await
+    crate::api::family::serve(&state, "chat completion", parsed.chat, parsed.stream, &[], shape)
+        .await
 }
 
 /// How a reply is written.

@@ -6,7 +6,7 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde_json::Value;
 
-use crate::api::family::Family;
+use crate::api::family::{Family, Front};
 use crate::api::openai::handlers::authorize;
 use crate::api::responses::error;
 use crate::api::responses::sse::{Builder, Encoder, Shape, now, response_id};
@@ -18,26 +18,18 @@ use crate::state::AppState;
 pub(crate) struct Responses;
 
 impl Family for Responses {
+    const FRONT: Front = Front {
+        admit: authorize,
+        not_json: crate::api::openai::handlers::not_json,
+        error: |err, _| error::response(err),
+    };
     type Request = wire::Parsed;
-
-    fn admit(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
-        authorize(state, headers)
-    }
-
-    fn not_json(err: &serde_json::Error) -> ApiError {
-        crate::api::openai::handlers::not_json(err)
-    }
 
     fn parse(body: Value) -> Result<wire::Parsed, ApiError> {
         wire::from_wire(&body)
     }
 
     async fn serve(state: AppState, parsed: wire::Parsed) -> Result<Response, ApiError> {
-        for kind in &parsed.hosted {
-            state.metrics.hosted_tool_left_out(kind);
-        }
-        tracing::info!(model = %parsed.chat.model, stream = parsed.stream, tools = parsed.chat.tools.len(),
-            hosted_tools_left_out = parsed.hosted.len(), "responses");
         let shape = Shape {
             id: response_id("resp_"),
             created_at: now(),
@@ -46,11 +38,8 @@ impl Family for Responses {
             tools: parsed.tools,
             input_tokens: state.estimate_input_tokens(&parsed.chat),
         };
-        crate::api::family::serve(&state, parsed.chat, parsed.stream, shape).await
-    }
-
-    fn error(err: ApiError, _headers: &HeaderMap) -> Response {
-        error::response(err)
+        let (chat, left_out) = (parsed.chat, &parsed.hosted);
+        crate::api::family::serve(&state, "responses", chat, parsed.stream, left_out, shape).await
     }
 }
 
