@@ -65,6 +65,12 @@ pub(crate) struct ServeArgs {
     /// How many times a bad emulated reply is asked for again [default: 1]
     #[arg(long, value_name = "N")]
     pub(crate) max_retries: Option<u32>,
+
+    /// Where the Responses API keeps stored responses (`store: true`, for
+    /// previous_response_id and item references): auto (a file in the state directory,
+    /// ~/.local/state/toolshim/responses.db), memory, off, or sqlite:PATH [default: auto]
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
 }
 
 /// Print the tool calls, text and warnings in one model output as JSON
@@ -219,6 +225,7 @@ Environment (overridden by flags):
   TOOLSHIM_MODE              like --mode
   TOOLSHIM_API_KEYS          comma-separated gateway keys (like --api-key)
   TOOLSHIM_MAX_RETRIES       like --max-retries
+  TOOLSHIM_STORE             like --store
   RUST_LOG                   log filter, e.g. info or toolshim_gateway=debug
 
 Config file keys (every problem in a file is reported at once, with its line; a problem with
@@ -259,6 +266,8 @@ a value names where it came from: the file and line, the variable or the flag):
   default_upstream (serves the names no upstream lists; else they are a 404),
   native_refusal_secs [600] (how long an upstream's refusal of native tools in auto mode, or
   of response_format, is remembered per model; 0: not at all)
+  [store] url (like --store), ttl_secs [2592000: 30 days], max_bytes [1 GiB; the oldest
+  responses go first]
 See docs/config.md for every key with an example, and docs/security.md for what each limit
 protects against.
 

@@ -156,6 +156,8 @@ pub struct Config {
     /// Seconds a `/readyz` answer is reused (callers meanwhile share one probe of the
     /// upstreams); 0 probes for every call that did not wait for a probe in flight.
     pub readyz_cache_secs: f64,
+    /// Where stored responses live (`[store]`).
+    pub store: StoreConfig,
 }
 
 /// Which API the upstream speaks.
@@ -309,6 +311,7 @@ impl Default for Config {
             keep_alive_timeout_secs: 60.0,
             stream_keepalive_secs: 10.0,
             readyz_cache_secs: 5.0,
+            store: StoreConfig::default(),
         }
     }
 }
@@ -405,6 +408,7 @@ const OVERRIDABLE: &[(&str, &str, &str)] = &[
     ("mode", "TOOLSHIM_MODE", "--mode"),
     ("api_keys", "TOOLSHIM_API_KEYS", "--api-key"),
     ("max_retries", "TOOLSHIM_MAX_RETRIES", "--max-retries"),
+    ("store.url", "TOOLSHIM_STORE", "--store"),
 ];
 
 /// Values that override the file, from the environment or from flags. A value that is
@@ -420,6 +424,7 @@ pub struct Overrides {
     /// `None`: not given (the file's keys stay); `Some`: these keys, as given.
     pub api_keys: Option<Vec<String>>,
     pub max_retries: Option<String>,
+    pub store: Option<String>,
 }
 
 impl Overrides {
@@ -435,6 +440,7 @@ impl Overrides {
             api_keys: var("TOOLSHIM_API_KEYS")
                 .map(|keys| keys.split(',').map(str::to_owned).collect()),
             max_retries: var("TOOLSHIM_MAX_RETRIES"),
+            store: var("TOOLSHIM_STORE"),
         }
     }
 
@@ -543,6 +549,10 @@ impl Config {
             }
             origins.set("max_retries", origin);
         }
+        if let Some(url) = &overrides.store {
+            self.store.url.clone_from(url);
+            origins.set("store.url", overrides.origin("store.url"));
+        }
         if problems.is_empty() { Ok(()) } else { Err(problems) }
     }
 
@@ -561,6 +571,9 @@ impl Config {
         };
         if let Err(text) = listen_address(&self.listen) {
             problem("listen", text);
+        }
+        if let Some(text) = self.store.problem() {
+            problem("store.url", text);
         }
         let url = self.upstream.url.trim();
         if url.is_empty() && self.upstreams.is_empty() {
@@ -805,7 +818,9 @@ fn listen_address(listen: &str) -> Result<(), String> {
     Ok(())
 }
 
+mod store;
 mod walk;
+pub use store::StoreConfig;
 use walk::Walk;
 
 #[cfg(test)]

@@ -76,6 +76,9 @@ pub enum ApiError {
     RequestTimeout,
     /// The gateway is shutting down and its drain timeout passed before the request ended.
     ShuttingDown,
+    /// The response store failed (its file cannot be read or written); the cause is for the
+    /// log only.
+    StoreUnavailable(String),
     /// The upstream answered with an error status or an unusable body; `fault` says which.
     /// `detail` is for the log only: the upstream and what happened.
     Upstream { fault: UpstreamFault, message: String, detail: String },
@@ -115,7 +118,9 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
-            ApiError::ShuttingDown => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::ShuttingDown | ApiError::StoreUnavailable(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ApiError::Upstream { .. } => StatusCode::BAD_GATEWAY,
             ApiError::UpstreamRejected { status, .. } => {
                 StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST)
@@ -143,6 +148,7 @@ impl ApiError {
             ApiError::BodyTooLarge { .. } => "body_too_large",
             ApiError::RequestTimeout => "request_timeout",
             ApiError::ShuttingDown => "shutting_down",
+            ApiError::StoreUnavailable(_) => "store_unavailable",
             ApiError::Upstream { fault, .. } => fault.kind(),
             ApiError::UpstreamRejected { .. } => "upstream_rejected",
             ApiError::UpstreamRateLimited { .. } => "upstream_rate_limited",
@@ -194,6 +200,9 @@ impl ApiError {
                 "The gateway is shutting down and could not finish this request; send it again."
                     .into()
             }
+            ApiError::StoreUnavailable(_) => {
+                "The gateway's response store is unavailable; try again later, or send the whole conversation with store: false.".into()
+            }
             ApiError::Internal(_) => {
                 "The server had an error while processing your request. Sorry about that!".into()
             }
@@ -207,7 +216,7 @@ impl ApiError {
             ApiError::Upstream { detail, .. }
             | ApiError::UpstreamUnavailable { detail, .. }
             | ApiError::UpstreamTimeout { detail } => detail.clone(),
-            ApiError::Internal(what) => what.clone(),
+            ApiError::Internal(what) | ApiError::StoreUnavailable(what) => what.clone(),
             other => other.message(),
         }
     }
@@ -233,6 +242,7 @@ impl ApiError {
             | ApiError::CallIncomplete { .. } => Some(false),
             ApiError::RequestTimeout
             | ApiError::ShuttingDown
+            | ApiError::StoreUnavailable(_)
             | ApiError::UpstreamRateLimited { .. }
             | ApiError::UpstreamOverloaded { .. }
             | ApiError::UpstreamUnavailable { .. }

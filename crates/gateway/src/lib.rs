@@ -25,6 +25,7 @@ mod observe;
 mod routes;
 mod server;
 mod state;
+mod store;
 mod upstream;
 
 use std::net::SocketAddr;
@@ -39,7 +40,7 @@ use tower_http::catch_panic::CatchPanicLayer;
 
 pub use crate::config::{
     CallFormat, Config, Engine, FormatFile, Layer, Mode, ModelConfig, NamedUpstream, Origin,
-    Origins, Overrides, ReasoningCalls, UpstreamApi, UpstreamConfig,
+    Origins, Overrides, ReasoningCalls, StoreConfig, UpstreamApi, UpstreamConfig,
 };
 pub use crate::error::{ApiError, AuthFailure, Refuser, UpstreamFault};
 pub use crate::server::ServeReport;
@@ -58,8 +59,9 @@ pub fn router(state: AppState) -> Router {
         .route("/responses", post(handle::<Responses>))
         .route(
             "/v1/responses/{id}",
-            get(api::responses::handlers::stored).delete(api::responses::handlers::stored),
+            get(api::responses::stored::get).delete(api::responses::stored::delete),
         )
+        .route("/v1/responses/{id}/input_items", get(api::responses::stored::input_items_of))
         .route("/v1/messages", post(handle::<Messages>))
         .route("/v1/messages/count_tokens", post(handle::<CountTokens>))
         .route("/v1/models", get(api::models))
@@ -112,6 +114,18 @@ async fn ready(State(state): State<AppState>) -> Response {
     if let Some((kind, message)) = first_failure {
         body["kind"] = kind.into();
         body["error"] = message.into();
+    }
+    // The store: stored responses fail without it, everything else still works.
+    if let Some(store) = &state.store {
+        body["store"] = match store.check() {
+            Ok(()) => serde_json::json!({"url": store.shown, "status": "ready"}),
+            Err(err) => {
+                if status == "ready" {
+                    body["status"] = "degraded".into();
+                }
+                serde_json::json!({"url": store.shown, "status": "unavailable", "error": err.0})
+            }
+        };
     }
     (code, axum::Json(body)).into_response()
 }

@@ -29,6 +29,8 @@ pub struct AppState {
     readiness: Arc<tokio::sync::Mutex<Option<Readiness>>>,
     /// What each (upstream, model) refused lately: native tools, `response_format`.
     refusals: Refusals,
+    /// The response store (`None`: `store.url = "off"`).
+    pub(crate) store: Option<Arc<crate::store::Store>>,
 }
 
 /// When each upstream and model last refused something (a 400 or 422 to a request that
@@ -335,6 +337,9 @@ impl AppState {
         for (name, upstream) in config.upstream_configs() {
             upstreams.insert(name, UpstreamClient::new(upstream, Arc::clone(&metrics))?);
         }
+        let store = crate::store::Store::open(&config.store.resolved())
+            .map_err(|err| format!("store.url: {}", err.0))?
+            .map(Arc::new);
         Ok(AppState {
             config: Arc::new(config),
             upstreams: Arc::new(upstreams),
@@ -342,6 +347,7 @@ impl AppState {
             cut: CancellationToken::new(),
             readiness: Arc::new(tokio::sync::Mutex::new(None)),
             refusals: Refusals::default(),
+            store,
         })
     }
 

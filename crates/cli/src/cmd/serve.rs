@@ -68,6 +68,7 @@ fn load(args: &ServeArgs) -> anyhow::Result<Config> {
         mode: args.mode.clone(),
         api_keys: (!args.api_keys.is_empty()).then(|| args.api_keys.clone()),
         max_retries: args.max_retries.map(|n| n.to_string()),
+        store: args.store.clone(),
     };
     for overrides in [&env, &flags] {
         if let Err(more) = config.apply(overrides, &mut origins) {

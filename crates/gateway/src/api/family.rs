@@ -34,9 +34,11 @@ pub(crate) trait Family: Send + Sync + 'static {
     type Request: Send;
     /// The JSON body read as the family's request.
     fn parse(body: Value) -> Result<Self::Request, ApiError>;
-    /// The request served: native, emulated or passed through, as its route says.
+    /// The request served: native, emulated or passed through, as its route says
+    /// (`headers` are the request's).
     fn serve(
         state: AppState,
+        headers: &HeaderMap,
         request: Self::Request,
     ) -> impl Future<Output = Result<Response, ApiError>> + Send;
 }
@@ -52,7 +54,7 @@ pub(crate) async fn handle<F: Family>(
         (front.admit)(&state, &headers)?;
         let body = crate::api::read_body(&state, &headers, body).await?;
         let value: Value = serde_json::from_slice(&body).map_err(|err| (front.not_json)(&err))?;
-        F::serve(state, F::parse(value)?).await
+        F::serve(state, &headers, F::parse(value)?).await
     };
     result.await.unwrap_or_else(|err| (front.error)(err, &headers))
 }

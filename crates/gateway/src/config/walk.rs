@@ -37,7 +37,8 @@ pub(super) struct Walk<'a, 'p> {
 }
 
 /// The keys a config file may have at each level.
-const TOP_KEYS: &str = "listen, api_keys, mode, call_format, reasoning_calls, default_upstream, native_refusal_secs, max_retries, check_arguments, native_repair, continue_calls, check_grounding, body_limit_bytes, drain_timeout_secs, max_connections, header_read_timeout_secs, body_read_timeout_secs, keep_alive_timeout_secs, stream_keepalive_secs, readyz_cache_secs, [upstream], [upstreams.NAME], [models.NAME]";
+const TOP_KEYS: &str = "listen, api_keys, mode, call_format, reasoning_calls, default_upstream, native_refusal_secs, max_retries, check_arguments, native_repair, continue_calls, check_grounding, body_limit_bytes, drain_timeout_secs, max_connections, header_read_timeout_secs, body_read_timeout_secs, keep_alive_timeout_secs, stream_keepalive_secs, readyz_cache_secs, [upstream], [upstreams.NAME], [models.NAME], [store]";
+const STORE_KEYS: &str = "url, ttl_secs, max_bytes";
 const UPSTREAM_KEYS: &str = "url, api, api_key_env, connect_timeout_secs, first_byte_timeout_secs, idle_timeout_secs, max_reply_bytes, max_line_bytes, probe_timeout_secs, error_body_timeout_secs, constrain, prefill";
 const MODEL_KEYS: &str = "upstream, mode, call_format, reasoning_calls, format_file";
 const NAMED_UPSTREAM_KEYS: &str = "url, api, api_key_env, connect_timeout_secs, first_byte_timeout_secs, idle_timeout_secs, max_reply_bytes, max_line_bytes, probe_timeout_secs, error_body_timeout_secs, constrain, prefill, mode, call_format, models, aliases, model, fallback";
@@ -59,6 +60,7 @@ impl Walk<'_, '_> {
             match (parts.as_slice(), item.get_ref()) {
                 (
                     ["upstream"]
+                    | ["store"]
                     | ["models"]
                     | ["models", _]
                     | ["upstreams"]
@@ -70,6 +72,7 @@ impl Walk<'_, '_> {
                 }
                 (
                     ["upstream"]
+                    | ["store"]
                     | ["models"]
                     | ["models", _]
                     | ["upstreams"]
@@ -89,6 +92,7 @@ impl Walk<'_, '_> {
                     Ok(false) => {
                         let keys = match parts.first() {
                             Some(&"upstream") => UPSTREAM_KEYS,
+                            Some(&"store") => STORE_KEYS,
                             Some(&"models") => MODEL_KEYS,
                             Some(&"upstreams") => NAMED_UPSTREAM_KEYS,
                             _ => TOP_KEYS,
@@ -142,6 +146,9 @@ impl Walk<'_, '_> {
             ["default_upstream"] => config.default_upstream = Some(value(item)?),
             ["native_refusal_secs"] => config.native_refusal_secs = value(item)?,
             ["upstream", field] => return upstream_field(&mut config.upstream, field, item),
+            ["store", "url"] => config.store.url = value(item)?,
+            ["store", "ttl_secs"] => config.store.ttl_secs = value(item)?,
+            ["store", "max_bytes"] => config.store.max_bytes = value(item)?,
             ["upstreams", name, "aliases", client] => {
                 let upstream = config.upstreams.entry((*name).to_owned()).or_default();
                 upstream.aliases.insert((*client).to_owned(), value(item)?);

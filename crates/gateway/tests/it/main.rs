@@ -9,6 +9,8 @@
 //!   and `parallel_tool_calls` policy, retries (missing call, unknown tool, refusal,
 //!   truncation), repair and coercion, history rendered as text, `/v1/models`, `/healthz`,
 //!   `/metrics`.
+//! - `stored` (issue 26): stored responses: `previous_response_id`, `item_reference`, read
+//!   back, deleted, per key.
 //! - `streaming`: the same through `stream: true`, every stream grammar-checked; markers
 //!   split across 1..=7-character chunks never leak; one byte-level golden.
 //! - `errors`: OpenAI error shapes for 400/401/404/413, upstream 429/500/unreachable/stall
@@ -93,6 +95,7 @@ mod retry_hints;
 mod routing;
 mod shutdown;
 mod stale;
+mod stored;
 mod streaming;
 mod structured;
 mod usage;

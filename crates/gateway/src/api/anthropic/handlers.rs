@@ -63,7 +63,11 @@ impl Family for Messages {
         wire::from_wire(&body, false)
     }
 
-    async fn serve(state: AppState, parsed: wire::Parsed) -> Result<Response, ApiError> {
+    async fn serve(
+        state: AppState,
+        _headers: &HeaderMap,
+        parsed: wire::Parsed,
+    ) -> Result<Response, ApiError> {
         let render = Render {
             model: parsed.chat.model.clone(),
             input_tokens: state.estimate_input_tokens(&parsed.chat),
@@ -111,7 +115,11 @@ impl Family for CountTokens {
         wire::from_wire(&body, true)
     }
 
-    async fn serve(state: AppState, parsed: wire::Parsed) -> Result<Response, ApiError> {
+    async fn serve(
+        state: AppState,
+        _headers: &HeaderMap,
+        parsed: wire::Parsed,
+    ) -> Result<Response, ApiError> {
         let tokens = state.estimate_input_tokens(&parsed.chat);
         Ok(axum::Json(json!({"input_tokens": tokens})).into_response())
     }

@@ -37,6 +37,7 @@ pub(crate) fn body(err: &ApiError) -> serde_json::Value {
         ApiError::UpstreamRejected { .. } => ("invalid_request_error", None, None),
         ApiError::RequestTimeout => ("invalid_request_error", Some("request_timeout".into()), None),
         ApiError::ShuttingDown => ("server_error", Some("shutting_down".into()), None),
+        ApiError::StoreUnavailable(_) => ("server_error", Some("store_unavailable".into()), None),
         ApiError::ToolCallMissing { .. } => {
             ("server_error", Some("tool_call_missing".into()), None)
         }

@@ -59,6 +59,7 @@ impl Family for ChatCompletions {
 
     async fn serve(
         state: AppState,
+        _headers: &HeaderMap,
         (value, parsed): (Value, wire::Parsed),
     ) -> Result<Response, ApiError> {
         handle(state, value, parsed).await

@@ -36,6 +36,7 @@ pub(crate) fn code(err: &ApiError) -> &'static str {
         | ApiError::BodyTooLarge { .. }
         | ApiError::RequestTimeout
         | ApiError::ShuttingDown
+        | ApiError::StoreUnavailable(_)
         | ApiError::Upstream { .. }
         | ApiError::UpstreamRejected { .. }
         | ApiError::UpstreamUnavailable { .. }

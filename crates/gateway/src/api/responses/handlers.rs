@@ -1,6 +1,6 @@
 //! Thin handlers for the Responses API.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
@@ -10,6 +10,7 @@ use crate::api::family::{Family, Front};
 use crate::api::openai::handlers::authorize;
 use crate::api::responses::error;
 use crate::api::responses::sse::{Builder, Encoder, Shape, now, response_id};
+use crate::api::responses::stored::{self, Keep};
 use crate::api::responses::wire;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -23,13 +24,21 @@ impl Family for Responses {
         not_json: crate::api::openai::handlers::not_json,
         error: |err, _| error::response(err),
     };
-    type Request = wire::Parsed;
+    type Request = Value;
 
-    fn parse(body: Value) -> Result<wire::Parsed, ApiError> {
-        wire::from_wire(&body)
+    /// The body as it came: its references are resolved from the store before it is read.
+    fn parse(body: Value) -> Result<Value, ApiError> {
+        Ok(body)
     }
 
-    async fn serve(state: AppState, parsed: wire::Parsed) -> Result<Response, ApiError> {
+    async fn serve(
+        state: AppState,
+        headers: &HeaderMap,
+        mut body: Value,
+    ) -> Result<Response, ApiError> {
+        let resolved = stored::resolve(&state, headers, &mut body)?;
+        let mut parsed = wire::from_wire(&body)?;
+        parsed.echo.previous_response_id = resolved.previous.map_or(Value::Null, Value::String);
         let shape = Shape {
             id: response_id("resp_"),
             created_at: now(),
@@ -38,42 +47,39 @@ impl Family for Responses {
             tools: parsed.tools,
             input_tokens: state.estimate_input_tokens(&parsed.chat),
         };
+        let render = Render { shape, keep: resolved.keep };
         let (chat, left_out) = (parsed.chat, &parsed.hosted);
-        crate::api::family::serve(&state, "responses", chat, parsed.stream, left_out, shape).await
+        crate::api::family::serve(&state, "responses", chat, parsed.stream, left_out, render).await
     }
 }
 
-impl crate::api::Render for Shape {
+/// What a Responses reply needs beyond the chat events: its shape, and how it is kept.
+struct Render {
+    shape: Shape,
+    keep: Option<Keep>,
+}
+
+impl crate::api::Render for Render {
     type Encoder = Encoder;
 
     async fn complete(
         self,
         mut events: crate::dispatch::EventStream,
     ) -> Result<Response, ApiError> {
-        let mut builder = Builder::new(self, false);
+        let mut builder = Builder::new(self.shape, false);
         while let Some(event) = events.next().await {
             builder.push(&event?);
         }
-        Ok((StatusCode::OK, axum::Json(builder.finish())).into_response())
+        let response = builder.finish();
+        if let Some(keep) = &self.keep {
+            keep.put(&response);
+        }
+        Ok((StatusCode::OK, axum::Json(response)).into_response())
     }
 
     fn encoder(self) -> Encoder {
-        Encoder { builder: Builder::new(self, true) }
+        Encoder { builder: Builder::new(self.shape, true), keep: self.keep }
     }
-}
-
-/// `GET` and `DELETE /v1/responses/{id}`: the gateway keeps no responses.
-pub(crate) async fn stored(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-) -> Response {
-    if let Err(err) = authorize(&state, &headers) {
-        return error::response(err);
-    }
-    error::response(ApiError::NotFound(format!(
-        "Response with id '{id}' not found. This gateway keeps no responses (it is stateless): send the whole conversation with each request."
-    )))
 }
 
 /// `GET /v1/responses`, which is how a WebSocket upgrade arrives: not served. A 426 makes a

@@ -9,5 +9,6 @@ pub(crate) mod handlers;
 mod items;
 pub(crate) mod raw_input;
 pub(crate) mod sse;
+pub(crate) mod stored;
 pub(crate) mod tools;
 pub(crate) mod wire;

@@ -155,7 +155,7 @@ impl Builder {
             "model": self.shape.model,
             "output": if status == "in_progress" { &[] } else { self.output.as_slice() },
             "parallel_tool_calls": echo.parallel_tool_calls,
-            "previous_response_id": null,
+            "previous_response_id": echo.previous_response_id,
             "reasoning": echo.reasoning,
             "service_tier": service_tier,
             "store": echo.store,
@@ -462,6 +462,9 @@ fn custom_input(arguments: &str) -> String {
 /// Writes a Responses stream.
 pub(crate) struct Encoder {
     pub(crate) builder: Builder,
+    /// How the finished response is kept: before its last event goes out, so a client that
+    /// refers to it at once finds it.
+    pub(crate) keep: Option<crate::api::responses::stored::Keep>,
 }
 
 impl crate::api::StreamEncoder for Encoder {
@@ -469,6 +472,11 @@ impl crate::api::StreamEncoder for Encoder {
 
     fn encode(&mut self, event: &ChatEvent, out: &mut Vec<Bytes>) {
         self.builder.push(event);
+        if let Some(done) = &self.builder.done {
+            if let Some(keep) = self.keep.take() {
+                keep.put(done);
+            }
+        }
         self.builder.take_frames(out);
     }
 

@@ -69,6 +69,8 @@ pub(crate) struct Echo {
     pub(crate) text: Value,
     pub(crate) reasoning: Value,
     pub(crate) user: Value,
+    /// The response this one follows (set once the store resolved it).
+    pub(crate) previous_response_id: Value,
 }
 
 /// The name the model calls Codex's `tool_search` by.
@@ -327,6 +329,7 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
             .cloned()
             .unwrap_or_else(|| json!({"effort": null, "summary": null})),
         user: get("user"),
+        previous_response_id: Value::Null,
     };
     Ok(Parsed {
         chat: ChatRequest {

@@ -99,6 +99,11 @@ pub(crate) fn base_config(upstream_url: &str) -> Config {
         },
         drain_timeout_secs: 5.0,
         max_retries: 1,
+        // Each gateway its own store, gone with it.
+        store: toolshim_gateway::StoreConfig {
+            url: "memory".into(),
+            ..toolshim_gateway::StoreConfig::default()
+        },
         ..Config::default()
     }
 }

@@ -1,0 +1,298 @@
+//! The Responses API's stored state (issue 26; docs/responses.md): a request's
+//! `previous_response_id` and `item_reference` items resolved from the store into the whole
+//! conversation (the upstream still gets all of it), its response kept when it asks (`store`,
+//! true unless the client says false), and kept responses read back or deleted:
+//! `GET /v1/responses/{id}`, `GET /v1/responses/{id}/input_items`, `DELETE /v1/responses/{id}`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use crate::api::openai::handlers::authorize;
+use crate::api::responses::error;
+use crate::api::responses::sse::response_id;
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::store::{Store, owner};
+
+/// How a response is kept: in which store, for which owner, with which own input items, and
+/// after which response.
+pub(crate) struct Keep {
+    store: Arc<Store>,
+    owner: String,
+    previous: Option<String>,
+    input: Vec<Value>,
+}
+
+impl Keep {
+    /// Keeps a finished response. A store that fails is logged and counted; the client still
+    /// gets the response it waited for (a later reference to it is then a 400 that says so).
+    pub(crate) fn put(&self, response: &Value) {
+        if let Err(err) =
+            self.store.put(&self.owner, self.previous.as_deref(), &self.input, response)
+        {
+            tracing::warn!(store = %self.store.shown, error = %err.0, id = %response["id"], "the response could not be stored");
+        }
+    }
+}
+
+/// What resolving a request's references came to.
+pub(crate) struct Resolved {
+    /// How its response is kept (`None`: it is not).
+    pub(crate) keep: Option<Keep>,
+    /// The response it follows.
+    pub(crate) previous: Option<String>,
+}
+
+/// Whether `id` has the shape of a response id.
+fn well_formed(id: &str, prefix: &str) -> bool {
+    id.len() <= 256
+        && id.starts_with(prefix)
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+fn invalid(message: String, param: &str, code: &str) -> ApiError {
+    ApiError::InvalidRequest { message, param: Some(param.into()), code: Some(code.into()) }
+}
+
+/// The request's own input as items, each with an id (a message without one gets one, as the
+/// API gives them), its item references replaced by the items they name.
+fn own_input(store: &Store, owner: &str, input: Option<&Value>) -> Result<Vec<Value>, ApiError> {
+    let items = match input {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(text)) => vec![json!({
+            "type": "message", "role": "user",
+            "content": [{"type": "input_text", "text": text}],
+        })],
+        Some(Value::Array(items)) => items.clone(),
+        // Anything else is for `from_wire` to refuse in the API's words.
+        Some(_) => return Ok(Vec::new()),
+    };
+    let mut own = Vec::with_capacity(items.len());
+    for (i, mut item) in items.into_iter().enumerate() {
+        if item["type"] == "item_reference" {
+            let id = item["id"].as_str().unwrap_or_default();
+            item = store.item(owner, id)?.ok_or_else(|| {
+                invalid(
+                    format!("Item with id '{id}' not found: it expired, was deleted, or was stored under another key. Send the item itself in 'input'."),
+                    &format!("input[{i}]"),
+                    "item_not_found",
+                )
+            })?;
+        } else if let Value::Object(object) = &mut item {
+            if object.contains_key("role") && !object.contains_key("type") {
+                object.insert("type".into(), json!("message"));
+            }
+            if !object.contains_key("id") {
+                let message = object.get("type") == Some(&json!("message"));
+                object.insert(
+                    "id".into(),
+                    json!(response_id(if message { "msg_" } else { "item_" })),
+                );
+            }
+        }
+        own.push(item);
+    }
+    Ok(own)
+}
+
+/// Resolves `body`'s `previous_response_id` and item references from the store: `input`
+/// becomes the whole conversation. Without a store both are left for `from_wire`, which
+/// refuses them. `store` in the body says what the response will be: kept or not.
+pub(crate) fn resolve(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: &mut Value,
+) -> Result<Resolved, ApiError> {
+    let Some(store) = &state.store else {
+        if let Value::Object(object) = body {
+            object.insert("store".into(), json!(false));
+        }
+        return Ok(Resolved { keep: None, previous: None });
+    };
+    let Value::Object(object) = body else { return Ok(Resolved { keep: None, previous: None }) };
+    let owner = owner(crate::api::bearer(headers));
+    let previous = match object.remove("previous_response_id") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id)) => Some(id),
+        Some(other) => {
+            return Err(invalid(
+                format!(
+                    "Invalid type for 'previous_response_id': expected a string, but got {other} instead."
+                ),
+                "previous_response_id",
+                "invalid_type",
+            ));
+        }
+    };
+    let mut history = Vec::new();
+    if let Some(id) = &previous {
+        if !well_formed(id, "resp") {
+            return Err(invalid(
+                format!(
+                    "Invalid 'previous_response_id': '{id}'. Expected an ID that begins with 'resp'."
+                ),
+                "previous_response_id",
+                "invalid_value",
+            ));
+        }
+        history = store.conversation(&owner, id)?.ok_or_else(|| {
+            invalid(
+                format!("Previous response with id '{id}' not found: it expired, was deleted, was stored under another key, or was made with store: false."),
+                "previous_response_id",
+                "previous_response_not_found",
+            )
+        })?;
+    }
+    let own = own_input(store, &owner, object.get("input"))?;
+    // An input of another type is left for `from_wire` to refuse in the API's words.
+    let readable = match object.get("input") {
+        Some(Value::String(_) | Value::Array(_)) => true,
+        None | Some(Value::Null) => previous.is_some(),
+        Some(_) => false,
+    };
+    if readable {
+        history.extend(own.iter().cloned());
+        object.insert("input".into(), Value::Array(history));
+    }
+    let kept = object.get("store").and_then(Value::as_bool) != Some(false);
+    object.insert("store".into(), json!(kept));
+    let keep = kept.then(|| Keep {
+        store: Arc::clone(store),
+        owner,
+        previous: previous.clone(),
+        input: own,
+    });
+    Ok(Resolved { keep, previous })
+}
+
+/// The store and the caller's owner for a read of a kept response, or the error to answer.
+fn reader<'a>(
+    state: &'a AppState,
+    headers: &HeaderMap,
+    id: &str,
+) -> Result<(&'a Store, String), ApiError> {
+    authorize(state, headers)?;
+    let Some(store) = &state.store else {
+        return Err(ApiError::NotFound(format!(
+            "Response with id '{id}' not found. This gateway keeps no responses (store.url = \"off\"): send the whole conversation with each request."
+        )));
+    };
+    if !well_formed(id, "resp") {
+        return Err(invalid(
+            format!("Invalid 'response_id': '{id}'. Expected an ID that begins with 'resp'."),
+            "response_id",
+            "invalid_value",
+        ));
+    }
+    Ok((store, owner(crate::api::bearer(headers))))
+}
+
+fn not_found(id: &str) -> ApiError {
+    ApiError::NotFound(format!(
+        "Response with id '{id}' not found: it expired, was deleted, was stored under another key, or was made with store: false."
+    ))
+}
+
+/// `GET /v1/responses/{id}`: the kept response as it was returned.
+pub(crate) async fn get(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let result = (|| {
+        let (store, owner) = reader(&state, &headers, &id)?;
+        if query.get("stream").is_some_and(|s| s == "true") {
+            return Err(ApiError::invalid(
+                "Streaming a stored response again is not supported; retrieve it without stream.",
+                Some("stream"),
+            ));
+        }
+        let kept = store.get(&owner, &id)?.ok_or_else(|| not_found(&id))?;
+        Ok(axum::Json(kept.response).into_response())
+    })();
+    result.unwrap_or_else(error::response)
+}
+
+/// `DELETE /v1/responses/{id}`.
+pub(crate) async fn delete(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let result = (|| {
+        let (store, owner) = reader(&state, &headers, &id)?;
+        if !store.delete(&owner, &id)? {
+            return Err(not_found(&id));
+        }
+        Ok(axum::Json(json!({"id": id, "object": "response", "deleted": true})).into_response())
+    })();
+    result.unwrap_or_else(error::response)
+}
+
+/// `GET /v1/responses/{id}/input_items`: the items the response was made from (those of the
+/// responses before it included), a page at a time: `limit` (1 to 100, 20), `order` (`asc`,
+/// or `desc`, the default), `after` (an item id).
+pub(crate) async fn input_items_of(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    let result = (|| {
+        let (store, owner) = reader(&state, &headers, &id)?;
+        let limit = match query.get("limit").map(|l| l.parse::<usize>()) {
+            None => 20,
+            Some(Ok(n)) if (1..=100).contains(&n) => n,
+            Some(_) => {
+                return Err(invalid(
+                    "Invalid 'limit': it must be an integer from 1 to 100.".into(),
+                    "limit",
+                    "invalid_value",
+                ));
+            }
+        };
+        let descending = match query.get("order").map(String::as_str) {
+            None | Some("desc") => true,
+            Some("asc") => false,
+            Some(other) => {
+                return Err(invalid(
+                    format!("Invalid 'order': '{other}'. Expected 'asc' or 'desc'."),
+                    "order",
+                    "invalid_value",
+                ));
+            }
+        };
+        let kept = store.get(&owner, &id)?.ok_or_else(|| not_found(&id))?;
+        let mut items = match &kept.previous {
+            Some(previous) => store.conversation(&owner, previous)?.unwrap_or_default(),
+            None => Vec::new(),
+        };
+        items.extend(kept.input);
+        if descending {
+            items.reverse();
+        }
+        let start = match query.get("after") {
+            Some(after) => {
+                items.iter().position(|i| i["id"] == after.as_str()).map_or(0, |at| at + 1)
+            }
+            None => 0,
+        };
+        let rest = items.get(start..).unwrap_or_default();
+        let page = rest.iter().take(limit).cloned().collect::<Vec<_>>();
+        Ok(axum::Json(json!({
+            "object": "list",
+            "data": page,
+            "first_id": page.first().map(|i| i["id"].clone()),
+            "last_id": page.last().map(|i| i["id"].clone()),
+            "has_more": rest.len() > limit,
+        }))
+        .into_response())
+    })();
+    result.unwrap_or_else(error::response)
+}

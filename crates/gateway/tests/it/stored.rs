@@ -1,0 +1,188 @@
+//! Stored responses (issue 26) in process: `previous_response_id` and `item_reference`
+//! resolved into the whole conversation the upstream gets, kept responses read back (whole,
+//! and their input items a page at a time) and deleted, each key reading only its own, and
+//! the API's errors for what is not there. The `openai` SDK and the AI SDK drive the same
+//! endpoints in `tests/e2e`.
+
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use crate::common::api::within;
+use crate::common::{Reply, TestGateway, hermes, spawn_gateway};
+use crate::responses::{events, weather};
+
+async fn post(gw: &TestGateway, key: &str, body: &Value) -> (StatusCode, Value) {
+    let request = gw.http().post(gw.url("/v1/responses")).bearer_auth(key).json(body);
+    let response = within(request.send()).await.unwrap();
+    let status = response.status();
+    let text = within(response.text()).await.unwrap();
+    if body["stream"] == true && status == StatusCode::OK {
+        let events = events(&text);
+        return (status, events.last().unwrap()["response"].clone());
+    }
+    (status, serde_json::from_str(&text).unwrap())
+}
+
+async fn get(gw: &TestGateway, key: &str, path: &str) -> (StatusCode, Value) {
+    let response = within(gw.http().get(gw.url(path)).bearer_auth(key).send()).await.unwrap();
+    (response.status(), within(response.json()).await.unwrap())
+}
+
+/// Every message text the upstream got in its last request, in order.
+fn upstream_texts(gw: &TestGateway) -> String {
+    let requests = gw.upstream.requests();
+    let last = requests.last().unwrap();
+    last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().map_or_else(|| m["content"].to_string(), str::to_owned))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test]
+async fn issue_26_three_turns_chained_by_previous_response_id_reach_the_upstream_whole() {
+    let gw = spawn_gateway(|_| {}).await;
+    let mut previous = Value::Null;
+    let mut ids = Vec::new();
+    for (turn, stream) in [("one", false), ("two", true), ("three", false)] {
+        gw.upstream.push(Reply::text(format!("Answer {turn}.")));
+        let body = json!({"model": "m", "input": format!("Question {turn}?"),
+            "previous_response_id": previous, "stream": stream});
+        let (status, response) = post(&gw, "sk-a", &body).await;
+        assert_eq!(status, StatusCode::OK, "{response}");
+        assert_eq!(response["store"], true);
+        assert_eq!(response["previous_response_id"], previous);
+        previous = response["id"].clone();
+        ids.push(response["id"].as_str().unwrap().to_owned());
+    }
+    let seen = upstream_texts(&gw);
+    let order = ["Question one?", "Answer one.", "Question two?", "Answer two.", "Question three?"];
+    let at: Vec<usize> = order.iter().map(|t| seen.find(t).unwrap_or(usize::MAX)).collect();
+    assert!(
+        at.windows(2).all(|w| w[0] < w[1]),
+        "the upstream got the conversation in order: {seen}"
+    );
+
+    // Read back, whole and as input items (newest first by default, a page at a time).
+    let (status, third) = get(&gw, "sk-a", &format!("/v1/responses/{}", ids[2])).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(third["output"][0]["content"][0]["text"], "Answer three.");
+    let (status, page) =
+        get(&gw, "sk-a", &format!("/v1/responses/{}/input_items?limit=2", ids[2])).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert_eq!(page["object"], "list");
+    assert_eq!(page["has_more"], true);
+    let texts = |page: &Value| -> Vec<String> {
+        page["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["content"][0]["text"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    assert_eq!(texts(&page), ["Question three?", "Answer two."]);
+    let after = page["last_id"].as_str().unwrap();
+    let (_, rest) =
+        get(&gw, "sk-a", &format!("/v1/responses/{}/input_items?limit=20&after={after}", ids[2]))
+            .await;
+    assert_eq!(texts(&rest), ["Question two?", "Answer one.", "Question one?"]);
+    assert_eq!(rest["has_more"], false);
+    let (_, ascending) =
+        get(&gw, "sk-a", &format!("/v1/responses/{}/input_items?order=asc", ids[2])).await;
+    assert_eq!(texts(&ascending)[0], "Question one?");
+
+    // Another key sees none of it; a deleted response is gone, and so is a chain through it.
+    let (status, error) = get(&gw, "sk-b", &format!("/v1/responses/{}", ids[2])).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{error}");
+    let deleted = within(
+        gw.http().delete(gw.url(&format!("/v1/responses/{}", ids[1]))).bearer_auth("sk-a").send(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(deleted.status(), StatusCode::OK);
+    let deleted: Value = within(deleted.json()).await.unwrap();
+    assert_eq!(deleted, json!({"id": ids[1], "object": "response", "deleted": true}));
+    let (status, _) = get(&gw, "sk-a", &format!("/v1/responses/{}", ids[1])).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    gw.upstream.push(Reply::text("Never sent."));
+    let body = json!({"model": "m", "input": "More?", "previous_response_id": ids[2]});
+    let (status, error) = post(&gw, "sk-a", &body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
+    assert_eq!(error["error"]["code"], "previous_response_not_found");
+    assert_eq!(error["error"]["param"], "previous_response_id");
+}
+
+#[tokio::test]
+async fn issue_26_item_references_to_a_call_and_its_message_are_read_from_the_store() {
+    let gw = spawn_gateway(|config| config.check_grounding = false).await;
+    gw.upstream.push(Reply::text(format!(
+        "Let me look. {}",
+        hermes("get_weather", json!({"city": "Paris"}))
+    )));
+    let body = json!({"model": "m", "input": "Weather in Paris?", "tools": [weather()]});
+    let (status, first) = post(&gw, "", &body).await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    let output = first["output"].as_array().unwrap();
+    let call = output.iter().find(|i| i["type"] == "function_call").unwrap();
+    // What the AI SDK sends by default on its second step: the earlier output as references.
+    let mut input = vec![json!({"role": "user", "content": "Weather in Paris?"})];
+    input.extend(output.iter().map(|i| json!({"type": "item_reference", "id": i["id"]})));
+    input.push(json!({"type": "function_call_output", "call_id": call["call_id"], "output": "Sunny, 21 C"}));
+    gw.upstream.push(Reply::text("It is sunny in Paris."));
+    let body = json!({"model": "m", "input": input, "tools": [weather()]});
+    let (status, second) = post(&gw, "", &body).await;
+    assert_eq!(status, StatusCode::OK, "{second}");
+    assert_eq!(second["output"][0]["content"][0]["text"], "It is sunny in Paris.");
+    let seen = upstream_texts(&gw);
+    assert!(seen.contains("Let me look."), "the referenced message: {seen}");
+    assert!(seen.contains("get_weather") && seen.contains("Paris"), "the referenced call: {seen}");
+    assert!(seen.contains("Sunny, 21 C"), "its result: {seen}");
+
+    let body = json!({"model": "m", "input": [{"type": "item_reference", "id": "fc_missing"}]});
+    let (status, error) = post(&gw, "", &body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
+    assert_eq!(error["error"]["param"], "input[0]");
+    assert!(error["error"]["message"].as_str().unwrap().contains("fc_missing"), "{error}");
+}
+
+#[tokio::test]
+async fn issue_26_store_false_keeps_nothing_and_bad_ids_are_the_apis_errors() {
+    let gw = spawn_gateway(|_| {}).await;
+    gw.upstream.push(Reply::text("Not kept."));
+    let body = json!({"model": "m", "input": "Hi", "store": false});
+    let (status, response) = post(&gw, "", &body).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(response["store"], false);
+    let (status, error) =
+        get(&gw, "", &format!("/v1/responses/{}", response["id"].as_str().unwrap())).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{error}");
+    assert_eq!(error["error"]["code"], "not_found");
+    let (status, error) = get(&gw, "", "/v1/responses/not-an-id").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
+    assert_eq!(error["error"]["param"], "response_id");
+    let body = json!({"model": "m", "input": "Hi", "previous_response_id": "42"});
+    let (status, error) = post(&gw, "", &body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
+    assert_eq!(error["error"]["param"], "previous_response_id");
+}
+
+#[tokio::test]
+async fn issue_26_with_the_store_off_responses_say_store_false_and_references_are_refused() {
+    let gw = spawn_gateway(|config| config.store.url = "off".into()).await;
+    gw.upstream.push(Reply::text("Hello."));
+    let (status, response) = post(&gw, "", &json!({"model": "m", "input": "Hi"})).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(response["store"], false);
+    let (status, error) =
+        get(&gw, "", &format!("/v1/responses/{}", response["id"].as_str().unwrap())).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(error["error"]["message"].as_str().unwrap().contains("store.url"), "{error}");
+    let body = json!({"model": "m", "input": "Hi", "previous_response_id": response["id"]});
+    let (status, error) = post(&gw, "", &body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(error["error"]["code"], "previous_response_not_found");
+    let (_, ready) = get(&gw, "", "/readyz").await;
+    assert!(ready.get("store").is_none(), "{ready}");
+}
