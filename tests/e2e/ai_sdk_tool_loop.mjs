@@ -2,10 +2,18 @@
 // against the gateway: `generateText` or `streamText` (argv[2]) with one tool and a step limit.
 // Prints one JSON line: the final text, the cities the tool ran with, and the number of steps.
 // `object` instead asks for a structured answer and prints the object.
-// Run by test_ai_sdk.py from target/ai-sdk, where `.ci/run` installs `ai` and `@ai-sdk/openai`.
+// Run by test_ai_sdk.py from target/ai-sdk (and target/ai-sdk6), where `.ci/run` installs `ai` and
+// `@ai-sdk/openai`.
+// The same script runs on AI SDK 7 and on AI SDK 6 (`ai@6`, `@ai-sdk/openai@3`), whose default
+// second step refers to the first step's output items by id (`item_reference`, with the API's
+// default `store: true`), which the gateway's response store resolves (issue 26).
 import { createOpenAI } from '@ai-sdk/openai';
-import { Output, generateText, isStepCount, streamText, tool } from 'ai';
+import * as ai from 'ai';
 import { z } from 'zod';
+
+const { Output, generateText, streamText, tool } = ai;
+// `stepCountIs` in AI SDK 6, `isStepCount` in 7.
+const stepCount = ai.isStepCount ?? ai.stepCountIs;
 
 const openai = createOpenAI({ baseURL: process.env.GATEWAY_URL, apiKey: 'test' });
 const calls = [];
@@ -22,7 +30,7 @@ const tools = {
 const request = {
   model: openai(process.env.MODEL),
   tools,
-  stopWhen: isStepCount(3),
+  stopWhen: stepCount(3),
   prompt: "What's the weather in Paris?",
 };
 if (process.argv[2] === 'object') {

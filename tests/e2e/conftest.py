@@ -12,6 +12,7 @@ import queue
 import re
 import signal
 import subprocess
+import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,6 +81,9 @@ def _drain(stream, lines: list[str], first: "queue.Queue[str | None]") -> None:
     stream.close()
 
 
+STATE_HOME = tempfile.mkdtemp(prefix="toolshim-e2e-state-")
+
+
 def spawn_gateway(upstream_url: str, *extra: str, env: dict[str, str] | None = None) -> Gateway:
     """Start `toolshim serve` on a free port and wait for its listening line."""
     binary = toolshim_bin()
@@ -96,6 +100,8 @@ def spawn_gateway(upstream_url: str, *extra: str, env: dict[str, str] | None = N
     args += list(extra)
     proc_env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "TOOLSHIM_"))}
     proc_env["TOOLSHIM_UPSTREAM_API_KEY"] = UPSTREAM_KEY
+    # The default store (`auto`: a file in the state directory), in this run's own folder.
+    proc_env["XDG_STATE_HOME"] = STATE_HOME
     proc_env.update(env or {})
     proc = subprocess.Popen(
         args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=proc_env

@@ -132,6 +132,35 @@ fn no_task_is_spawned() {
     assert!(found.is_empty(), "{found:#?}");
 }
 
+/// State lives in `AppState` (the refusal memories, the readiness probe) and in the response
+/// store (`store/`), never in a process-wide `static`: two gateways in one process share
+/// nothing, and a store is the one place that outlives a request.
+#[test]
+fn no_global_state() {
+    let mut found = Vec::new();
+    for path in rust_files(&src()) {
+        for (n, line) in code_lines(&path) {
+            let item =
+                line.trim_start().trim_start_matches("pub(crate) ").trim_start_matches("pub ");
+            if item.starts_with("static ") || line.contains("thread_local!") {
+                found.push(format!("{}:{n}: {line}", path.display()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{found:#?}");
+    let elsewhere: Vec<String> = rust_files(&src())
+        .into_iter()
+        .filter(|path| !path.starts_with(src().join("store")))
+        .flat_map(|path| {
+            code_lines(&path)
+                .into_iter()
+                .filter(|(_, line)| line.contains("rusqlite"))
+                .map(move |(n, line)| format!("{}:{n}: {line}", path.display()))
+        })
+        .collect();
+    assert!(elsewhere.is_empty(), "only store/ speaks SQLite: {elsewhere:#?}");
+}
+
 /// No source or documentation file in the workspace is over 900 lines (data files, lock
 /// files and snapshots are not counted).
 #[test]

@@ -149,6 +149,13 @@ pub(crate) fn resolve(
         })?;
     }
     let own = own_input(store, &owner, object.get("input"))?;
+    let references = match object.get("input") {
+        Some(Value::Array(items)) => items.iter().filter(|i| i["type"] == "item_reference").count(),
+        _ => 0,
+    };
+    if previous.is_some() || references > 0 {
+        tracing::info!(previous = ?previous, items = history.len(), references, "resolved from the store");
+    }
     // An input of another type is left for `from_wire` to refuse in the API's words.
     let readable = match object.get("input") {
         Some(Value::String(_) | Value::Array(_)) => true,

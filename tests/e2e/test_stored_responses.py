@@ -1,0 +1,149 @@
+"""Stored responses (issue 26) through `toolshim serve`: the official `openai` SDK (strict
+response validation) chains turns with `previous_response_id` and reads them back with
+`responses.retrieve` and `input_items.list`; the Agents SDK chains two runs by
+`previous_response_id`; a gateway restarted on the same SQLite file still has them; another
+key sees none of them. The upstream is the scripted chat-only mock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import openai
+import pytest
+from agents import Agent, Runner, function_tool, set_tracing_disabled
+
+from support import HTTP_TIMEOUT, MODEL, all_text, hermes
+
+set_tracing_disabled(True)
+
+
+def make_client(gateway, key: str = "sk-alice") -> openai.OpenAI:
+    return openai.OpenAI(
+        base_url=gateway.base_url, api_key=key, max_retries=0, timeout=HTTP_TIMEOUT, _strict_response_validation=True
+    )
+
+
+def test_openai_sdk_chains_three_turns_and_reads_them_back(gateway, upstream):
+    upstream.script([{"text": "Blue.", "chunk": 2}, "Green.", {"text": "Red.", "chunk": 3}])
+    client = make_client(gateway)
+    try:
+        first = client.responses.create(model=MODEL, input="Name a colour.")
+        assert first.store is True
+        with client.responses.stream(model=MODEL, input="Another?", previous_response_id=first.id) as stream:
+            for _ in stream:
+                pass
+            second = stream.get_final_response()
+        assert second.previous_response_id == first.id
+        third = client.responses.create(model=MODEL, input="And a third?", previous_response_id=second.id)
+        assert third.output_text == "Red."
+
+        # The upstream got the whole conversation on the third turn.
+        seen = all_text(upstream.requests[2])
+        for text in ["Name a colour.", "Blue.", "Another?", "Green.", "And a third?"]:
+            assert text in seen, (text, seen)
+
+        again = client.responses.retrieve(third.id)
+        assert again.id == third.id and again.output_text == "Red."
+        assert again.previous_response_id == second.id
+        # Every input item of the third response, a page of two at a time (the SDK follows
+        # `after`), newest first.
+        items = list(client.responses.input_items.list(third.id, limit=2))
+        texts = [item.content[0].text for item in items]
+        assert texts == ["And a third?", "Green.", "Another?", "Blue.", "Name a colour."], texts
+        oldest = client.responses.input_items.list(third.id, order="asc", limit=1)
+        assert oldest.data[0].content[0].text == "Name a colour." and oldest.has_more
+
+        # Another key reads none of it; a deleted response is gone.
+        other = make_client(gateway, "sk-bob")
+        try:
+            with pytest.raises(openai.NotFoundError):
+                other.responses.retrieve(third.id)
+        finally:
+            other.close()
+        client.responses.delete(first.id)
+        with pytest.raises(openai.NotFoundError):
+            client.responses.retrieve(first.id)
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.responses.create(model=MODEL, input="More?", previous_response_id=third.id)
+        assert caught.value.code == "previous_response_not_found"
+    finally:
+        client.close()
+
+
+def test_a_restarted_gateway_keeps_its_responses(gateway_factory, upstream, tmp_path):
+    store = f"sqlite:{tmp_path / 'responses.db'}"
+    upstream.script(["First answer.", "Second answer."])
+    before = gateway_factory("--store", store)
+    client = make_client(before)
+    try:
+        first = client.responses.create(model=MODEL, input="First question?")
+    finally:
+        client.close()
+    before.stop()
+    after = gateway_factory("--store", store)
+    client = make_client(after)
+    try:
+        assert client.responses.retrieve(first.id).output_text == "First answer."
+        second = client.responses.create(model=MODEL, input="Second question?", previous_response_id=first.id)
+        assert second.output_text == "Second answer."
+        assert "First answer." in all_text(upstream.requests[1])
+    finally:
+        client.close()
+
+
+def test_store_false_and_store_off_keep_nothing(gateway_factory, upstream):
+    upstream.script(["Not kept.", "Not kept either."])
+    client = make_client(gateway_factory())
+    try:
+        response = client.responses.create(model=MODEL, input="Hi", store=False)
+        assert response.store is False
+        with pytest.raises(openai.NotFoundError):
+            client.responses.retrieve(response.id)
+    finally:
+        client.close()
+    client = make_client(gateway_factory("--store", "off"))
+    try:
+        response = client.responses.create(model=MODEL, input="Hi")
+        assert response.store is False
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.responses.create(model=MODEL, input="Hi", previous_response_id=response.id)
+        assert caught.value.code == "previous_response_not_found"
+    finally:
+        client.close()
+
+
+def test_agents_sdk_chains_runs_by_previous_response_id(gateway, upstream):
+    calls: list[str] = []
+
+    @function_tool
+    def get_weather(city: str) -> str:
+        """Get the current weather for a city."""
+        calls.append(city)
+        return f"{city}: 18C and cloudy (ref STORED-7)"
+
+    upstream.script([hermes("get_weather", {"city": "Paris"}), "It is 18C in Paris.", "You asked about Paris."])
+
+    async def main():
+        client = openai.AsyncOpenAI(base_url=gateway.base_url, api_key="sk-agents", max_retries=0, timeout=HTTP_TIMEOUT)
+        from agents import OpenAIResponsesModel
+
+        model = OpenAIResponsesModel(model=MODEL, openai_client=client)
+        agent = Agent(name="Weather", instructions="Answer about the weather.", tools=[get_weather], model=model)
+        try:
+            first = await asyncio.wait_for(Runner.run(agent, "Weather in Paris?"), timeout=30)
+            second = await asyncio.wait_for(
+                Runner.run(agent, "Which city did I ask about?", previous_response_id=first.last_response_id), timeout=30
+            )
+            return first, second
+        finally:
+            await client.close()
+
+    first, second = asyncio.run(main())
+    assert first.final_output == "It is 18C in Paris."
+    assert second.final_output == "You asked about Paris."
+    assert calls == ["Paris"]
+    # The third upstream request holds the first run whole: question, call, result, answer.
+    seen = all_text(upstream.requests[2])
+    for text in ["Weather in Paris?", "get_weather", "STORED-7", "It is 18C in Paris.", "Which city did I ask about?"]:
+        assert text in seen, (text, seen)
