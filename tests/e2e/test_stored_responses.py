@@ -147,3 +147,79 @@ def test_agents_sdk_chains_runs_by_previous_response_id(gateway, upstream):
     seen = all_text(upstream.requests[2])
     for text in ["Weather in Paris?", "get_weather", "STORED-7", "It is 18C in Paris.", "Which city did I ask about?"]:
         assert text in seen, (text, seen)
+
+
+def test_openai_sdk_conversations(gateway, upstream):
+    upstream.script(["Ada.", {"text": "A-D-A.", "chunk": 2}])
+    client = make_client(gateway)
+    try:
+        conversation = client.conversations.create(
+            items=[{"type": "message", "role": "user", "content": "My name is Ada."}], metadata={"topic": "names"}
+        )
+        assert conversation.id.startswith("conv_") and conversation.metadata == {"topic": "names"}
+        first = client.responses.create(model=MODEL, input="What is my name?", conversation=conversation.id)
+        assert first.output_text == "Ada." and first.conversation.id == conversation.id
+        with client.responses.stream(model=MODEL, input="Spell it.", conversation=conversation.id) as stream:
+            for _ in stream:
+                pass
+            assert stream.get_final_response().output_text == "A-D-A."
+        seen = all_text(upstream.requests[1])
+        for text in ["My name is Ada.", "What is my name?", "Ada.", "Spell it."]:
+            assert text in seen, (text, seen)
+
+        items = list(client.conversations.items.list(conversation.id, order="asc"))
+        texts = [item.content[0].text for item in items]
+        assert texts == ["My name is Ada.", "What is my name?", "Ada.", "Spell it.", "A-D-A."], texts
+        added = client.conversations.items.create(
+            conversation.id, items=[{"type": "message", "role": "user", "content": "A note."}]
+        )
+        note = added.data[0].id
+        assert client.conversations.items.retrieve(note, conversation_id=conversation.id).content[0].text == "A note."
+        client.conversations.items.delete(note, conversation_id=conversation.id)
+        updated = client.conversations.update(conversation.id, metadata={"topic": "spelling"})
+        assert updated.metadata == {"topic": "spelling"}
+        assert client.conversations.retrieve(conversation.id).metadata == {"topic": "spelling"}
+        deleted = client.conversations.delete(conversation.id)
+        assert deleted.deleted and deleted.id == conversation.id
+        with pytest.raises(openai.NotFoundError):
+            client.conversations.retrieve(conversation.id)
+    finally:
+        client.close()
+
+
+def test_agents_sdk_runs_in_a_conversation(gateway, upstream):
+    upstream.script([hermes("get_weather", {"city": "Rome"}), "It is 21C in Rome.", "You asked about Rome."])
+    calls: list[str] = []
+
+    @function_tool
+    def get_weather(city: str) -> str:
+        """Get the current weather for a city."""
+        calls.append(city)
+        return f"{city}: 21C and sunny (ref CONV-3)"
+
+    async def main():
+        client = openai.AsyncOpenAI(base_url=gateway.base_url, api_key="sk-agents", max_retries=0, timeout=HTTP_TIMEOUT)
+        from agents import OpenAIResponsesModel
+
+        model = OpenAIResponsesModel(model=MODEL, openai_client=client)
+        agent = Agent(name="Weather", instructions="Answer about the weather.", tools=[get_weather], model=model)
+        try:
+            conversation = await client.conversations.create()
+            first = await asyncio.wait_for(Runner.run(agent, "Weather in Rome?", conversation_id=conversation.id), timeout=30)
+            second = await asyncio.wait_for(
+                Runner.run(agent, "Which city did I ask about?", conversation_id=conversation.id), timeout=30
+            )
+            items = [item async for item in client.conversations.items.list(conversation.id, order="asc")]
+            return first, second, items
+        finally:
+            await client.close()
+
+    first, second, items = asyncio.run(main())
+    assert first.final_output == "It is 21C in Rome."
+    assert second.final_output == "You asked about Rome."
+    assert calls == ["Rome"]
+    seen = all_text(upstream.requests[2])
+    for text in ["Weather in Rome?", "get_weather", "CONV-3", "It is 21C in Rome.", "Which city did I ask about?"]:
+        assert text in seen, (text, seen)
+    kinds = [item.type for item in items]
+    assert kinds.count("function_call") == 1 and kinds.count("function_call_output") == 1, kinds

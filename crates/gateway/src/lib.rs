@@ -51,6 +51,7 @@ pub fn router(state: AppState) -> Router {
     use api::anthropic::handlers::{CountTokens, Messages};
     use api::family::handle;
     use api::openai::handlers::ChatCompletions;
+    use api::responses::conversations;
     use api::responses::handlers::Responses;
     Router::new()
         .route("/v1/chat/completions", post(handle::<ChatCompletions>))
@@ -62,6 +63,19 @@ pub fn router(state: AppState) -> Router {
             get(api::responses::stored::get).delete(api::responses::stored::delete),
         )
         .route("/v1/responses/{id}/input_items", get(api::responses::stored::input_items_of))
+        .route("/v1/conversations", post(conversations::create))
+        .route(
+            "/v1/conversations/{id}",
+            get(conversations::get).post(conversations::update).delete(conversations::delete),
+        )
+        .route(
+            "/v1/conversations/{id}/items",
+            get(conversations::list_items).post(conversations::add_items),
+        )
+        .route(
+            "/v1/conversations/{id}/items/{item_id}",
+            get(conversations::get_item).delete(conversations::delete_item),
+        )
         .route("/v1/messages", post(handle::<Messages>))
         .route("/v1/messages/count_tokens", post(handle::<CountTokens>))
         .route("/v1/models", get(api::models))

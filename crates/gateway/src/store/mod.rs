@@ -16,6 +16,8 @@ use sha2::{Digest, Sha256};
 
 use crate::config::StoreConfig;
 
+mod conversations;
+
 /// A store that failed: its file cannot be opened or written, or a row cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct StoreError(pub(crate) String);
@@ -129,6 +131,7 @@ impl Store {
             }
         };
         conn.execute_batch(SCHEMA)?;
+        conn.execute_batch(conversations::SCHEMA)?;
         let bytes: i64 =
             conn.query_row("SELECT COALESCE(SUM(bytes), 0) FROM responses", [], |row| row.get(0))?;
         Ok(Some(Store {

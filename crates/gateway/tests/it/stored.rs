@@ -28,6 +28,18 @@ async fn get(gw: &TestGateway, key: &str, path: &str) -> (StatusCode, Value) {
     (response.status(), within(response.json()).await.unwrap())
 }
 
+/// Whether `texts` stand in `seen` in this order.
+fn in_order(seen: &str, texts: &[&str]) -> bool {
+    let mut from = 0;
+    texts.iter().all(|text| match seen.get(from..).and_then(|rest| rest.find(text)) {
+        Some(at) => {
+            from += at + text.len();
+            true
+        }
+        None => false,
+    })
+}
+
 /// Every message text the upstream got in its last request, in order.
 fn upstream_texts(gw: &TestGateway) -> String {
     let requests = gw.upstream.requests();
@@ -59,11 +71,7 @@ async fn issue_26_three_turns_chained_by_previous_response_id_reach_the_upstream
     }
     let seen = upstream_texts(&gw);
     let order = ["Question one?", "Answer one.", "Question two?", "Answer two.", "Question three?"];
-    let at: Vec<usize> = order.iter().map(|t| seen.find(t).unwrap_or(usize::MAX)).collect();
-    assert!(
-        at.windows(2).all(|w| w[0] < w[1]),
-        "the upstream got the conversation in order: {seen}"
-    );
+    assert!(in_order(&seen, &order), "the upstream got the conversation in order: {seen}");
 
     // Read back, whole and as input items (newest first by default, a page at a time).
     let (status, third) = get(&gw, "sk-a", &format!("/v1/responses/{}", ids[2])).await;
@@ -185,4 +193,97 @@ async fn issue_26_with_the_store_off_responses_say_store_false_and_references_ar
     assert_eq!(error["error"]["code"], "previous_response_not_found");
     let (_, ready) = get(&gw, "", "/readyz").await;
     assert!(ready.get("store").is_none(), "{ready}");
+}
+
+async fn send(
+    gw: &TestGateway,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let mut request = gw.http().request(method, gw.url(path)).bearer_auth("sk-a");
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = within(request.send()).await.unwrap();
+    (response.status(), within(response.json()).await.unwrap())
+}
+
+#[tokio::test]
+async fn issue_26_a_conversation_holds_its_turns_and_the_responses_that_use_it() {
+    use reqwest::Method;
+    let gw = spawn_gateway(|_| {}).await;
+    let body = json!({"items": [{"role": "user", "content": "My name is Ada."}], "metadata": {"topic": "names"}});
+    let (status, conversation) = send(&gw, Method::POST, "/v1/conversations", Some(body)).await;
+    assert_eq!(status, StatusCode::OK, "{conversation}");
+    assert_eq!(conversation["object"], "conversation");
+    assert_eq!(conversation["metadata"], json!({"topic": "names"}));
+    let id = conversation["id"].as_str().unwrap().to_owned();
+    assert!(id.starts_with("conv_"), "{id}");
+
+    for (question, answer) in [("What is my name?", "Ada."), ("Spell it.", "A-D-A.")] {
+        gw.upstream.push(Reply::text(answer));
+        let body = json!({"model": "m", "input": question, "conversation": id, "stream": answer == "A-D-A."});
+        let (status, response) = post(&gw, "sk-a", &body).await;
+        assert_eq!(status, StatusCode::OK, "{response}");
+        assert_eq!(response["conversation"], json!({"id": id}));
+    }
+    let seen = upstream_texts(&gw);
+    let order = ["My name is Ada.", "What is my name?", "Ada.", "Spell it."];
+    assert!(in_order(&seen, &order), "the conversation reached the upstream: {seen}");
+
+    let (status, items) =
+        send(&gw, Method::GET, &format!("/v1/conversations/{id}/items?order=asc"), None).await;
+    assert_eq!(status, StatusCode::OK, "{items}");
+    let texts: Vec<&str> = items["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["content"][0]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["My name is Ada.", "What is my name?", "Ada.", "Spell it.", "A-D-A."]);
+    assert!(
+        items["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["id"].is_string() && i["type"] == "message")
+    );
+
+    // Items added, read one by one, deleted; metadata replaced; the conversation deleted.
+    let body = json!({"items": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Note."}]}]});
+    let (status, added) =
+        send(&gw, Method::POST, &format!("/v1/conversations/{id}/items"), Some(body)).await;
+    assert_eq!(status, StatusCode::OK, "{added}");
+    let item = added["data"][0]["id"].as_str().unwrap().to_owned();
+    let (status, got) =
+        send(&gw, Method::GET, &format!("/v1/conversations/{id}/items/{item}"), None).await;
+    assert_eq!((status, &got["content"][0]["text"]), (StatusCode::OK, &json!("Note.")));
+    let (status, _) =
+        send(&gw, Method::DELETE, &format!("/v1/conversations/{id}/items/{item}"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) =
+        send(&gw, Method::GET, &format!("/v1/conversations/{id}/items/{item}"), None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let body = json!({"metadata": {"topic": "spelling"}});
+    let (_, updated) =
+        send(&gw, Method::POST, &format!("/v1/conversations/{id}"), Some(body)).await;
+    assert_eq!(updated["metadata"], json!({"topic": "spelling"}));
+
+    let other = gw.http().get(gw.url(&format!("/v1/conversations/{id}"))).bearer_auth("sk-b");
+    assert_eq!(within(other.send()).await.unwrap().status(), StatusCode::NOT_FOUND);
+    let body =
+        json!({"model": "m", "input": "x", "conversation": id, "previous_response_id": "resp_1"});
+    let (status, error) = post(&gw, "sk-a", &body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
+    assert_eq!(error["error"]["code"], "mutually_exclusive_parameters");
+    let (status, deleted) =
+        send(&gw, Method::DELETE, &format!("/v1/conversations/{id}"), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(deleted, json!({"id": id, "object": "conversation.deleted", "deleted": true}));
+    let (status, _) =
+        post(&gw, "sk-a", &json!({"model": "m", "input": "x", "conversation": id})).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let (status, error) = send(&gw, Method::GET, "/v1/conversations/nope", None).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
 }

@@ -39,6 +39,8 @@ impl Family for Responses {
         let resolved = stored::resolve(&state, headers, &mut body)?;
         let mut parsed = wire::from_wire(&body)?;
         parsed.echo.previous_response_id = resolved.previous.map_or(Value::Null, Value::String);
+        parsed.echo.conversation =
+            resolved.conversation.map_or(Value::Null, |id| serde_json::json!({"id": id}));
         let shape = Shape {
             id: response_id("resp_"),
             created_at: now(),

@@ -4,6 +4,7 @@
 //! `error` words errors as the Responses API does, in OpenAI's error shape
 //! (`api::openai::error`).
 
+pub(crate) mod conversations;
 pub(crate) mod error;
 pub(crate) mod handlers;
 mod items;

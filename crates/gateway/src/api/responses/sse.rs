@@ -156,6 +156,7 @@ impl Builder {
             "output": if status == "in_progress" { &[] } else { self.output.as_slice() },
             "parallel_tool_calls": echo.parallel_tool_calls,
             "previous_response_id": echo.previous_response_id,
+            "conversation": echo.conversation,
             "reasoning": echo.reasoning,
             "service_tier": service_tier,
             "store": echo.store,

@@ -26,15 +26,27 @@ pub(crate) struct Keep {
     owner: String,
     previous: Option<String>,
     input: Vec<Value>,
+    /// The response itself is kept (`store`).
+    response: bool,
+    /// The conversation its input and output items are added to.
+    conversation: Option<String>,
 }
 
 impl Keep {
-    /// Keeps a finished response. A store that fails is logged and counted; the client still
-    /// gets the response it waited for (a later reference to it is then a 400 that says so).
+    /// Keeps a finished response, and adds its items to its conversation. A store that fails
+    /// is logged; the client still gets the response it waited for (a later reference to it
+    /// is then a 400 that says so).
     pub(crate) fn put(&self, response: &Value) {
-        if let Err(err) =
-            self.store.put(&self.owner, self.previous.as_deref(), &self.input, response)
-        {
+        let mut result = Ok(());
+        if self.response {
+            result = self.store.put(&self.owner, self.previous.as_deref(), &self.input, response);
+        }
+        if let (Ok(()), Some(conversation)) = (&result, &self.conversation) {
+            let output = response["output"].as_array().map(Vec::as_slice).unwrap_or_default();
+            let items: Vec<Value> = self.input.iter().chain(output).cloned().collect();
+            result = self.store.add_items(&self.owner, conversation, &items).map(|_| ());
+        }
+        if let Err(err) = result {
             tracing::warn!(store = %self.store.shown, error = %err.0, id = %response["id"], "the response could not be stored");
         }
     }
@@ -46,16 +58,18 @@ pub(crate) struct Resolved {
     pub(crate) keep: Option<Keep>,
     /// The response it follows.
     pub(crate) previous: Option<String>,
+    /// The conversation it belongs to.
+    pub(crate) conversation: Option<String>,
 }
 
 /// Whether `id` has the shape of a response id.
-fn well_formed(id: &str, prefix: &str) -> bool {
+pub(crate) fn well_formed(id: &str, prefix: &str) -> bool {
     id.len() <= 256
         && id.starts_with(prefix)
         && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-fn invalid(message: String, param: &str, code: &str) -> ApiError {
+pub(crate) fn invalid(message: String, param: &str, code: &str) -> ApiError {
     ApiError::InvalidRequest { message, param: Some(param.into()), code: Some(code.into()) }
 }
 
@@ -83,21 +97,38 @@ fn own_input(store: &Store, owner: &str, input: Option<&Value>) -> Result<Vec<Va
                     "item_not_found",
                 )
             })?;
-        } else if let Value::Object(object) = &mut item {
-            if object.contains_key("role") && !object.contains_key("type") {
-                object.insert("type".into(), json!("message"));
-            }
-            if !object.contains_key("id") {
-                let message = object.get("type") == Some(&json!("message"));
-                object.insert(
-                    "id".into(),
-                    json!(response_id(if message { "msg_" } else { "item_" })),
-                );
-            }
+        } else {
+            item = as_item(item);
         }
         own.push(item);
     }
     Ok(own)
+}
+
+/// An input item as the API lists it: with an id (`msg_…` for a message), a message with its
+/// `type`, `status` and its text as content parts (`input_text`, or `output_text` for the
+/// assistant's).
+pub(crate) fn as_item(mut item: Value) -> Value {
+    let Value::Object(object) = &mut item else { return item };
+    if object.contains_key("role") && !object.contains_key("type") {
+        object.insert("type".into(), json!("message"));
+    }
+    let message = object.get("type") == Some(&json!("message"));
+    if !object.contains_key("id") {
+        object.insert("id".into(), json!(response_id(if message { "msg_" } else { "item_" })));
+    }
+    if message {
+        object.entry("status").or_insert_with(|| json!("completed"));
+        if let Some(Value::String(text)) = object.get("content") {
+            let part = if object.get("role") == Some(&json!("assistant")) {
+                json!({"type": "output_text", "text": text, "annotations": []})
+            } else {
+                json!({"type": "input_text", "text": text})
+            };
+            object.insert("content".into(), json!([part]));
+        }
+    }
+    item
 }
 
 /// Resolves `body`'s `previous_response_id` and item references from the store: `input`
@@ -112,9 +143,11 @@ pub(crate) fn resolve(
         if let Value::Object(object) = body {
             object.insert("store".into(), json!(false));
         }
-        return Ok(Resolved { keep: None, previous: None });
+        return Ok(Resolved { keep: None, previous: None, conversation: None });
     };
-    let Value::Object(object) = body else { return Ok(Resolved { keep: None, previous: None }) };
+    let Value::Object(object) = body else {
+        return Ok(Resolved { keep: None, previous: None, conversation: None });
+    };
     let owner = owner(crate::api::bearer(headers));
     let previous = match object.remove("previous_response_id") {
         None | Some(Value::Null) => None,
@@ -129,6 +162,13 @@ pub(crate) fn resolve(
             ));
         }
     };
+    if previous.is_some() && object.get("conversation").is_some_and(|c| !c.is_null()) {
+        return Err(invalid(
+            "Mutually exclusive parameters: 'previous_response_id' and 'conversation'. Send one of them.".into(),
+            "conversation",
+            "mutually_exclusive_parameters",
+        ));
+    }
     let mut history = Vec::new();
     if let Some(id) = &previous {
         if !well_formed(id, "resp") {
@@ -148,6 +188,27 @@ pub(crate) fn resolve(
             )
         })?;
     }
+    let conversation = match object.remove("conversation") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id)) => Some(id),
+        Some(Value::Object(c)) if c.get("id").is_some_and(Value::is_string) => {
+            c.get("id").and_then(Value::as_str).map(str::to_owned)
+        }
+        Some(other) => {
+            return Err(invalid(
+                format!(
+                    "Invalid 'conversation': expected a conversation id or {{\"id\": …}}, but got {other} instead."
+                ),
+                "conversation",
+                "invalid_type",
+            ));
+        }
+    };
+    if let Some(id) = &conversation {
+        history = store
+            .conversation_items(&owner, id)?
+            .ok_or_else(|| ApiError::NotFound(format!("Conversation with id '{id}' not found.")))?;
+    }
     let own = own_input(store, &owner, object.get("input"))?;
     let references = match object.get("input") {
         Some(Value::Array(items)) => items.iter().filter(|i| i["type"] == "item_reference").count(),
@@ -159,7 +220,7 @@ pub(crate) fn resolve(
     // An input of another type is left for `from_wire` to refuse in the API's words.
     let readable = match object.get("input") {
         Some(Value::String(_) | Value::Array(_)) => true,
-        None | Some(Value::Null) => previous.is_some(),
+        None | Some(Value::Null) => previous.is_some() || conversation.is_some(),
         Some(_) => false,
     };
     if readable {
@@ -168,13 +229,15 @@ pub(crate) fn resolve(
     }
     let kept = object.get("store").and_then(Value::as_bool) != Some(false);
     object.insert("store".into(), json!(kept));
-    let keep = kept.then(|| Keep {
+    let keep = (kept || conversation.is_some()).then(|| Keep {
         store: Arc::clone(store),
         owner,
         previous: previous.clone(),
         input: own,
+        response: kept,
+        conversation: conversation.clone(),
     });
-    Ok(Resolved { keep, previous })
+    Ok(Resolved { keep, previous, conversation })
 }
 
 /// The store and the caller's owner for a read of a kept response, or the error to answer.
@@ -253,53 +316,57 @@ pub(crate) async fn input_items_of(
 ) -> Response {
     let result = (|| {
         let (store, owner) = reader(&state, &headers, &id)?;
-        let limit = match query.get("limit").map(|l| l.parse::<usize>()) {
-            None => 20,
-            Some(Ok(n)) if (1..=100).contains(&n) => n,
-            Some(_) => {
-                return Err(invalid(
-                    "Invalid 'limit': it must be an integer from 1 to 100.".into(),
-                    "limit",
-                    "invalid_value",
-                ));
-            }
-        };
-        let descending = match query.get("order").map(String::as_str) {
-            None | Some("desc") => true,
-            Some("asc") => false,
-            Some(other) => {
-                return Err(invalid(
-                    format!("Invalid 'order': '{other}'. Expected 'asc' or 'desc'."),
-                    "order",
-                    "invalid_value",
-                ));
-            }
-        };
         let kept = store.get(&owner, &id)?.ok_or_else(|| not_found(&id))?;
         let mut items = match &kept.previous {
             Some(previous) => store.conversation(&owner, previous)?.unwrap_or_default(),
             None => Vec::new(),
         };
         items.extend(kept.input);
-        if descending {
-            items.reverse();
-        }
-        let start = match query.get("after") {
-            Some(after) => {
-                items.iter().position(|i| i["id"] == after.as_str()).map_or(0, |at| at + 1)
-            }
-            None => 0,
-        };
-        let rest = items.get(start..).unwrap_or_default();
-        let page = rest.iter().take(limit).cloned().collect::<Vec<_>>();
-        Ok(axum::Json(json!({
-            "object": "list",
-            "data": page,
-            "first_id": page.first().map(|i| i["id"].clone()),
-            "last_id": page.last().map(|i| i["id"].clone()),
-            "has_more": rest.len() > limit,
-        }))
-        .into_response())
+        Ok(axum::Json(page(items, &query)?).into_response())
     })();
     result.unwrap_or_else(error::response)
+}
+
+/// One page of `items` (oldest first) as the API lists them: `limit` (1 to 100, 20), `order`
+/// (`desc`, the default, or `asc`), `after` (an item id); with `first_id`, `last_id` and
+/// `has_more`.
+pub(crate) fn page(
+    mut items: Vec<Value>,
+    query: &HashMap<String, String>,
+) -> Result<Value, ApiError> {
+    let limit = match query.get("limit").map(|l| l.parse::<usize>()) {
+        None => 20,
+        Some(Ok(n)) if (1..=100).contains(&n) => n,
+        Some(_) => {
+            return Err(invalid(
+                "Invalid 'limit': it must be an integer from 1 to 100.".into(),
+                "limit",
+                "invalid_value",
+            ));
+        }
+    };
+    match query.get("order").map(String::as_str) {
+        None | Some("desc") => items.reverse(),
+        Some("asc") => {}
+        Some(other) => {
+            return Err(invalid(
+                format!("Invalid 'order': '{other}'. Expected 'asc' or 'desc'."),
+                "order",
+                "invalid_value",
+            ));
+        }
+    }
+    let start = match query.get("after") {
+        Some(after) => items.iter().position(|i| i["id"] == after.as_str()).map_or(0, |at| at + 1),
+        None => 0,
+    };
+    let rest = items.get(start..).unwrap_or_default();
+    let page = rest.iter().take(limit).cloned().collect::<Vec<_>>();
+    Ok(json!({
+        "object": "list",
+        "data": page,
+        "first_id": page.first().map(|i| i["id"].clone()),
+        "last_id": page.last().map(|i| i["id"].clone()),
+        "has_more": rest.len() > limit,
+    }))
 }

@@ -71,6 +71,8 @@ pub(crate) struct Echo {
     pub(crate) user: Value,
     /// The response this one follows (set once the store resolved it).
     pub(crate) previous_response_id: Value,
+    /// The conversation it belongs to (`{"id": …}`, set once the store resolved it).
+    pub(crate) conversation: Value,
 }
 
 /// The name the model calls Codex's `tool_search` by.
@@ -179,7 +181,7 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
     if let Some(id) = object.get("previous_response_id").and_then(Value::as_str) {
         return Err(invalid_coded(
             format!(
-                "Previous response with id '{id}' not found. This gateway keeps no responses: send the whole conversation in 'input' instead."
+                "Previous response with id '{id}' not found. This gateway keeps no responses (store.url = \"off\"): send the whole conversation in 'input' instead."
             ),
             "previous_response_id",
             "previous_response_not_found",
@@ -187,7 +189,7 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
     }
     if object.get("conversation").is_some_and(|c| !c.is_null()) {
         return Err(invalid(
-            "Conversations are not supported: this gateway keeps no state. Send the whole conversation in 'input' instead.",
+            "Conversations are not supported: this gateway keeps no state (store.url = \"off\"). Send the whole conversation in 'input' instead.",
             "conversation",
         ));
     }
@@ -330,6 +332,7 @@ pub(crate) fn from_wire(body: &Value) -> Result<Parsed, ApiError> {
             .unwrap_or_else(|| json!({"effort": null, "summary": null})),
         user: get("user"),
         previous_response_id: Value::Null,
+        conversation: Value::Null,
     };
     Ok(Parsed {
         chat: ChatRequest {

@@ -1,0 +1,167 @@
+//! Conversations (the Conversations API, and a Responses request's `conversation`): a list of
+//! items under an owner, with metadata. Unlike responses they have no TTL and do not count
+//! against the size cap: they last until they are deleted.
+
+use rusqlite::{OptionalExtension, params};
+use serde_json::{Value, json};
+
+use super::{Store, StoreError, unix_now};
+
+pub(super) const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS conversations (
+    id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    created INTEGER NOT NULL,
+    metadata TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS conversation_items (
+    conversation TEXT NOT NULL REFERENCES conversations (id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    id TEXT NOT NULL,
+    item TEXT NOT NULL,
+    PRIMARY KEY (conversation, seq)
+);
+CREATE INDEX IF NOT EXISTS conversation_items_id ON conversation_items (conversation, id);
+";
+
+fn object(id: &str, created: i64, metadata: &str) -> Value {
+    let metadata: Value = serde_json::from_str(metadata).unwrap_or_else(|_| json!({}));
+    json!({"id": id, "object": "conversation", "created_at": created, "metadata": metadata})
+}
+
+fn parse(text: &str) -> Result<Value, StoreError> {
+    serde_json::from_str(text).map_err(|err| StoreError(format!("an item cannot be read: {err}")))
+}
+
+impl Store {
+    /// A new conversation `id` of `owner` with `metadata` and these items; its object.
+    pub(crate) fn create_conversation(
+        &self,
+        owner: &str,
+        id: &str,
+        metadata: &Value,
+        items: &[Value],
+    ) -> Result<Value, StoreError> {
+        let created = unix_now() as i64;
+        {
+            let db = self.db();
+            db.conn.execute(
+                "INSERT INTO conversations (id, owner, created, metadata) VALUES (?1, ?2, ?3, ?4)",
+                params![id, owner, created, metadata.to_string()],
+            )?;
+        }
+        self.add_items(owner, id, items)?;
+        Ok(object(id, created, &metadata.to_string()))
+    }
+
+    /// The conversation object `id` of `owner`.
+    pub(crate) fn conversation_object(
+        &self,
+        owner: &str,
+        id: &str,
+    ) -> Result<Option<Value>, StoreError> {
+        let db = self.db();
+        let row: Option<(i64, String)> = db
+            .conn
+            .query_row(
+                "SELECT created, metadata FROM conversations WHERE id = ?1 AND owner = ?2",
+                params![id, owner],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .optional()?;
+        Ok(row.map(|(created, metadata)| object(id, created, &metadata)))
+    }
+
+    /// Sets the metadata of conversation `id`; its object, or `None` when there is none.
+    pub(crate) fn update_conversation(
+        &self,
+        owner: &str,
+        id: &str,
+        metadata: &Value,
+    ) -> Result<Option<Value>, StoreError> {
+        {
+            let db = self.db();
+            db.conn.execute(
+                "UPDATE conversations SET metadata = ?3 WHERE id = ?1 AND owner = ?2",
+                params![id, owner, metadata.to_string()],
+            )?;
+        }
+        self.conversation_object(owner, id)
+    }
+
+    /// Deletes conversation `id` and its items; whether there was one.
+    pub(crate) fn delete_conversation(&self, owner: &str, id: &str) -> Result<bool, StoreError> {
+        let db = self.db();
+        let n = db.conn.execute(
+            "DELETE FROM conversations WHERE id = ?1 AND owner = ?2",
+            params![id, owner],
+        )?;
+        Ok(n > 0)
+    }
+
+    /// Adds items at the end of conversation `id`; `false` when `owner` has no such
+    /// conversation.
+    pub(crate) fn add_items(
+        &self,
+        owner: &str,
+        id: &str,
+        items: &[Value],
+    ) -> Result<bool, StoreError> {
+        let mut db = self.db();
+        let tx = db.conn.transaction()?;
+        let known: Option<i64> = tx
+            .query_row(
+                "SELECT (SELECT COALESCE(MAX(seq), 0) FROM conversation_items WHERE conversation = ?1) FROM conversations WHERE id = ?1 AND owner = ?2",
+                params![id, owner],
+                |row| row.get(0),
+            )
+            .optional()?;
+        let Some(last) = known else { return Ok(false) };
+        for (n, item) in items.iter().enumerate() {
+            tx.execute(
+                "INSERT INTO conversation_items (conversation, seq, id, item) VALUES (?1, ?2, ?3, ?4)",
+                params![id, last + 1 + n as i64, item["id"].as_str().unwrap_or_default(), item.to_string()],
+            )?;
+        }
+        tx.commit()?;
+        Ok(true)
+    }
+
+    /// Every item of conversation `id`, oldest first; `None` when `owner` has no such
+    /// conversation.
+    pub(crate) fn conversation_items(
+        &self,
+        owner: &str,
+        id: &str,
+    ) -> Result<Option<Vec<Value>>, StoreError> {
+        if self.conversation_object(owner, id)?.is_none() {
+            return Ok(None);
+        }
+        let db = self.db();
+        let mut statement = db
+            .conn
+            .prepare("SELECT item FROM conversation_items WHERE conversation = ?1 ORDER BY seq")?;
+        let texts = statement
+            .query_map([id], |row| row.get::<_, String>(0))?
+            .collect::<Result<Vec<_>, _>>()?;
+        texts.iter().map(|text| parse(text)).collect::<Result<Vec<_>, _>>().map(Some)
+    }
+
+    /// Deletes item `item` of conversation `id`; whether there was one.
+    pub(crate) fn delete_conversation_item(
+        &self,
+        owner: &str,
+        id: &str,
+        item: &str,
+    ) -> Result<bool, StoreError> {
+        if self.conversation_object(owner, id)?.is_none() {
+            return Ok(false);
+        }
+        let db = self.db();
+        let n = db.conn.execute(
+            "DELETE FROM conversation_items WHERE conversation = ?1 AND id = ?2",
+            params![id, item],
+        )?;
+        Ok(n > 0)
+    }
+}
