@@ -14,6 +14,7 @@ import signal
 import subprocess
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
@@ -240,3 +241,38 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         )
     for i, up in enumerate(getattr(item, "_e2e_upstreams", [])):
         report.sections.append((f"mock upstream #{i} requests", up.describe()))
+
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    """A `redis-server` of its own (Debian's package, which `.ci/run` installs) on a free
+    loopback port, with nothing saved to disk; stopped after the test."""
+    import shutil
+    import socket
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.fail("redis-server is not installed: `apt-get install redis-server` (.ci/run does)", pytrace=False)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"redis-server did not listen on {port}", pytrace=False)
+            time.sleep(0.02)
+    try:
+        yield f"redis://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -2,7 +2,8 @@
 response validation) chains turns with `previous_response_id` and reads them back with
 `responses.retrieve` and `input_items.list`; the Agents SDK chains two runs by
 `previous_response_id`; a gateway restarted on the same SQLite file still has them; another
-key sees none of them. The upstream is the scripted chat-only mock.
+key sees none of them; each on SQLite (the default) and on Redis (a `redis-server` of its
+own). The upstream is the scripted chat-only mock.
 """
 
 from __future__ import annotations
@@ -24,7 +25,16 @@ def make_client(gateway, key: str = "sk-alice") -> openai.OpenAI:
     )
 
 
-def test_openai_sdk_chains_three_turns_and_reads_them_back(gateway, upstream):
+@pytest.fixture(params=["sqlite", "redis"])
+def stored_gateway(request, gateway_factory):
+    """A gateway on the default SQLite store, or on a Redis of its own."""
+    if request.param == "sqlite":
+        return gateway_factory()
+    return gateway_factory("--store", request.getfixturevalue("redis_url"))
+
+
+def test_openai_sdk_chains_three_turns_and_reads_them_back(stored_gateway, upstream):
+    gateway = stored_gateway
     upstream.script([{"text": "Blue.", "chunk": 2}, "Green.", {"text": "Red.", "chunk": 3}])
     client = make_client(gateway)
     try:
@@ -113,7 +123,8 @@ def test_store_false_and_store_off_keep_nothing(gateway_factory, upstream):
         client.close()
 
 
-def test_agents_sdk_chains_runs_by_previous_response_id(gateway, upstream):
+def test_agents_sdk_chains_runs_by_previous_response_id(stored_gateway, upstream):
+    gateway = stored_gateway
     calls: list[str] = []
 
     @function_tool
@@ -149,7 +160,8 @@ def test_agents_sdk_chains_runs_by_previous_response_id(gateway, upstream):
         assert text in seen, (text, seen)
 
 
-def test_openai_sdk_conversations(gateway, upstream):
+def test_openai_sdk_conversations(stored_gateway, upstream):
+    gateway = stored_gateway
     upstream.script(["Ada.", {"text": "A-D-A.", "chunk": 2}])
     client = make_client(gateway)
     try:
@@ -187,7 +199,8 @@ def test_openai_sdk_conversations(gateway, upstream):
         client.close()
 
 
-def test_agents_sdk_runs_in_a_conversation(gateway, upstream):
+def test_agents_sdk_runs_in_a_conversation(stored_gateway, upstream):
+    gateway = stored_gateway
     upstream.script([hermes("get_weather", {"city": "Rome"}), "It is 21C in Rome.", "You asked about Rome."])
     calls: list[str] = []
 

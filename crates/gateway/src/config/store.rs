@@ -7,8 +7,8 @@ use std::path::PathBuf;
 pub struct StoreConfig {
     /// `auto` (a file in the state directory: `$XDG_STATE_HOME/toolshim/responses.db`, else
     /// `~/.local/state/toolshim/responses.db`; in memory when neither is known), `memory`,
-    /// `off` (nothing kept: `store: true` is answered `store: false`), `sqlite:PATH` or a
-    /// path.
+    /// `off` (nothing kept: `store: true` is answered `store: false`), `sqlite:PATH`, a path,
+    /// or `redis://HOST:PORT[/DB]` (shared by replicas).
     pub url: String,
     /// Seconds a response is kept; 0 keeps it until the size cap drops it.
     pub ttl_secs: u64,
@@ -29,6 +29,7 @@ impl StoreConfig {
         let url = self.url.trim();
         match url {
             "off" | "memory" | "" => None,
+            _ if url.contains("://") && !url.starts_with("sqlite://") => None,
             "auto" => state_dir().map(|dir| dir.join("toolshim").join("responses.db")),
             _ => {
                 let path = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:"));
@@ -50,11 +51,12 @@ impl StoreConfig {
     /// What is wrong with `url`, if anything.
     pub fn problem(&self) -> Option<String> {
         let url = self.url.trim();
-        if matches!(url, "off" | "memory" | "auto") || self.path().is_some() {
+        let redis = url.starts_with("redis://") || url.starts_with("rediss://");
+        if matches!(url, "off" | "memory" | "auto") || redis || self.path().is_some() {
             return None;
         }
         Some(format!(
-            "`{url}` is not a store: use `auto`, `memory`, `off`, `sqlite:PATH` or a path"
+            "`{url}` is not a store: use `auto`, `memory`, `off`, `sqlite:PATH`, a path, or `redis://HOST:PORT`"
         ))
     }
 }

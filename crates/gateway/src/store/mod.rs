@@ -1,36 +1,31 @@
-//! The response store (issue 26): what the Responses API keeps with `store: true`, so later
-//! requests can refer to it (`previous_response_id`, `item_reference`) and clients can read it
-//! back or delete it. Each response is kept with its own input items and the response it
-//! followed, under an owner: a digest of the caller's key, so a caller never reads another
-//! key's responses. Responses older than `ttl_secs` are dropped, and the oldest first once the
-//! store holds more than `max_bytes`.
+//! The response store (issue 26): what the Responses API keeps with `store: true`, and the
+//! Conversations API's conversations, so later requests can refer to them
+//! (`previous_response_id`, `item_reference`, `conversation`) and clients can read them back or
+//! delete them. Each response is kept with its own input items and the response it followed,
+//! under an owner: a digest of the caller's key, so a caller never reads another key's.
 //!
-//! One small interface over SQLite, on disk (state kept across restarts) or in memory. Its
-//! calls are short local writes and reads, made from the request's task.
+//! One small interface ([`Responses`] and [`Conversations`]), two backends: SQLite (a file,
+//! or memory; `sqlite.rs`) for one machine, Redis (`redis.rs`) for replicas that share it. The
+//! calls are short reads and writes, made from the request's task; every one is bounded (a
+//! busy timeout, a socket timeout).
 
-use std::sync::{Mutex, PoisonError};
-
-use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::config::StoreConfig;
 
-mod conversations;
+mod redis;
+mod sqlite;
+mod sqlite_conversations;
 
-/// A store that failed: its file cannot be opened or written, or a row cannot be read.
+/// A store that failed: its file cannot be opened or written, its server does not answer, or
+/// a row cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct StoreError(pub(crate) String);
 
 impl From<StoreError> for crate::error::ApiError {
     fn from(err: StoreError) -> crate::error::ApiError {
         crate::error::ApiError::StoreUnavailable(err.0)
-    }
-}
-
-impl From<rusqlite::Error> for StoreError {
-    fn from(err: rusqlite::Error) -> StoreError {
-        StoreError(err.to_string())
     }
 }
 
@@ -43,27 +38,89 @@ pub(crate) struct Kept {
     pub(crate) previous: Option<String>,
 }
 
+/// Kept responses and their items.
+pub(crate) trait Responses: Send + Sync {
+    /// Keeps `response` (its `id` and `output` items) with its own `input` items and the
+    /// response it followed; drops what is past its time (and, where the backend caps it,
+    /// the oldest past the size cap).
+    fn put(
+        &self,
+        owner: &str,
+        previous: Option<&str>,
+        input: &[Value],
+        response: &Value,
+    ) -> Result<(), StoreError>;
+    /// The response `id` if `owner` kept it (and it has not expired).
+    fn get(&self, owner: &str, id: &str) -> Result<Option<Kept>, StoreError>;
+    /// Deletes the response `id` of `owner` and its items; whether there was one.
+    fn delete(&self, owner: &str, id: &str) -> Result<bool, StoreError>;
+    /// The item `id` (an input or output item of a kept response) of `owner`.
+    fn item(&self, owner: &str, id: &str) -> Result<Option<Value>, StoreError>;
+    /// Whether the store answers (for `/readyz`).
+    fn check(&self) -> Result<(), StoreError>;
+}
+
+/// Conversations: items under an owner, with metadata; no TTL.
+pub(crate) trait Conversations: Send + Sync {
+    /// A new conversation `id` of `owner` with `metadata` and these items; its object.
+    fn create_conversation(
+        &self,
+        owner: &str,
+        id: &str,
+        metadata: &Value,
+        items: &[Value],
+    ) -> Result<Value, StoreError>;
+    /// The conversation object `id` of `owner`.
+    fn conversation_object(&self, owner: &str, id: &str) -> Result<Option<Value>, StoreError>;
+    /// Sets the metadata of conversation `id`; its object, or `None` when there is none.
+    fn update_conversation(
+        &self,
+        owner: &str,
+        id: &str,
+        metadata: &Value,
+    ) -> Result<Option<Value>, StoreError>;
+    /// Deletes conversation `id` and its items; whether there was one.
+    fn delete_conversation(&self, owner: &str, id: &str) -> Result<bool, StoreError>;
+    /// Adds items at the end of conversation `id`; `false` when `owner` has none such.
+    fn add_items(&self, owner: &str, id: &str, items: &[Value]) -> Result<bool, StoreError>;
+    /// Every item of conversation `id`, oldest first; `None` when `owner` has none such.
+    fn conversation_items(&self, owner: &str, id: &str) -> Result<Option<Vec<Value>>, StoreError>;
+    /// Deletes item `item` of conversation `id`; whether there was one.
+    fn delete_conversation_item(
+        &self,
+        owner: &str,
+        id: &str,
+        item: &str,
+    ) -> Result<bool, StoreError>;
+}
+
+/// A backend: both.
+pub(crate) trait Backend: Responses + Conversations {}
+
+impl<T: Responses + Conversations> Backend for T {}
+
 /// The longest chain of `previous_response_id` links followed.
 const MAX_CHAIN: usize = 10_000;
 
-/// The response store.
+/// The response store: a backend, and where it lives.
 pub(crate) struct Store {
-    db: Mutex<Db>,
-    ttl_secs: u64,
-    max_bytes: u64,
-    /// Where it lives, for logs and `/readyz` (`memory`, or the file's path).
+    backend: Box<dyn Backend>,
+    /// Where it lives, for logs and `/readyz` (`memory`, the file's path, or the Redis URL
+    /// without its password).
     pub(crate) shown: String,
-}
-
-struct Db {
-    conn: Connection,
-    /// The bytes of every kept response, kept up to date on each write.
-    bytes: u64,
 }
 
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store").field("shown", &self.shown).finish_non_exhaustive()
+    }
+}
+
+impl std::ops::Deref for Store {
+    type Target = dyn Backend;
+
+    fn deref(&self) -> &(dyn Backend + 'static) {
+        self.backend.as_ref()
     }
 }
 
@@ -80,199 +137,30 @@ fn unix_now() -> u64 {
         .unwrap_or(0)
 }
 
-const SCHEMA: &str = "
-PRAGMA foreign_keys = ON;
-CREATE TABLE IF NOT EXISTS responses (
-    id TEXT PRIMARY KEY,
-    owner TEXT NOT NULL,
-    created INTEGER NOT NULL,
-    previous TEXT,
-    input TEXT NOT NULL,
-    response TEXT NOT NULL,
-    bytes INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS responses_created ON responses (created);
-CREATE TABLE IF NOT EXISTS items (
-    owner TEXT NOT NULL,
-    id TEXT NOT NULL,
-    response TEXT NOT NULL REFERENCES responses (id) ON DELETE CASCADE,
-    item TEXT NOT NULL,
-    PRIMARY KEY (owner, id)
-);
-CREATE INDEX IF NOT EXISTS items_response ON items (response);
-";
-
 impl Store {
-    /// The store `config` names, opened (and made, for a new file); `None` when it is `off`.
+    /// The store `config` names (`auto` already resolved), opened; `None` when it is `off`.
     pub(crate) fn open(config: &StoreConfig) -> Result<Option<Store>, StoreError> {
         let url = config.url.trim();
-        let (conn, shown) = match url {
+        let (ttl, cap) = (config.ttl_secs, config.max_bytes);
+        let (backend, shown): (Box<dyn Backend>, String) = match url {
             "off" => return Ok(None),
-            "memory" => (Connection::open_in_memory()?, "memory".to_owned()),
+            "memory" => (Box::new(sqlite::Sqlite::open(None, ttl, cap)?), "memory".into()),
+            _ if url.starts_with("redis://") || url.starts_with("rediss://") => {
+                let redis = redis::Redis::open(url, ttl)?;
+                let shown = redis.shown.clone();
+                (Box::new(redis), shown)
+            }
             _ => {
                 let path = config.path().ok_or_else(|| {
                     StoreError(format!(
-                        "store.url: `{url}` is not `off`, `memory`, `sqlite:PATH` or a path"
+                        "`{url}` is not `off`, `memory`, `sqlite:PATH`, a path or a redis:// URL"
                     ))
                 })?;
-                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                    std::fs::create_dir_all(dir).map_err(|err| {
-                        StoreError(format!("cannot make {}: {err}", dir.display()))
-                    })?;
-                }
-                let conn = Connection::open(&path)
-                    .map_err(|err| StoreError(format!("cannot open {}: {err}", path.display())))?;
-                // Several processes may share the file: wait for another's write, and let
-                // readers go on beside a writer.
-                conn.busy_timeout(std::time::Duration::from_secs(5))?;
-                conn.pragma_update(None, "journal_mode", "WAL")?;
-                conn.pragma_update(None, "synchronous", "NORMAL")?;
-                (conn, path.display().to_string())
+                let shown = path.display().to_string();
+                (Box::new(sqlite::Sqlite::open(Some(&path), ttl, cap)?), shown)
             }
         };
-        conn.execute_batch(SCHEMA)?;
-        conn.execute_batch(conversations::SCHEMA)?;
-        let bytes: i64 =
-            conn.query_row("SELECT COALESCE(SUM(bytes), 0) FROM responses", [], |row| row.get(0))?;
-        Ok(Some(Store {
-            db: Mutex::new(Db { conn, bytes: u64::try_from(bytes).unwrap_or(0) }),
-            ttl_secs: config.ttl_secs,
-            max_bytes: config.max_bytes,
-            shown,
-        }))
-    }
-
-    fn db(&self) -> std::sync::MutexGuard<'_, Db> {
-        self.db.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Keeps `response` (its `id` and `output` items) with its own `input` items and the
-    /// response it followed; then drops what is past its time or over the size cap.
-    pub(crate) fn put(
-        &self,
-        owner: &str,
-        previous: Option<&str>,
-        input: &[Value],
-        response: &Value,
-    ) -> Result<(), StoreError> {
-        let id = response["id"].as_str().unwrap_or_default();
-        let input_text = Value::Array(input.to_vec()).to_string();
-        let response_text = response.to_string();
-        let bytes = (input_text.len() + response_text.len()) as u64;
-        let now = unix_now();
-        let mut db = self.db();
-        let tx = db.conn.transaction()?;
-        tx.execute(
-            "INSERT OR REPLACE INTO responses (id, owner, created, previous, input, response, bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![id, owner, now as i64, previous, input_text, response_text, bytes as i64],
-        )?;
-        let output = response["output"].as_array().map(Vec::as_slice).unwrap_or_default();
-        for item in input.iter().chain(output) {
-            if let Some(item_id) = item["id"].as_str() {
-                tx.execute(
-                    "INSERT OR REPLACE INTO items (owner, id, response, item) VALUES (?1, ?2, ?3, ?4)",
-                    params![owner, item_id, id, item.to_string()],
-                )?;
-            }
-        }
-        tx.commit()?;
-        db.bytes += bytes;
-        self.prune(&mut db, now)
-    }
-
-    /// Drops responses older than the TTL, then the oldest while over the size cap.
-    fn prune(&self, db: &mut Db, now: u64) -> Result<(), StoreError> {
-        if self.ttl_secs > 0 {
-            let before = now.saturating_sub(self.ttl_secs) as i64;
-            let gone: i64 = db.conn.query_row(
-                "SELECT COALESCE(SUM(bytes), 0) FROM responses WHERE created < ?1",
-                [before],
-                |row| row.get(0),
-            )?;
-            if gone > 0 {
-                db.conn.execute("DELETE FROM responses WHERE created < ?1", [before])?;
-                db.bytes = db.bytes.saturating_sub(gone as u64);
-            }
-        }
-        while self.max_bytes > 0 && db.bytes > self.max_bytes {
-            let oldest: Option<(String, i64)> = db
-                .conn
-                .query_row(
-                    "SELECT id, bytes FROM responses ORDER BY created, rowid LIMIT 1",
-                    [],
-                    |row| Ok((row.get(0)?, row.get(1)?)),
-                )
-                .optional()?;
-            let Some((id, bytes)) = oldest else {
-                db.bytes = 0;
-                break;
-            };
-            db.conn.execute("DELETE FROM responses WHERE id = ?1", [&id])?;
-            db.bytes = db.bytes.saturating_sub(bytes as u64);
-        }
-        Ok(())
-    }
-
-    /// The response `id` if `owner` kept it (and it has not expired).
-    pub(crate) fn get(&self, owner: &str, id: &str) -> Result<Option<Kept>, StoreError> {
-        let db = self.db();
-        let row: Option<(String, String, Option<String>, i64)> = db
-            .conn
-            .query_row(
-                "SELECT response, input, previous, created FROM responses WHERE id = ?1 AND owner = ?2",
-                params![id, owner],
-                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
-            )
-            .optional()?;
-        let Some((response, input, previous, created)) = row else { return Ok(None) };
-        if self.ttl_secs > 0 && (created as u64).saturating_add(self.ttl_secs) < unix_now() {
-            return Ok(None);
-        }
-        let parse = |text: &str| {
-            serde_json::from_str::<Value>(text)
-                .map_err(|err| StoreError(format!("response {id} cannot be read: {err}")))
-        };
-        let input = match parse(&input)? {
-            Value::Array(items) => items,
-            _ => Vec::new(),
-        };
-        Ok(Some(Kept { response: parse(&response)?, input, previous }))
-    }
-
-    /// Deletes the response `id` of `owner` and its items; whether there was one.
-    pub(crate) fn delete(&self, owner: &str, id: &str) -> Result<bool, StoreError> {
-        let mut db = self.db();
-        let bytes: Option<i64> = db
-            .conn
-            .query_row(
-                "SELECT bytes FROM responses WHERE id = ?1 AND owner = ?2",
-                params![id, owner],
-                |row| row.get(0),
-            )
-            .optional()?;
-        let Some(bytes) = bytes else { return Ok(false) };
-        db.conn
-            .execute("DELETE FROM responses WHERE id = ?1 AND owner = ?2", params![id, owner])?;
-        db.bytes = db.bytes.saturating_sub(bytes as u64);
-        Ok(true)
-    }
-
-    /// The item `id` (an input or output item of a kept response) of `owner`.
-    pub(crate) fn item(&self, owner: &str, id: &str) -> Result<Option<Value>, StoreError> {
-        let db = self.db();
-        let text: Option<String> = db
-            .conn
-            .query_row(
-                "SELECT item FROM items WHERE owner = ?1 AND id = ?2",
-                params![owner, id],
-                |row| row.get(0),
-            )
-            .optional()?;
-        text.map(|text| {
-            serde_json::from_str(&text)
-                .map_err(|err| StoreError(format!("item {id} cannot be read: {err}")))
-        })
-        .transpose()
+        Ok(Some(Store { backend, shown }))
     }
 
     /// The conversation that ends with response `id`: the input and output items of it and
@@ -301,13 +189,6 @@ impl Store {
             }
         }
         Ok(Some(items))
-    }
-
-    /// Whether the store answers (for `/readyz`).
-    pub(crate) fn check(&self) -> Result<(), StoreError> {
-        let db = self.db();
-        db.conn.query_row("SELECT 1", [], |_| Ok(()))?;
-        Ok(())
     }
 }
 

@@ -1,13 +1,13 @@
-//! Conversations (the Conversations API, and a Responses request's `conversation`): a list of
-//! items under an owner, with metadata. Unlike responses they have no TTL and do not count
-//! against the size cap: they last until they are deleted.
+//! Conversations in SQLite: a list of items under an owner, with metadata. Unlike responses
+//! they have no TTL and do not count against the size cap: they last until they are deleted.
 
 use rusqlite::{OptionalExtension, params};
 use serde_json::{Value, json};
 
-use super::{Store, StoreError, unix_now};
+use super::sqlite::Sqlite;
+use super::{Conversations, StoreError, unix_now};
 
-pub(super) const SCHEMA: &str = "
+pub(super) const CONVERSATIONS: &str = "
 CREATE TABLE IF NOT EXISTS conversations (
     id TEXT PRIMARY KEY,
     owner TEXT NOT NULL,
@@ -33,9 +33,9 @@ fn parse(text: &str) -> Result<Value, StoreError> {
     serde_json::from_str(text).map_err(|err| StoreError(format!("an item cannot be read: {err}")))
 }
 
-impl Store {
+impl Conversations for Sqlite {
     /// A new conversation `id` of `owner` with `metadata` and these items; its object.
-    pub(crate) fn create_conversation(
+    fn create_conversation(
         &self,
         owner: &str,
         id: &str,
@@ -55,11 +55,7 @@ impl Store {
     }
 
     /// The conversation object `id` of `owner`.
-    pub(crate) fn conversation_object(
-        &self,
-        owner: &str,
-        id: &str,
-    ) -> Result<Option<Value>, StoreError> {
+    fn conversation_object(&self, owner: &str, id: &str) -> Result<Option<Value>, StoreError> {
         let db = self.db();
         let row: Option<(i64, String)> = db
             .conn
@@ -73,7 +69,7 @@ impl Store {
     }
 
     /// Sets the metadata of conversation `id`; its object, or `None` when there is none.
-    pub(crate) fn update_conversation(
+    fn update_conversation(
         &self,
         owner: &str,
         id: &str,
@@ -90,7 +86,7 @@ impl Store {
     }
 
     /// Deletes conversation `id` and its items; whether there was one.
-    pub(crate) fn delete_conversation(&self, owner: &str, id: &str) -> Result<bool, StoreError> {
+    fn delete_conversation(&self, owner: &str, id: &str) -> Result<bool, StoreError> {
         let db = self.db();
         let n = db.conn.execute(
             "DELETE FROM conversations WHERE id = ?1 AND owner = ?2",
@@ -101,12 +97,7 @@ impl Store {
 
     /// Adds items at the end of conversation `id`; `false` when `owner` has no such
     /// conversation.
-    pub(crate) fn add_items(
-        &self,
-        owner: &str,
-        id: &str,
-        items: &[Value],
-    ) -> Result<bool, StoreError> {
+    fn add_items(&self, owner: &str, id: &str, items: &[Value]) -> Result<bool, StoreError> {
         let mut db = self.db();
         let tx = db.conn.transaction()?;
         let known: Option<i64> = tx
@@ -129,11 +120,7 @@ impl Store {
 
     /// Every item of conversation `id`, oldest first; `None` when `owner` has no such
     /// conversation.
-    pub(crate) fn conversation_items(
-        &self,
-        owner: &str,
-        id: &str,
-    ) -> Result<Option<Vec<Value>>, StoreError> {
+    fn conversation_items(&self, owner: &str, id: &str) -> Result<Option<Vec<Value>>, StoreError> {
         if self.conversation_object(owner, id)?.is_none() {
             return Ok(None);
         }
@@ -148,7 +135,7 @@ impl Store {
     }
 
     /// Deletes item `item` of conversation `id`; whether there was one.
-    pub(crate) fn delete_conversation_item(
+    fn delete_conversation_item(
         &self,
         owner: &str,
         id: &str,

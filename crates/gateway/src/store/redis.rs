@@ -1,0 +1,270 @@
+//! The Redis backend, for replicas that share their state (`store.url = "redis://…"`).
+//!
+//! Keys, under `toolshim:`: `resp:ID` (a response with its owner, input items and the one it
+//! followed), `item:OWNER:ID` (each of its items, for `item_reference`), `resp-items:ID` (the
+//! item keys of a response, to delete them with it), each expiring after `ttl_secs`; and
+//! `conv:ID` (a conversation's owner, creation time and metadata) with `conv-items:ID` (its
+//! items, a list), which do not expire. The size cap is Redis's own (`maxmemory` with a
+//! policy such as `volatile-ttl`): the gateway sets no other.
+
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::{Conversations, Kept, Responses, StoreError, unix_now};
+
+impl From<redis::RedisError> for StoreError {
+    fn from(err: redis::RedisError) -> StoreError {
+        StoreError(format!("redis: {err}"))
+    }
+}
+
+const PREFIX: &str = "toolshim:";
+
+/// How long a connection, a command's reply or a write may take.
+const TIMEOUT: Duration = Duration::from_secs(2);
+
+pub(super) struct Redis {
+    client: redis::Client,
+    /// One connection, made again after a failure.
+    conn: Mutex<Option<redis::Connection>>,
+    ttl_secs: u64,
+    /// The URL without its password.
+    pub(super) shown: String,
+}
+
+fn parse(text: &str, what: &str) -> Result<Value, StoreError> {
+    serde_json::from_str(text).map_err(|err| StoreError(format!("{what} cannot be read: {err}")))
+}
+
+impl Redis {
+    /// A client for `url`, checked with a `PING`, so that a start with a store that is down
+    /// says so at once.
+    pub(super) fn open(url: &str, ttl_secs: u64) -> Result<Redis, StoreError> {
+        let shown = match reqwest::Url::parse(url) {
+            Ok(mut parsed) => {
+                if parsed.password().is_some() {
+                    let _ = parsed.set_password(Some("***"));
+                }
+                parsed.to_string()
+            }
+            Err(err) => return Err(StoreError(format!("`{url}` is not a URL: {err}"))),
+        };
+        let client = redis::Client::open(url)?;
+        let redis = Redis { client, conn: Mutex::new(None), ttl_secs, shown };
+        redis.check().map_err(|err| StoreError(format!("{}: {}", redis.shown, err.0)))?;
+        Ok(redis)
+    }
+
+    /// Runs `f` on the connection (made first if there is none); a failure drops it.
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Result<T, StoreError> {
+        let mut slot = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let conn = match slot.take() {
+            Some(conn) => conn,
+            None => {
+                let conn = self.client.get_connection_with_timeout(TIMEOUT)?;
+                conn.set_read_timeout(Some(TIMEOUT))?;
+                conn.set_write_timeout(Some(TIMEOUT))?;
+                conn
+            }
+        };
+        let mut conn = conn;
+        let result = f(&mut conn);
+        if result.is_ok() {
+            *slot = Some(conn);
+        }
+        Ok(result?)
+    }
+
+    fn expiring(&self, pipe: &mut redis::Pipeline, key: &str, value: &str) {
+        let set = pipe.cmd("SET").arg(key).arg(value);
+        if self.ttl_secs > 0 {
+            set.arg("EX").arg(self.ttl_secs);
+        }
+        set.ignore();
+    }
+
+    fn stored(&self, owner: &str, id: &str) -> Result<Option<Value>, StoreError> {
+        let text: Option<String> =
+            self.with(|c| redis::cmd("GET").arg(format!("{PREFIX}resp:{id}")).query(c))?;
+        let Some(text) = text else { return Ok(None) };
+        let record = parse(&text, &format!("response {id}"))?;
+        Ok((record["owner"] == owner).then_some(record))
+    }
+
+    fn conversation(&self, owner: &str, id: &str) -> Result<Option<Value>, StoreError> {
+        let text: Option<String> =
+            self.with(|c| redis::cmd("GET").arg(format!("{PREFIX}conv:{id}")).query(c))?;
+        let Some(text) = text else { return Ok(None) };
+        let record = parse(&text, &format!("conversation {id}"))?;
+        Ok((record["owner"] == owner).then_some(record))
+    }
+}
+
+impl Responses for Redis {
+    fn put(
+        &self,
+        owner: &str,
+        previous: Option<&str>,
+        input: &[Value],
+        response: &Value,
+    ) -> Result<(), StoreError> {
+        let id = response["id"].as_str().unwrap_or_default();
+        let record = json!({"owner": owner, "created": unix_now(), "previous": previous,
+            "input": input, "response": response});
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        self.expiring(&mut pipe, &format!("{PREFIX}resp:{id}"), &record.to_string());
+        let output = response["output"].as_array().map(Vec::as_slice).unwrap_or_default();
+        let list = format!("{PREFIX}resp-items:{id}");
+        for item in input.iter().chain(output) {
+            if let Some(item_id) = item["id"].as_str() {
+                let key = format!("{PREFIX}item:{owner}:{item_id}");
+                self.expiring(&mut pipe, &key, &item.to_string());
+                pipe.cmd("SADD").arg(&list).arg(&key).ignore();
+            }
+        }
+        if self.ttl_secs > 0 {
+            pipe.cmd("EXPIRE").arg(&list).arg(self.ttl_secs).ignore();
+        }
+        self.with(|c| pipe.query::<()>(c))
+    }
+
+    fn get(&self, owner: &str, id: &str) -> Result<Option<Kept>, StoreError> {
+        let Some(mut record) = self.stored(owner, id)? else { return Ok(None) };
+        let input = match record["input"].take() {
+            Value::Array(items) => items,
+            _ => Vec::new(),
+        };
+        let previous = record["previous"].as_str().map(str::to_owned);
+        Ok(Some(Kept { response: record["response"].take(), input, previous }))
+    }
+
+    fn delete(&self, owner: &str, id: &str) -> Result<bool, StoreError> {
+        if self.stored(owner, id)?.is_none() {
+            return Ok(false);
+        }
+        let list = format!("{PREFIX}resp-items:{id}");
+        let items: Vec<String> = self.with(|c| redis::cmd("SMEMBERS").arg(&list).query(c))?;
+        self.with(|c| {
+            redis::cmd("DEL")
+                .arg(format!("{PREFIX}resp:{id}"))
+                .arg(&list)
+                .arg(&items)
+                .query::<()>(c)
+        })?;
+        Ok(true)
+    }
+
+    fn item(&self, owner: &str, id: &str) -> Result<Option<Value>, StoreError> {
+        let text: Option<String> =
+            self.with(|c| redis::cmd("GET").arg(format!("{PREFIX}item:{owner}:{id}")).query(c))?;
+        text.map(|text| parse(&text, &format!("item {id}"))).transpose()
+    }
+
+    fn check(&self) -> Result<(), StoreError> {
+        self.with(|c| redis::cmd("PING").query::<String>(c)).map(|_| ())
+    }
+}
+
+fn object(id: &str, record: &Value) -> Value {
+    json!({"id": id, "object": "conversation", "created_at": record["created"],
+        "metadata": record["metadata"]})
+}
+
+impl Conversations for Redis {
+    fn create_conversation(
+        &self,
+        owner: &str,
+        id: &str,
+        metadata: &Value,
+        items: &[Value],
+    ) -> Result<Value, StoreError> {
+        let record = json!({"owner": owner, "created": unix_now(), "metadata": metadata});
+        let mut pipe = redis::pipe();
+        pipe.atomic().cmd("SET").arg(format!("{PREFIX}conv:{id}")).arg(record.to_string()).ignore();
+        for item in items {
+            pipe.cmd("RPUSH")
+                .arg(format!("{PREFIX}conv-items:{id}"))
+                .arg(item.to_string())
+                .ignore();
+        }
+        self.with(|c| pipe.query::<()>(c))?;
+        Ok(object(id, &record))
+    }
+
+    fn conversation_object(&self, owner: &str, id: &str) -> Result<Option<Value>, StoreError> {
+        Ok(self.conversation(owner, id)?.map(|record| object(id, &record)))
+    }
+
+    fn update_conversation(
+        &self,
+        owner: &str,
+        id: &str,
+        metadata: &Value,
+    ) -> Result<Option<Value>, StoreError> {
+        let Some(mut record) = self.conversation(owner, id)? else { return Ok(None) };
+        record["metadata"] = metadata.clone();
+        let key = format!("{PREFIX}conv:{id}");
+        self.with(|c| redis::cmd("SET").arg(&key).arg(record.to_string()).query::<()>(c))?;
+        Ok(Some(object(id, &record)))
+    }
+
+    fn delete_conversation(&self, owner: &str, id: &str) -> Result<bool, StoreError> {
+        if self.conversation(owner, id)?.is_none() {
+            return Ok(false);
+        }
+        self.with(|c| {
+            redis::cmd("DEL")
+                .arg(format!("{PREFIX}conv:{id}"))
+                .arg(format!("{PREFIX}conv-items:{id}"))
+                .query::<()>(c)
+        })?;
+        Ok(true)
+    }
+
+    fn add_items(&self, owner: &str, id: &str, items: &[Value]) -> Result<bool, StoreError> {
+        if self.conversation(owner, id)?.is_none() {
+            return Ok(false);
+        }
+        if items.is_empty() {
+            return Ok(true);
+        }
+        let texts: Vec<String> = items.iter().map(Value::to_string).collect();
+        let key = format!("{PREFIX}conv-items:{id}");
+        self.with(|c| redis::cmd("RPUSH").arg(&key).arg(&texts).query::<()>(c))?;
+        Ok(true)
+    }
+
+    fn conversation_items(&self, owner: &str, id: &str) -> Result<Option<Vec<Value>>, StoreError> {
+        if self.conversation(owner, id)?.is_none() {
+            return Ok(None);
+        }
+        let key = format!("{PREFIX}conv-items:{id}");
+        let texts: Vec<String> =
+            self.with(|c| redis::cmd("LRANGE").arg(&key).arg(0).arg(-1).query(c))?;
+        texts.iter().map(|t| parse(t, "a conversation item")).collect::<Result<_, _>>().map(Some)
+    }
+
+    fn delete_conversation_item(
+        &self,
+        owner: &str,
+        id: &str,
+        item: &str,
+    ) -> Result<bool, StoreError> {
+        if self.conversation(owner, id)?.is_none() {
+            return Ok(false);
+        }
+        let key = format!("{PREFIX}conv-items:{id}");
+        let texts: Vec<String> =
+            self.with(|c| redis::cmd("LRANGE").arg(&key).arg(0).arg(-1).query(c))?;
+        let found = texts.iter().find(|t| parse(t, "an item").is_ok_and(|v| v["id"] == item));
+        let Some(text) = found else { return Ok(false) };
+        let removed: i64 = self.with(|c| redis::cmd("LREM").arg(&key).arg(1).arg(text).query(c))?;
+        Ok(removed > 0)
+    }
+}
