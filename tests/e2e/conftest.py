@@ -101,8 +101,9 @@ def spawn_gateway(upstream_url: str, *extra: str, env: dict[str, str] | None = N
     args += list(extra)
     proc_env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "TOOLSHIM_"))}
     proc_env["TOOLSHIM_UPSTREAM_API_KEY"] = UPSTREAM_KEY
-    # The default store (`auto`: a file in the state directory), in this run's own folder.
-    proc_env["XDG_STATE_HOME"] = STATE_HOME
+    # The default store (`auto`: a file in the state directory), in a folder of this
+    # gateway's own: gateways of different tests share no responses and no refusals.
+    proc_env["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="toolshim-e2e-state-", dir=STATE_HOME)
     proc_env.update(env or {})
     proc = subprocess.Popen(
         args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=proc_env

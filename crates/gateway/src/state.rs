@@ -38,6 +38,20 @@ pub struct AppState {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Refusals {
     at: Arc<Mutex<HashMap<RefusalKey, Instant>>>,
+    /// The store replicas share (Redis, or one SQLite file): a refusal one replica meets is
+    /// remembered there too, and the others look there for what they have not met.
+    shared: Option<Arc<crate::store::Store>>,
+    /// When each key was last looked up in `shared` and found absent: it is not asked again
+    /// within [`SHARED_LOOKUP_EVERY`], so the shared store costs at most one read a second
+    /// per key.
+    looked: Arc<Mutex<HashMap<RefusalKey, Instant>>>,
+}
+
+/// How often a refusal not remembered here is looked up in the shared store.
+const SHARED_LOOKUP_EVERY: Duration = Duration::from_secs(1);
+
+fn shared_key((what, upstream, model): &RefusalKey) -> String {
+    format!("refusal:{what:?}:{upstream}:{model}")
 }
 
 /// What was refused, by which upstream, for which model.
@@ -53,9 +67,40 @@ impl Refusals {
         within: Duration,
         now: Instant,
     ) -> bool {
-        let at = self.at.lock().unwrap_or_else(PoisonError::into_inner);
-        at.get(&(what, upstream.to_owned(), model.to_owned()))
-            .is_some_and(|at| now.saturating_duration_since(*at) < within)
+        let key = (what, upstream.to_owned(), model.to_owned());
+        let known = {
+            let at = self.at.lock().unwrap_or_else(PoisonError::into_inner);
+            at.get(&key).is_some_and(|at| now.saturating_duration_since(*at) < within)
+        };
+        if known || within.is_zero() {
+            return known;
+        }
+        let Some(shared) = &self.shared else { return false };
+        {
+            let mut looked = self.looked.lock().unwrap_or_else(PoisonError::into_inner);
+            if looked
+                .get(&key)
+                .is_some_and(|t| now.saturating_duration_since(*t) < SHARED_LOOKUP_EVERY)
+            {
+                return false;
+            }
+            if looked.len() >= MAX_REFUSALS_KEPT {
+                looked.clear();
+            }
+            looked.insert(key.clone(), now);
+        }
+        match shared.recalls(&shared_key(&key)) {
+            Ok(true) => {
+                tracing::debug!(?what, upstream, model, "a refusal another replica met");
+                self.remember_here(key, now, within);
+                true
+            }
+            Ok(false) => false,
+            Err(err) => {
+                tracing::debug!(error = %err.0, "the shared store did not answer; refusals as known here");
+                false
+            }
+        }
     }
 
     /// Remembers that `upstream` refused `what` for `model` at `now`, for `within`. The
@@ -69,6 +114,17 @@ impl Refusals {
         now: Instant,
         within: Duration,
     ) {
+        let key = (what, upstream.to_owned(), model.to_owned());
+        if let Some(shared) = &self.shared {
+            if let Err(err) = shared.remember(&shared_key(&key), within.as_secs().max(1)) {
+                tracing::debug!(error = %err.0, "the shared store did not take the refusal");
+            }
+        }
+        self.remember_here(key, now, within);
+    }
+
+    /// Remembers in this process only.
+    fn remember_here(&self, key: RefusalKey, now: Instant, within: Duration) {
         let mut at = self.at.lock().unwrap_or_else(PoisonError::into_inner);
         if at.len() >= MAX_REFUSALS_KEPT {
             at.retain(|_, when| now.saturating_duration_since(*when) < within);
@@ -79,7 +135,7 @@ impl Refusals {
                 at.remove(&key);
             }
         }
-        at.insert((what, upstream.to_owned(), model.to_owned()), now);
+        at.insert(key, now);
     }
 }
 
@@ -346,7 +402,7 @@ impl AppState {
             metrics,
             cut: CancellationToken::new(),
             readiness: Arc::new(tokio::sync::Mutex::new(None)),
-            refusals: Refusals::default(),
+            refusals: Refusals { shared: store.clone(), ..Refusals::default() },
             store,
         })
     }

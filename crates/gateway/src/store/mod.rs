@@ -4,7 +4,8 @@
 //! delete them. Each response is kept with its own input items and the response it followed,
 //! under an owner: a digest of the caller's key, so a caller never reads another key's.
 //!
-//! One small interface ([`Responses`] and [`Conversations`]), two backends: SQLite (a file,
+//! One small interface ([`Responses`], [`Conversations`], and the [`Memory`] of refusals that
+//! replicas share), two backends: SQLite (a file,
 //! or memory; `sqlite.rs`) for one machine, Redis (`redis.rs`) for replicas that share it. The
 //! calls are short reads and writes, made from the request's task; every one is bounded (a
 //! busy timeout, a socket timeout).
@@ -94,10 +95,18 @@ pub(crate) trait Conversations: Send + Sync {
     ) -> Result<bool, StoreError>;
 }
 
-/// A backend: both.
-pub(crate) trait Backend: Responses + Conversations {}
+/// Short-lived facts that replicas share: what an upstream refused (`native_refusal_secs`).
+pub(crate) trait Memory: Send + Sync {
+    /// Remembers `key` for `secs`.
+    fn remember(&self, key: &str, secs: u64) -> Result<(), StoreError>;
+    /// Whether `key` is remembered and not past its time.
+    fn recalls(&self, key: &str) -> Result<bool, StoreError>;
+}
 
-impl<T: Responses + Conversations> Backend for T {}
+/// A backend: all three.
+pub(crate) trait Backend: Responses + Conversations + Memory {}
+
+impl<T: Responses + Conversations + Memory> Backend for T {}
 
 /// The longest chain of `previous_response_id` links followed.
 const MAX_CHAIN: usize = 10_000;

@@ -2,17 +2,18 @@
 //!
 //! Keys, under `toolshim:`: `resp:ID` (a response with its owner, input items and the one it
 //! followed), `item:OWNER:ID` (each of its items, for `item_reference`), `resp-items:ID` (the
-//! item keys of a response, to delete them with it), each expiring after `ttl_secs`; and
+//! item keys of a response, to delete them with it), each expiring after `ttl_secs`;
 //! `conv:ID` (a conversation's owner, creation time and metadata) with `conv-items:ID` (its
-//! items, a list), which do not expire. The size cap is Redis's own (`maxmemory` with a
-//! policy such as `volatile-ttl`): the gateway sets no other.
+//! items, a list), which do not expire; `mem:KEY`, a refusal replicas share, expiring with
+//! it. The size cap is Redis's own (`maxmemory` with a policy such as `volatile-ttl`): the
+//! gateway sets no other.
 
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{Conversations, Kept, Responses, StoreError, unix_now};
+use super::{Conversations, Kept, Memory, Responses, StoreError, unix_now};
 
 impl From<redis::RedisError> for StoreError {
     fn from(err: redis::RedisError) -> StoreError {
@@ -266,5 +267,17 @@ impl Conversations for Redis {
         let Some(text) = found else { return Ok(false) };
         let removed: i64 = self.with(|c| redis::cmd("LREM").arg(&key).arg(1).arg(text).query(c))?;
         Ok(removed > 0)
+    }
+}
+
+impl Memory for Redis {
+    fn remember(&self, key: &str, secs: u64) -> Result<(), StoreError> {
+        let key = format!("{PREFIX}mem:{key}");
+        self.with(|c| redis::cmd("SET").arg(&key).arg(1).arg("EX").arg(secs.max(1)).query::<()>(c))
+    }
+
+    fn recalls(&self, key: &str) -> Result<bool, StoreError> {
+        let key = format!("{PREFIX}mem:{key}");
+        self.with(|c| redis::cmd("EXISTS").arg(&key).query::<i64>(c)).map(|n| n > 0)
     }
 }

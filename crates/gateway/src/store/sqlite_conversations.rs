@@ -1,11 +1,12 @@
 //! Conversations in SQLite: a list of items under an owner, with metadata. Unlike responses
 //! they have no TTL and do not count against the size cap: they last until they are deleted.
+//! And the shared memory of refusals, each with the time it ends.
 
 use rusqlite::{OptionalExtension, params};
 use serde_json::{Value, json};
 
 use super::sqlite::Sqlite;
-use super::{Conversations, StoreError, unix_now};
+use super::{Conversations, Memory, StoreError, unix_now};
 
 pub(super) const CONVERSATIONS: &str = "
 CREATE TABLE IF NOT EXISTS conversations (
@@ -22,6 +23,10 @@ CREATE TABLE IF NOT EXISTS conversation_items (
     PRIMARY KEY (conversation, seq)
 );
 CREATE INDEX IF NOT EXISTS conversation_items_id ON conversation_items (conversation, id);
+CREATE TABLE IF NOT EXISTS memory (
+    key TEXT PRIMARY KEY,
+    until INTEGER NOT NULL
+);
 ";
 
 fn object(id: &str, created: i64, metadata: &str) -> Value {
@@ -150,5 +155,27 @@ impl Conversations for Sqlite {
             params![id, item],
         )?;
         Ok(n > 0)
+    }
+}
+
+impl Memory for Sqlite {
+    fn remember(&self, key: &str, secs: u64) -> Result<(), StoreError> {
+        let until = unix_now().saturating_add(secs) as i64;
+        let db = self.db();
+        db.conn.execute("DELETE FROM memory WHERE until <= ?1", [unix_now() as i64])?;
+        db.conn.execute(
+            "INSERT OR REPLACE INTO memory (key, until) VALUES (?1, ?2)",
+            params![key, until],
+        )?;
+        Ok(())
+    }
+
+    fn recalls(&self, key: &str) -> Result<bool, StoreError> {
+        let db = self.db();
+        let until: Option<i64> = db
+            .conn
+            .query_row("SELECT until FROM memory WHERE key = ?1", [key], |row| row.get(0))
+            .optional()?;
+        Ok(until.is_some_and(|until| until > unix_now() as i64))
     }
 }

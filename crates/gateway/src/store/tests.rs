@@ -218,3 +218,17 @@ fn issue_26_a_response_past_its_ttl_is_gone() {
         assert!(store.item(&owner, "msg_u").unwrap().is_none(), "{store:?}");
     }
 }
+
+#[test]
+fn issue_26_a_shared_memory_recalls_what_it_was_told_until_its_time() {
+    on_both(|store| {
+        assert!(!store.recalls("refusal:Tools:default:m").unwrap());
+        store.remember("refusal:Tools:default:m", 1).unwrap();
+        assert!(store.recalls("refusal:Tools:default:m").unwrap());
+        assert!(!store.recalls("refusal:Tools:default:other").unwrap());
+    });
+    let store = memory(3600, 0);
+    store.remember("k", 1).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    assert!(!store.recalls("k").unwrap(), "past its time");
+}

@@ -287,3 +287,41 @@ async fn issue_26_a_conversation_holds_its_turns_and_the_responses_that_use_it()
     let (status, error) = send(&gw, Method::GET, "/v1/conversations/nope", None).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
 }
+
+/// Two gateways on one store (here one SQLite file; Redis works the same): a refusal of
+/// native tools that one meets is not met again by the other.
+#[tokio::test]
+async fn issue_26_replicas_on_one_store_share_what_an_upstream_refused() {
+    use crate::common::{MockUpstream, base_config, serve_config};
+    let dir = std::env::temp_dir().join(format!("toolshim-shared-{}", fastrand::u64(..)));
+    let config = |url: &str| {
+        let mut config = base_config(url);
+        config.mode = toolshim_gateway::Mode::Auto;
+        config.store.url = format!("sqlite:{}", dir.join("store.db").display());
+        config
+    };
+    let shared = MockUpstream::start().await;
+    let url = shared.url();
+    let a = serve_config(shared, config(&url)).await;
+    // The second gateway's own mock is never asked: both go to the first's upstream.
+    let b = serve_config(MockUpstream::start().await, config(&url)).await;
+    let refusal =
+        json!({"error": {"message": "tools are not supported", "type": "invalid_request_error"}});
+    a.upstream.push(Reply::error(400, refusal));
+    a.upstream.push(Reply::text(hermes("get_weather", json!({"city": "Paris"}))));
+    a.upstream.push(Reply::text(hermes("get_weather", json!({"city": "Bern"}))));
+    let body = |city: &str| {
+        json!({"model": "m", "messages": [{"role": "user", "content": format!("Weather in {city}?")}],
+            "tools": [{"type": "function", "function": {"name": "get_weather", "parameters":
+                {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]})
+    };
+    assert_eq!(a.chat(&body("Paris")).await.0, StatusCode::OK);
+    assert_eq!(b.chat(&body("Bern")).await.0, StatusCode::OK);
+    let sent = a.upstream.requests();
+    assert_eq!(sent.len(), 3, "{sent:#?}");
+    assert!(sent[0].get("tools").is_some(), "the first gateway asked natively");
+    assert!(sent[1].get("tools").is_none(), "then emulated");
+    assert!(sent[2].get("tools").is_none(), "the second went straight to emulation");
+    assert!(b.upstream.requests().is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
