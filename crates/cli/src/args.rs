@@ -17,6 +17,24 @@ pub(crate) struct Cli {
 pub(crate) enum Command {
     Parse(ParseArgs),
     Serve(ServeArgs),
+    Health(HealthArgs),
+}
+
+/// Ask a running gateway whether it is ready, for a container's health check
+///
+/// Sends `GET URL` (a gateway's `/readyz` by default) and prints the answer. Exits 0 when
+/// it is a 2xx (ready, or degraded with an upstream still answering), 1 otherwise or when
+/// nothing answers within the timeout. Plain HTTP only: it is meant for the gateway on its
+/// own host (`HEALTHCHECK` in deploy/Dockerfile, a Kubernetes exec probe).
+#[derive(Debug, Args)]
+pub(crate) struct HealthArgs {
+    /// The URL to ask
+    #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:8080/readyz")]
+    pub(crate) url: String,
+
+    /// Seconds to wait for the whole answer
+    #[arg(long, value_name = "SECS", default_value_t = 5.0)]
+    pub(crate) timeout: f64,
 }
 
 /// Serve an OpenAI-compatible API that gives a chat-only model tool calling
@@ -226,6 +244,7 @@ Environment (overridden by flags):
   TOOLSHIM_API_KEYS          comma-separated gateway keys (like --api-key)
   TOOLSHIM_MAX_RETRIES       like --max-retries
   TOOLSHIM_STORE             like --store
+  TOOLSHIM_CONFIG            the config file, when --config is not given
   RUST_LOG                   log filter, e.g. info or toolshim_gateway=debug
 
 Config file keys (every problem in a file is reported at once, with its line; a problem with

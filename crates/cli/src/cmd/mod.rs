@@ -5,6 +5,7 @@ use std::{fmt, io};
 
 use crate::args::Command;
 
+mod health;
 mod parse;
 mod serve;
 
@@ -21,6 +22,7 @@ pub(crate) fn run(command: &Command) -> anyhow::Result<()> {
     match command {
         Command::Parse(args) => parse::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Health(args) => health::run(args),
     }
 }
 

@@ -51,10 +51,18 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<()> {
 fn load(args: &ServeArgs) -> anyhow::Result<Config> {
     // A file's values that could be read are checked like any others, so that every
     // problem in it is reported at once (those it could not read are reported by line).
-    let (mut config, mut origins, mut problems) = match &args.config {
+    // `TOOLSHIM_CONFIG` names the file when `--config` does not (a mounted file in a
+    // container).
+    let (path, named_by) = match &args.config {
+        Some(path) => (Some(path.clone()), "--config"),
+        None => {
+            (std::env::var_os("TOOLSHIM_CONFIG").map(std::path::PathBuf::from), "TOOLSHIM_CONFIG")
+        }
+    };
+    let (mut config, mut origins, mut problems) = match &path {
         Some(path) => {
             let text = std::fs::read_to_string(path)
-                .map_err(|err| UsageError::new(format!("--config {}: {err}", path.display())))?;
+                .map_err(|err| UsageError::new(format!("{named_by} {}: {err}", path.display())))?;
             Config::read_toml(&text, &path.display().to_string())
         }
         None => (Config::default(), Origins::default(), Vec::new()),

@@ -16,9 +16,13 @@ pub(crate) fn serve(args: &[&str]) -> TestCommand {
         "TOOLSHIM_MODE",
         "TOOLSHIM_API_KEYS",
         "TOOLSHIM_MAX_RETRIES",
+        "TOOLSHIM_STORE",
+        "TOOLSHIM_CONFIG",
     ] {
         command.cmd.env_remove(var);
     }
+    // Stored responses in memory: the tests leave nothing behind.
+    command.cmd.env("TOOLSHIM_STORE", "memory");
     command
 }
 
@@ -548,4 +552,22 @@ fn serve_withstands_attempts_without_a_key() {
     });
     let served_after = served_after.expect("/healthz was not served within 3 s of the burst");
     assert!(served_after < Duration::from_secs(2), "/healthz first served after {served_after:?}");
+}
+
+/// `toolshim health`, the container image's health check: 0 for a ready gateway, 1 when
+/// nothing answers; only `http://` URLs.
+#[test]
+fn health_asks_a_running_gateway() {
+    let upstream = slow_upstream(vec!["hi".into()], Duration::from_millis(1));
+    let server = Server::start("health_asks_a_running_gateway", upstream, 5.0);
+    let url = format!("http://{}/healthz", server.addr);
+    let out = TestCommand::new(&["health", "--url", &url]).ok();
+    assert!(out.contains("\"ok\""), "{out}");
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let url = format!("http://{closed}/readyz");
+    let outcome = TestCommand::new(&["health", "--url", &url, "--timeout", "1"]).run();
+    assert_eq!(outcome.code, 1, "{outcome:?}");
+    assert!(outcome.stderr.contains("nothing answers"), "{outcome:?}");
+    let stderr = TestCommand::new(&["health", "--url", "https://example.org/readyz"]).usage_error();
+    assert!(stderr.contains("only http://"), "{stderr}");
 }

@@ -1,0 +1,140 @@
+"""The container image (issue 26; deploy/Dockerfile, docs/deploy.md), built here without a
+registry by deploy/build-image.sh (buildah, from scratch, with the test binary and the libraries
+it links) and run: its entrypoint as its non-root user, configured by environment variables
+and a mounted TOML file named by TOOLSHIM_CONFIG, serving the `openai` SDK, keeping stored
+responses in its state volume, answering its own HEALTHCHECK command, and stopping cleanly on
+SIGTERM. `buildah run --isolation chroot --network host` stands in for a container runtime.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+import openai
+import pytest
+
+from conftest import REPO_ROOT, toolshim_bin
+from support import HTTP_TIMEOUT, MODEL, hermes
+
+BUILDAH = ["buildah", "--storage-driver", "vfs"]
+TAG = "localhost/toolshim:e2e"
+
+
+def buildah(*args: str) -> str:
+    done = subprocess.run([*BUILDAH, *args], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"buildah {' '.join(args)}: {done.stderr}"
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def image():
+    if shutil.which("buildah") is None:
+        pytest.fail("buildah is not installed: `apt-get install buildah` (.ci/run does)", pytrace=False)
+    build = subprocess.run(
+        [str(REPO_ROOT / "deploy" / "build-image.sh"), str(toolshim_bin()), TAG],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert build.returncode == 0, build.stderr
+    config = json.loads(buildah("inspect", "--type", "image", TAG))["Docker"]["config"]
+    try:
+        yield config
+    finally:
+        subprocess.run([*BUILDAH, "rmi", "--force", TAG], capture_output=True, timeout=120)
+
+
+def test_the_image_serves_as_its_non_root_user_and_answers_its_health_check(image, upstream, tmp_path):
+    assert image["User"] == "10001:10001"
+    assert image["Entrypoint"] == ["/usr/local/bin/toolshim", "serve"]
+    assert "XDG_STATE_HOME=/var/lib/toolshim" in image["Env"]
+    health = image["Healthcheck"]["Test"]
+    assert health[:3] == ["CMD", "/usr/local/bin/toolshim", "health"], health
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    # A config folder as a ConfigMap mounts one: readable by the image's user.
+    conf = tmp_path / "conf"
+    conf.mkdir(mode=0o755)
+    conf.chmod(0o755)
+    config = conf / "toolshim.toml"
+    config.write_text('max_retries = 2\n[store]\nttl_secs = 3600\n')
+    config.chmod(0o644)
+    ctr = buildah("from", TAG)
+    try:
+        for env in [
+            f"TOOLSHIM_UPSTREAM_URL={upstream.base_url}",
+            f"TOOLSHIM_LISTEN=127.0.0.1:{port}",
+            "TOOLSHIM_MODE=emulate",
+            "TOOLSHIM_API_KEYS=sk-image",
+            "TOOLSHIM_CONFIG=/etc/toolshim/toolshim.toml",
+        ]:
+            buildah("config", "--env", env, ctr)
+        run = [*BUILDAH, "run", "--isolation", "chroot", "--network", "host"]
+        # The state volume: a folder the image's user owns, as a volume is made for it.
+        state = tmp_path / "state"
+        state.mkdir()
+        os.chown(state, 10001, 10001)
+        # (The state volume first: buildah 1.28 mounts it over the image's VOLUME only then.)
+        mount = ["--volume", f"{state}:/var/lib/toolshim", "--volume", f"{conf}:/etc/toolshim:ro"]
+        proc = subprocess.Popen(
+            [*run, *mount, ctr, "--", *image["Entrypoint"]], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                    break
+                except OSError:
+                    assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+                    assert time.monotonic() < deadline, "the image's gateway did not listen"
+                    time.sleep(0.1)
+
+            upstream.script([hermes("get_weather", {"city": "Paris"}), "Stored answer."])
+            client = openai.OpenAI(
+                base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-image", max_retries=0, timeout=HTTP_TIMEOUT
+            )
+            tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+                "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+            chat = client.chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": "Weather in Paris?"}], tools=tools
+            )
+            assert chat.choices[0].message.tool_calls[0].function.name == "get_weather"
+            response = client.responses.create(model=MODEL, input="Keep this.")
+            assert client.responses.retrieve(response.id).output_text == "Stored answer."
+            with pytest.raises(openai.AuthenticationError):
+                openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="wrong", max_retries=0).models.list()
+
+            # Its HEALTHCHECK command, inside the image, on the port this test listens on.
+            check = [part.replace("127.0.0.1:8080", f"127.0.0.1:{port}") for part in health[1:]]
+            done = subprocess.run([*run, ctr, "--", *check], capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0, done.stdout + done.stderr
+            assert '"status"' in done.stdout, done.stdout
+
+            # The state volume holds the store, written by the image's user, not root.
+            database = state / "toolshim" / "responses.db"
+            assert database.is_file(), list(state.rglob("*"))
+            assert database.stat().st_uid == 10001
+            # SIGTERM to the gateway itself (buildah run does not pass signals on, as a
+            # container runtime does): it drains and exits 0.
+            found = subprocess.run(["pgrep", "-f", "^/usr/local/bin/toolshim serve"], capture_output=True, text=True)
+            pids = [int(p) for p in found.stdout.split()]
+            assert len(pids) == 1, found
+            os.kill(pids[0], signal.SIGTERM)
+            code = proc.wait(timeout=60)
+            assert code == 0, f"exit {code}: {proc.stderr.read().decode() if proc.stderr else ''}"
+        finally:
+            if proc.poll() is None:
+                subprocess.run(["pkill", "-KILL", "-f", "^/usr/local/bin/toolshim serve"], capture_output=True)
+                proc.kill()
+                proc.wait(timeout=60)
+    finally:
+        subprocess.run([*BUILDAH, "rm", ctr], capture_output=True, timeout=120)
