@@ -138,3 +138,34 @@ def test_the_image_serves_as_its_non_root_user_and_answers_its_health_check(imag
                 proc.wait(timeout=60)
     finally:
         subprocess.run([*BUILDAH, "rm", ctr], capture_output=True, timeout=120)
+
+
+def test_the_kubernetes_manifests_agree_with_the_image_and_the_gateway(gateway_factory, tmp_path):
+    """deploy/k8s: the probes are routes the gateway serves, the pod runs as the image's user,
+    the grace period outlasts the drain, and the ConfigMap's TOML is a config the gateway
+    takes (checked by starting one with it, its upstream and store pointed here)."""
+    import yaml
+
+    docs = [d for path in sorted((REPO_ROOT / "deploy" / "k8s").glob("*.yaml")) for d in yaml.safe_load_all(path.read_text()) if d]
+    kinds = {(d["kind"], d["metadata"]["name"]) for d in docs}
+    assert {("Deployment", "toolshim"), ("Service", "toolshim"), ("ConfigMap", "toolshim"), ("Secret", "toolshim")} <= kinds
+    deployment = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "toolshim")
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert pod["securityContext"]["runAsUser"] == 10001
+    dockerfile = (REPO_ROOT / "deploy" / "Dockerfile").read_text()
+    assert "USER 10001:10001" in dockerfile and "--uid 10001" in dockerfile
+    toml_text = next(d for d in docs if d["kind"] == "ConfigMap")["data"]["toolshim.toml"]
+    drain = float(next(line.split("=")[1] for line in toml_text.splitlines() if line.startswith("drain_timeout_secs")))
+    assert pod["terminationGracePeriodSeconds"] > drain
+
+    # The ConfigMap's file, as a gateway reads it (its URLs pointed at this machine).
+    config = tmp_path / "toolshim.toml"
+    config.write_text(toml_text.replace("http://vllm:8000", "http://127.0.0.1:9").replace('url = "redis://toolshim-redis:6379"', 'url = "memory"'))
+    gateway = gateway_factory("--config", str(config))
+    for probe in ("livenessProbe", "readinessProbe"):
+        path = container[probe]["httpGet"]["path"]
+        with socket.create_connection(("127.0.0.1", int(gateway.base_url.split(":")[2].split("/")[0])), timeout=5) as conn:
+            conn.sendall(f"GET {path} HTTP/1.0\r\n\r\n".encode())
+            head = conn.recv(64).decode()
+        assert head.split()[1] in ("200", "503"), (probe, path, head)

@@ -9,6 +9,9 @@ own). The upstream is the scripted chat-only mock.
 from __future__ import annotations
 
 import asyncio
+import socket
+
+import httpx
 
 import openai
 import pytest
@@ -236,3 +239,28 @@ def test_agents_sdk_runs_in_a_conversation(stored_gateway, upstream):
         assert text in seen, (text, seen)
     kinds = [item.type for item in items]
     assert kinds.count("function_call") == 1 and kinds.count("function_call_output") == 1, kinds
+
+
+def test_a_store_that_goes_down_is_a_503_and_the_rest_goes_on(gateway_factory, upstream, redis_url):
+    upstream.script(["Kept.", "Still answering."])
+    gateway = gateway_factory("--store", redis_url)
+    client = make_client(gateway)
+    try:
+        kept = client.responses.create(model=MODEL, input="Keep this.")
+        # The Redis goes away.
+        host, port = redis_url.removeprefix("redis://").split(":")
+        with socket.create_connection((host, int(port)), timeout=5) as conn:
+            conn.sendall(b"SHUTDOWN NOSAVE\r\n")
+            conn.recv(64)
+        with pytest.raises(openai.APIStatusError) as caught:
+            client.responses.retrieve(kept.id)
+        assert caught.value.status_code == 503 and caught.value.code == "store_unavailable", caught.value
+        with pytest.raises(openai.APIStatusError) as caught:
+            client.responses.create(model=MODEL, input="More?", previous_response_id=kept.id)
+        assert caught.value.status_code == 503
+        chat = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}])
+        assert chat.choices[0].message.content == "Still answering."
+        ready = httpx.get(gateway.root + "/readyz", timeout=HTTP_TIMEOUT).json()
+        assert ready["store"]["status"] == "unavailable" and ready["status"] == "degraded", ready
+    finally:
+        client.close()
