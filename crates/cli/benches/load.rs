@@ -16,6 +16,7 @@ use clap::{Parser, ValueEnum};
 mod dos;
 mod floor;
 mod loadgen;
+mod store;
 
 use loadgen::{Check, Gateway, Outcome, RssSampler, Script, Target, Upstream, percentile};
 
@@ -36,12 +37,15 @@ enum Scenario {
     /// Time to the first text byte of a plain answer (no call) streamed at a small local
     /// model's pace, straight and through the gateway with tools (issue 18).
     FirstText,
+    /// Responses requests with `store` false and true on each store (off, memory, an SQLite
+    /// file, Redis) (issue 26).
+    Store,
 }
 
 /// Load scenarios for the toolshim gateway (issue 8; docs/reliability.md).
 #[derive(Debug, Parser)]
 #[command(name = "load")]
-struct Args {
+pub(crate) struct Args {
     /// Which scenario to run.
     #[arg(long, value_enum, default_value = "all")]
     scenario: Scenario,
@@ -59,13 +63,13 @@ struct Args {
     pace_ms: u64,
     /// Content deltas per streamed reply.
     #[arg(long, default_value_t = 20)]
-    deltas: usize,
+    pub(crate) deltas: usize,
     /// Concurrency levels in the throughput scenario.
     #[arg(long, value_delimiter = ',', default_value = "1,16,64,256")]
     concurrency: Vec<usize>,
     /// Seconds each throughput run lasts.
     #[arg(long, default_value_t = 30)]
-    duration: u64,
+    pub(crate) duration: u64,
     /// Runs of each throughput measurement through the gateway.
     #[arg(long, default_value_t = 2)]
     runs: usize,
@@ -91,7 +95,7 @@ struct Args {
     relay_floor: Option<String>,
 }
 
-type Error = Box<dyn std::error::Error>;
+pub(crate) type Error = Box<dyn std::error::Error>;
 
 fn main() -> Result<(), Error> {
     let mut args = Args::parse();
@@ -126,6 +130,9 @@ fn main() -> Result<(), Error> {
     if all || args.scenario == Scenario::FirstText {
         first_text(&runtime, &bin, &args, &mut out)?;
     }
+    if all || args.scenario == Scenario::Store {
+        store::store(&runtime, &bin, &args, &mut out)?;
+    }
     Ok(())
 }
 
@@ -143,7 +150,7 @@ fn machine() -> String {
     format!("{cores} cores, {model}")
 }
 
-fn ms(duration: Duration) -> String {
+pub(crate) fn ms(duration: Duration) -> String {
     format!("{:.2}", duration.as_secs_f64() * 1000.0)
 }
 
@@ -155,7 +162,7 @@ fn mib(kib: u64) -> String {
     format!("{:.1}", kib as f64 / 1024.0)
 }
 
-fn fail_on_errors(what: &str, outcome: &Outcome) -> Result<(), Error> {
+pub(crate) fn fail_on_errors(what: &str, outcome: &Outcome) -> Result<(), Error> {
     if outcome.errors > 0 {
         return Err(format!(
             "{what}: {} errors of {} requests; first: {}",

@@ -185,6 +185,10 @@ impl Gateway {
     ) -> std::io::Result<Gateway> {
         let mut args =
             vec!["serve", "--mode", "emulate", "--listen", "127.0.0.1:0", "--upstream", upstream];
+        // Stored responses in memory unless a run names a store: nothing left on disk.
+        if !extra.contains(&"--store") {
+            args.extend_from_slice(&["--store", "memory"]);
+        }
         args.extend_from_slice(extra);
         let mut command = match fd_limit {
             Some(limit) => {
@@ -297,6 +301,8 @@ pub(crate) enum Check {
     Call,
     /// Straight from the upstream: the scripted text.
     Upstream,
+    /// A Responses reply (not streamed) whose output is the same call.
+    Response,
 }
 
 /// One kind of request, sent over and over.
@@ -308,6 +314,27 @@ pub(crate) struct Target {
 }
 
 impl Target {
+    /// A Responses request (not streamed) with the `get_weather` tool to `base`, kept by the
+    /// gateway when `store`.
+    pub(crate) fn responses(base: &str, store: bool) -> Target {
+        let body = json!({
+            "model": "load",
+            "store": store,
+            "input": "What is the weather in Paris for 3 days?",
+            "tools": [{"type": "function", "name": "get_weather",
+                "description": "Weather forecast for a city",
+                "parameters": {"type": "object", "properties": {
+                    "city": {"type": "string"}, "days": {"type": "integer"}},
+                    "required": ["city"]}}],
+        });
+        Target {
+            url: format!("{base}/v1/responses"),
+            body: Bytes::from(body.to_string()),
+            stream: false,
+            check: Check::Response,
+        }
+    }
+
     /// A chat request with the `get_weather` tool to `base`.
     pub(crate) fn chat(base: &str, stream: bool, check: Check) -> Target {
         let body = json!({
@@ -476,6 +503,8 @@ async fn request(client: &reqwest::Client, target: &Target) -> Result<Timing, St
 fn name_known_at(check: Check, body: &[u8]) -> Option<usize> {
     let text = std::str::from_utf8(body).ok()?;
     match check {
+        // Not streamed.
+        Check::Response => None,
         Check::Call => {
             let at = text.find("\"tool_calls\"")?;
             Some(at + text.get(at..)?.find("\n\n")? + 2)
@@ -510,6 +539,23 @@ fn check(target: &Target, body: &[u8]) -> Result<(), String> {
             (reply["choices"][0]["message"]["content"] == CALL_TEXT)
                 .then_some(())
                 .ok_or_else(|| "the upstream reply is not the script".to_owned())
+        }
+        (Check::Response, _) => {
+            let reply: Value = serde_json::from_slice(body).map_err(|err| err.to_string())?;
+            let output = reply["output"].as_array().map(Vec::as_slice).unwrap_or_default();
+            let call = output.iter().find(|item| item["type"] == "function_call");
+            let arguments = call
+                .and_then(|c| c["arguments"].as_str())
+                .and_then(|a| serde_json::from_str::<Value>(a).ok());
+            match (call, arguments) {
+                (Some(call), Some(arguments))
+                    if call["name"] == "get_weather"
+                        && arguments == json!({"city": "Paris", "days": 3}) =>
+                {
+                    Ok(())
+                }
+                _ => Err(format!("not the call: {reply}")),
+            }
         }
         (Check::Call, stream) => {
             let (name, arguments, finish) =

@@ -743,6 +743,11 @@ fn serve_under_load_answers_every_request_with_its_call() {
             assert_eq!(outcome.call.len(), calls, "{what}: when the call's name was known");
         }
     }
+    // Responses requests kept by the gateway's store (issue 26), every reply the call.
+    let target = Arc::new(Target::responses(&gateway.url(), true));
+    let outcome = runtime.block_on(loadgen::drive(&client, &target, 8, Duration::from_millis(800)));
+    assert_eq!(outcome.errors, 0, "stored responses: {:?}", outcome.first_error);
+    assert!(outcome.ok >= 8, "stored responses: only {} replies", outcome.ok);
     let peak = sampler.stop();
     if cfg!(target_os = "linux") {
         assert!(peak > 0, "the gateway's RSS could not be read");
