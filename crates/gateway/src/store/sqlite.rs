@@ -25,7 +25,12 @@ pub(super) struct Db {
     pub(super) conn: Connection,
     /// The bytes of every kept response, kept up to date on each write.
     bytes: u64,
+    /// When responses past their TTL were last dropped (reads skip them meanwhile).
+    swept: u64,
 }
+
+/// How often responses past their TTL are dropped, in seconds.
+const SWEEP_EVERY: u64 = 60;
 
 const SCHEMA: &str = "
 PRAGMA foreign_keys = ON;
@@ -79,25 +84,31 @@ impl Sqlite {
         let bytes: i64 =
             conn.query_row("SELECT COALESCE(SUM(bytes), 0) FROM responses", [], |row| row.get(0))?;
         Ok(Sqlite {
-            db: Mutex::new(Db { conn, bytes: u64::try_from(bytes).unwrap_or(0) }),
+            db: Mutex::new(Db { conn, bytes: u64::try_from(bytes).unwrap_or(0), swept: 0 }),
             ttl_secs,
             max_bytes,
         })
+    }
+
+    /// The creation time of the oldest response not past its TTL.
+    fn oldest_kept(&self) -> i64 {
+        if self.ttl_secs == 0 { 0 } else { unix_now().saturating_sub(self.ttl_secs) as i64 }
     }
 
     pub(super) fn db(&self) -> std::sync::MutexGuard<'_, Db> {
         self.db.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Drops responses older than the TTL, then the oldest while over the size cap.
+    /// Drops responses older than the TTL (at most once a [`SWEEP_EVERY`]), then the oldest
+    /// while over the size cap.
     fn prune(&self, db: &mut Db, now: u64) -> Result<(), StoreError> {
-        if self.ttl_secs > 0 {
+        if self.ttl_secs > 0 && now >= db.swept.saturating_add(SWEEP_EVERY) {
+            db.swept = now;
             let before = now.saturating_sub(self.ttl_secs) as i64;
-            let gone: i64 = db.conn.query_row(
-                "SELECT COALESCE(SUM(bytes), 0) FROM responses WHERE created < ?1",
-                [before],
-                |row| row.get(0),
-            )?;
+            let gone: i64 = db
+                .conn
+                .prepare_cached("SELECT COALESCE(SUM(bytes), 0) FROM responses WHERE created < ?1")?
+                .query_row([before], |row| row.get(0))?;
             if gone > 0 {
                 db.conn.execute("DELETE FROM responses WHERE created < ?1", [before])?;
                 db.bytes = db.bytes.saturating_sub(gone as u64);
@@ -140,17 +151,17 @@ impl Responses for Sqlite {
         let now = unix_now();
         let mut db = self.db();
         let tx = db.conn.transaction()?;
-        tx.execute(
+        tx.prepare_cached(
             "INSERT OR REPLACE INTO responses (id, owner, created, previous, input, response, bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![id, owner, now as i64, previous, input_text, response_text, bytes as i64],
-        )?;
+        )?
+        .execute(params![id, owner, now as i64, previous, input_text, response_text, bytes as i64])?;
         let output = response["output"].as_array().map(Vec::as_slice).unwrap_or_default();
         for item in input.iter().chain(output) {
             if let Some(item_id) = item["id"].as_str() {
-                tx.execute(
+                tx.prepare_cached(
                     "INSERT OR REPLACE INTO items (owner, id, response, item) VALUES (?1, ?2, ?3, ?4)",
-                    params![owner, item_id, id, item.to_string()],
-                )?;
+                )?
+                .execute(params![owner, item_id, id, item.to_string()])?;
             }
         }
         tx.commit()?;
@@ -208,8 +219,8 @@ impl Responses for Sqlite {
         let text: Option<String> = db
             .conn
             .query_row(
-                "SELECT item FROM items WHERE owner = ?1 AND id = ?2",
-                params![owner, id],
+                "SELECT items.item FROM items JOIN responses ON responses.id = items.response WHERE items.owner = ?1 AND items.id = ?2 AND responses.created >= ?3",
+                params![owner, id, self.oldest_kept()],
                 |row| row.get(0),
             )
             .optional()?;
