@@ -79,8 +79,8 @@ pub(crate) struct Args {
     /// The toolshim binary to run (default: the one this bench was built with).
     #[arg(long)]
     toolshim: Option<PathBuf>,
-    /// first-text: another toolshim binary (an older build) measured in the same run, before
-    /// the one under test.
+    /// first-text and throughput: another toolshim binary (an older build) measured in the
+    /// same run, beside the one under test.
     #[arg(long, value_name = "PATH")]
     before: Option<PathBuf>,
     /// first-text: also measure against a real model's OpenAI-compatible base URL (such as
@@ -292,6 +292,8 @@ fn throughput(
     let upstream = Upstream::start(&script, 2)?;
     let gateway = Gateway::start(bin, &upstream.url())?;
     let relay = floor::start(&std::env::current_exe()?, &upstream.url())?;
+    // An older build, measured run for run beside this one.
+    let before = args.before.as_deref().map(|b| Gateway::start(b, &upstream.url())).transpose()?;
     let duration = Duration::from_secs(args.duration);
     writeln!(
         out,
@@ -300,9 +302,9 @@ fn throughput(
     )?;
     writeln!(
         out,
-        "| mode | concurrency | upstream alone req/s | bare relay (floor) req/s | gateway req/s (each run) | gateway p50 ms | relay p50 ms | upstream p50 ms | added p50 ms | errors |"
+        "| mode | concurrency | upstream alone req/s | bare relay (floor) req/s | gateway req/s (each run) | before req/s (each run) | gateway p50 ms | relay p50 ms | upstream p50 ms | added p50 ms | errors |"
     )?;
-    writeln!(out, "|---|---|---|---|---|---|---|---|---|---|")?;
+    writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|")?;
     for stream in [false, true] {
         for &concurrency in &args.concurrency {
             let client = loadgen::client(concurrency)?;
@@ -315,6 +317,7 @@ fn throughput(
                 runtime.block_on(loadgen::drive(&client, &relayed_at, concurrency, duration));
             fail_on_errors("bare relay", &relayed)?;
             let mut rates = Vec::new();
+            let mut before_rates = Vec::new();
             let mut last = Outcome::default();
             let mut errors = 0;
             for _ in 0..args.runs.max(1) {
@@ -322,14 +325,25 @@ fn throughput(
                 errors += last.errors;
                 rates.push(format!("{:.0}", last.per_second()));
                 fail_on_errors("gateway", &last)?;
+                if let Some(before) = &before {
+                    let target = Arc::new(Target::chat(&before.url(), stream, Check::Call));
+                    let run =
+                        runtime.block_on(loadgen::drive(&client, &target, concurrency, duration));
+                    fail_on_errors("before", &run)?;
+                    before_rates.push(format!("{:.0}", run.per_second()));
+                }
+            }
+            if before_rates.is_empty() {
+                before_rates.push("-".into());
             }
             writeln!(
                 out,
-                "| {} | {concurrency} | {:.0} | {:.0} | {} | {} | {} | {} | {} | {errors} |",
+                "| {} | {concurrency} | {:.0} | {:.0} | {} | {} | {} | {} | {} | {} | {errors} |",
                 if stream { "stream" } else { "non-stream" },
                 alone.per_second(),
                 relayed.per_second(),
                 rates.join(" / "),
+                before_rates.join(" / "),
                 ms(percentile(&last.total, 50.0)),
                 ms(percentile(&relayed.total, 50.0)),
                 ms(percentile(&alone.total, 50.0)),

@@ -185,10 +185,6 @@ impl Gateway {
     ) -> std::io::Result<Gateway> {
         let mut args =
             vec!["serve", "--mode", "emulate", "--listen", "127.0.0.1:0", "--upstream", upstream];
-        // Stored responses in memory unless a run names a store: nothing left on disk.
-        if !extra.contains(&"--store") {
-            args.extend_from_slice(&["--store", "memory"]);
-        }
         args.extend_from_slice(extra);
         let mut command = match fd_limit {
             Some(limit) => {
@@ -199,6 +195,11 @@ impl Gateway {
             None => Command::new(bin),
         };
         command.args(&args);
+        // Stored responses in memory unless a run names a store: nothing left on disk (a
+        // variable, which an older build without a store ignores).
+        if !extra.contains(&"--store") {
+            command.env("TOOLSHIM_STORE", "memory");
+        }
         Gateway::spawn(command)
     }
 

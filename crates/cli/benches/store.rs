@@ -74,8 +74,14 @@ pub(crate) fn store(
         "| store | concurrency | store: false req/s | p50 ms | store: true req/s | p50 ms | added p50 ms per stored response |"
     )?;
     writeln!(out, "|---|---|---|---|---|---|---|")?;
-    for (name, url) in &stores {
+    for (n, (name, url)) in stores.iter().enumerate() {
         let gateway = Gateway::start_with(bin, &upstream.url(), &["--store", url], None)?;
+        if n == 0 {
+            // A warm-up, so that the first row is not the machine settling.
+            let target = Arc::new(Target::responses(&gateway.url(), false));
+            let client = loadgen::client(1)?;
+            runtime.block_on(loadgen::drive(&client, &target, 1, Duration::from_secs(1)));
+        }
         for concurrency in [1, 16] {
             let client = loadgen::client(concurrency)?;
             let mut row = Vec::new();
