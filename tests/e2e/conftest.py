@@ -249,29 +249,19 @@ def redis_url() -> Iterator[str]:
     """A `redis-server` of its own (Debian's package, which `.ci/run` installs) on a free
     loopback port, with nothing saved to disk; stopped after the test."""
     import shutil
-    import socket
 
     binary = shutil.which("redis-server")
     if binary is None:
         pytest.fail("redis-server is not installed: `apt-get install redis-server` (.ci/run does)", pytrace=False)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    from support import free_port, wait_for_port
+
+    port = free_port()
     proc = subprocess.Popen(
         [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"redis-server did not listen on {port}", pytrace=False)
-            time.sleep(0.02)
+    wait_for_port(port, proc, "redis-server", timeout=10)
     try:
         yield f"redis://127.0.0.1:{port}"
     finally:

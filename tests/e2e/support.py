@@ -11,6 +11,8 @@ from __future__ import annotations
 import importlib
 import json
 import re
+import socket
+import subprocess
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -466,3 +468,26 @@ def recording_http_client(captures: list[Capture], sdk: str = "openai") -> Any:
 # The Anthropic Messages checks live in `support_anthropic` (imported last: it uses the above).
 from support_anthropic import *  # noqa: E402,F401,F403
 from support_anthropic import _jiter_partial  # noqa: E402,F401
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, what: str, timeout: float = 30) -> None:
+    """Waits until `port` on 127.0.0.1 accepts connections; fails if `proc` (the server that
+    should listen there) exits first or `timeout` passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                err = proc.stderr.read().decode("utf-8", "replace") if proc.stderr and proc.poll() is not None else ""
+                proc.kill()
+                raise AssertionError(f"{what} did not listen on {port}: {err}") from None
+            time.sleep(0.05)

@@ -14,13 +14,12 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 
 import openai
 import pytest
 
 from conftest import REPO_ROOT, toolshim_bin
-from support import HTTP_TIMEOUT, MODEL, hermes
+from support import HTTP_TIMEOUT, MODEL, free_port, hermes, wait_for_port
 
 BUILDAH = ["buildah", "--storage-driver", "vfs"]
 TAG = "localhost/toolshim:e2e"
@@ -57,9 +56,7 @@ def test_the_image_serves_as_its_non_root_user_and_answers_its_health_check(imag
     health = image["Healthcheck"]["Test"]
     assert health[:3] == ["CMD", "/usr/local/bin/toolshim", "health"], health
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     # A config folder as a ConfigMap mounts one: readable by the image's user.
     conf = tmp_path / "conf"
     conf.mkdir(mode=0o755)
@@ -88,15 +85,7 @@ def test_the_image_serves_as_its_non_root_user_and_answers_its_health_check(imag
             [*run, *mount, ctr, "--", *image["Entrypoint"]], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
         try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                    break
-                except OSError:
-                    assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-                    assert time.monotonic() < deadline, "the image's gateway did not listen"
-                    time.sleep(0.1)
+            wait_for_port(port, proc, "the image's gateway")
 
             upstream.script([hermes("get_weather", {"city": "Paris"}), "Stored answer."])
             client = openai.OpenAI(

@@ -8,7 +8,6 @@ replica) and loses no stored response. Bounded: a fixed number of requests, loop
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -17,13 +16,7 @@ from collections import Counter
 import openai
 import pytest
 
-from support import HTTP_TIMEOUT, MODEL, all_text
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+from support import HTTP_TIMEOUT, MODEL, all_text, free_port, wait_for_port
 
 
 @pytest.fixture
@@ -64,15 +57,7 @@ backend replicas
         )
         proc = subprocess.Popen([binary, "-db", "-f", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         procs.append(proc)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"haproxy did not start: {proc.stderr.read().decode() if proc.stderr else ''}", pytrace=False)
-                time.sleep(0.05)
+        wait_for_port(port, proc, "haproxy", timeout=10)
         time.sleep(0.5)  # the first health checks
         return f"http://127.0.0.1:{port}/v1"
 

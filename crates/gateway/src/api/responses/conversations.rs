@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use crate::api::openai::handlers::{authorize, not_json};
 use crate::api::responses::error;
 use crate::api::responses::sse::response_id;
-use crate::api::responses::stored::{as_item, invalid, page, well_formed};
+use crate::api::responses::stored::{as_item, invalid, list, page, well_formed};
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::store::{Store, owner};
@@ -203,14 +203,7 @@ pub(crate) async fn add_items(
         if !store.add_items(&owner, &id, &items)? {
             return Err(not_found(&id));
         }
-        Ok(axum::Json(json!({
-            "object": "list",
-            "data": items,
-            "first_id": items.first().map(|i| i["id"].clone()),
-            "last_id": items.last().map(|i| i["id"].clone()),
-            "has_more": false,
-        }))
-        .into_response())
+        Ok(axum::Json(list(items, false)).into_response())
     };
     result.await.unwrap_or_else(error::response)
 }

@@ -361,12 +361,12 @@ pub(crate) fn page(
         None => 0,
     };
     let rest = items.get(start..).unwrap_or_default();
-    let page = rest.iter().take(limit).cloned().collect::<Vec<_>>();
-    Ok(json!({
-        "object": "list",
-        "data": page,
-        "first_id": page.first().map(|i| i["id"].clone()),
-        "last_id": page.last().map(|i| i["id"].clone()),
-        "has_more": rest.len() > limit,
-    }))
+    Ok(list(rest.iter().take(limit).cloned().collect(), rest.len() > limit))
+}
+
+/// Items as the API lists them: `data`, `first_id`, `last_id`, `has_more`.
+pub(crate) fn list(items: Vec<Value>, has_more: bool) -> Value {
+    let (first, last) =
+        (items.first().map(|i| i["id"].clone()), items.last().map(|i| i["id"].clone()));
+    json!({"object": "list", "data": items, "first_id": first, "last_id": last, "has_more": has_more})
 }
