@@ -59,6 +59,12 @@ def test_openai_sdk_chains_three_turns_and_reads_them_back(stored_gateway, upstr
         again = client.responses.retrieve(third.id)
         assert again.id == third.id and again.output_text == "Red."
         assert again.previous_response_id == second.id
+        # Streamed again: the events a stream of it had, with its own ids.
+        replayed = list(client.responses.retrieve(second.id, stream=True))
+        assert replayed[0].type == "response.created" and replayed[-1].type == "response.completed"
+        assert replayed[-1].response.output_text == "Green." and replayed[-1].response.id == second.id
+        deltas = "".join(e.delta for e in replayed if e.type == "response.output_text.delta")
+        assert deltas == "Green."
         # Every input item of the third response, a page of two at a time (the SDK follows
         # `after`), newest first.
         items = list(client.responses.input_items.list(third.id, limit=2))

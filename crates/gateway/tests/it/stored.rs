@@ -325,3 +325,52 @@ async fn issue_26_replicas_on_one_store_share_what_an_upstream_refused() {
     assert!(b.upstream.requests().is_empty());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn issue_26_a_stored_response_streams_again_with_its_own_ids() {
+    let gw = spawn_gateway(|config| config.check_grounding = false).await;
+    gw.upstream.push(Reply::text(format!(
+        "<think>Paris, so weather.</think>Checking. {}",
+        hermes("get_weather", json!({"city": "Paris"}))
+    )));
+    let body = json!({"model": "m", "input": "Weather in Paris?", "tools": [weather()]});
+    let (status, stored) = post(&gw, "", &body).await;
+    assert_eq!(status, StatusCode::OK, "{stored}");
+    let id = stored["id"].as_str().unwrap();
+    let response = within(gw.http().get(gw.url(&format!("/v1/responses/{id}?stream=true"))).send())
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    let replayed = events(&within(response.text()).await.unwrap());
+    let types: Vec<&str> = replayed.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(&types[..2], ["response.created", "response.in_progress"]);
+    assert_eq!(types.last(), Some(&"response.completed"));
+    assert_eq!(replayed.last().unwrap()["response"], stored, "the final event holds it as stored");
+    let joined = |kind: &str| -> String {
+        replayed
+            .iter()
+            .filter(|e| e["type"] == kind)
+            .map(|e| e["delta"].as_str().unwrap())
+            .collect()
+    };
+    assert_eq!(joined("response.reasoning_text.delta"), "Paris, so weather.");
+    assert_eq!(joined("response.output_text.delta"), stored["output"][1]["content"][0]["text"]);
+    assert_eq!(joined("response.function_call_arguments.delta"), stored["output"][2]["arguments"]);
+    let added: Vec<&Value> = replayed
+        .iter()
+        .filter(|e| e["type"] == "response.output_item.added")
+        .map(|e| &e["item"]["id"])
+        .collect();
+    let kept: Vec<&Value> = stored["output"].as_array().unwrap().iter().map(|i| &i["id"]).collect();
+    assert_eq!(added, kept, "the stored ids");
+
+    // From a sequence number on; a bad one is a 400.
+    let url = gw.url(&format!("/v1/responses/{id}?stream=true&starting_after=3"));
+    let rest = within(within(gw.http().get(url).send()).await.unwrap().text()).await.unwrap();
+    let first = rest.split("\n\n").next().unwrap();
+    assert!(first.contains("\"sequence_number\":4"), "{first}");
+    let url = gw.url(&format!("/v1/responses/{id}?stream=true&starting_after=x"));
+    let bad = within(gw.http().get(url).send()).await.unwrap();
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+}

@@ -9,6 +9,7 @@ pub(crate) mod error;
 pub(crate) mod handlers;
 mod items;
 pub(crate) mod raw_input;
+pub(crate) mod replay;
 pub(crate) mod sse;
 pub(crate) mod stored;
 pub(crate) mod tools;

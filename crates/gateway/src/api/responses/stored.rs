@@ -268,7 +268,8 @@ fn not_found(id: &str) -> ApiError {
     ))
 }
 
-/// `GET /v1/responses/{id}`: the kept response as it was returned.
+/// `GET /v1/responses/{id}`: the kept response as it was returned; with `stream=true`, the
+/// events of its stream (after `starting_after`, a sequence number).
 pub(crate) async fn get(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -277,14 +278,30 @@ pub(crate) async fn get(
 ) -> Response {
     let result = (|| {
         let (store, owner) = reader(&state, &headers, &id)?;
-        if query.get("stream").is_some_and(|s| s == "true") {
-            return Err(ApiError::invalid(
-                "Streaming a stored response again is not supported; retrieve it without stream.",
-                Some("stream"),
-            ));
-        }
+        let stream = query.get("stream").is_some_and(|s| s == "true");
+        let after = match query.get("starting_after").map(|n| n.parse::<u64>()) {
+            None => None,
+            Some(Ok(n)) => Some(n),
+            Some(Err(_)) => {
+                return Err(invalid(
+                    "Invalid 'starting_after': expected a sequence number.".into(),
+                    "starting_after",
+                    "invalid_value",
+                ));
+            }
+        };
         let kept = store.get(&owner, &id)?.ok_or_else(|| not_found(&id))?;
-        Ok(axum::Json(kept.response).into_response())
+        if !stream {
+            return Ok(axum::Json(kept.response).into_response());
+        }
+        // The stream it would have had, all at once: it is finished.
+        let frames = crate::api::responses::replay::events(&kept.response, after);
+        let mut response = Response::new(axum::body::Body::from(frames.concat()));
+        response.headers_mut().insert(
+            axum::http::header::CONTENT_TYPE,
+            axum::http::HeaderValue::from_static("text/event-stream; charset=utf-8"),
+        );
+        Ok(response)
     })();
     result.unwrap_or_else(error::response)
 }
