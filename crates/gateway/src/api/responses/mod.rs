@@ -8,6 +8,7 @@ pub(crate) mod conversations;
 pub(crate) mod error;
 pub(crate) mod handlers;
 mod items;
+pub(crate) mod kept;
 pub(crate) mod raw_input;
 pub(crate) mod replay;
 pub(crate) mod sse;

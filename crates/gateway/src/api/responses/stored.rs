@@ -7,13 +7,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::Query;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::api::openai::handlers::authorize;
-use crate::api::responses::error;
+use crate::api::responses::kept::{Answer, Kept, invalid, page, well_formed};
 use crate::api::responses::sse::response_id;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -60,17 +59,6 @@ pub(crate) struct Resolved {
     pub(crate) previous: Option<String>,
     /// The conversation it belongs to.
     pub(crate) conversation: Option<String>,
-}
-
-/// Whether `id` has the shape of a response id.
-pub(crate) fn well_formed(id: &str, prefix: &str) -> bool {
-    id.len() <= 256
-        && id.starts_with(prefix)
-        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-}
-
-pub(crate) fn invalid(message: String, param: &str, code: &str) -> ApiError {
-    ApiError::InvalidRequest { message, param: Some(param.into()), code: Some(code.into()) }
 }
 
 /// The request's own input as items, each with an id (a message without one gets one, as the
@@ -240,150 +228,52 @@ pub(crate) fn resolve(
     Ok(Resolved { keep, previous, conversation })
 }
 
-/// The store and the caller's owner for a read of a kept response, or the error to answer.
-fn reader<'a>(
-    state: &'a AppState,
-    headers: &HeaderMap,
-    id: &str,
-) -> Result<(&'a Store, String), ApiError> {
-    authorize(state, headers)?;
-    let Some(store) = &state.store else {
-        return Err(ApiError::NotFound(format!(
-            "Response with id '{id}' not found. This gateway keeps no responses (store.url = \"off\"): send the whole conversation with each request."
-        )));
-    };
-    if !well_formed(id, "resp") {
-        return Err(invalid(
-            format!("Invalid 'response_id': '{id}'. Expected an ID that begins with 'resp'."),
-            "response_id",
-            "invalid_value",
-        ));
-    }
-    Ok((store, owner(crate::api::bearer(headers))))
-}
-
-fn not_found(id: &str) -> ApiError {
-    ApiError::NotFound(format!(
-        "Response with id '{id}' not found: it expired, was deleted, was stored under another key, or was made with store: false."
-    ))
-}
-
 /// `GET /v1/responses/{id}`: the kept response as it was returned; with `stream=true`, the
 /// events of its stream (after `starting_after`, a sequence number).
-pub(crate) async fn get(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-    Query(query): Query<HashMap<String, String>>,
-) -> Response {
-    let result = (|| {
-        let (store, owner) = reader(&state, &headers, &id)?;
-        let stream = query.get("stream").is_some_and(|s| s == "true");
-        let after = match query.get("starting_after").map(|n| n.parse::<u64>()) {
-            None => None,
-            Some(Ok(n)) => Some(n),
-            Some(Err(_)) => {
-                return Err(invalid(
-                    "Invalid 'starting_after': expected a sequence number.".into(),
-                    "starting_after",
-                    "invalid_value",
-                ));
-            }
-        };
-        let kept = store.get(&owner, &id)?.ok_or_else(|| not_found(&id))?;
-        if !stream {
-            return Ok(axum::Json(kept.response).into_response());
+pub(crate) async fn get(at: Kept<false>, Query(query): Query<HashMap<String, String>>) -> Answer {
+    let stream = query.get("stream").is_some_and(|s| s == "true");
+    let after = match query.get("starting_after").map(|n| n.parse::<u64>()) {
+        None => None,
+        Some(Ok(n)) => Some(n),
+        Some(Err(_)) => {
+            let message = "Invalid 'starting_after': expected a sequence number.".into();
+            return Err(invalid(message, "starting_after", "invalid_value").into());
         }
-        // The stream it would have had, all at once: it is finished.
-        let frames = crate::api::responses::replay::events(&kept.response, after);
-        let mut response = Response::new(axum::body::Body::from(frames.concat()));
-        response.headers_mut().insert(
-            axum::http::header::CONTENT_TYPE,
-            axum::http::HeaderValue::from_static("text/event-stream; charset=utf-8"),
-        );
-        Ok(response)
-    })();
-    result.unwrap_or_else(error::response)
+    };
+    let kept = at.store.get(&at.owner, &at.id)?.ok_or_else(|| at.not_found())?;
+    if !stream {
+        return Ok(axum::Json(kept.response).into_response());
+    }
+    // The stream it would have had, all at once: it is finished.
+    let frames = crate::api::responses::replay::events(&kept.response, after);
+    let mut response = Response::new(axum::body::Body::from(frames.concat()));
+    response.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("text/event-stream; charset=utf-8"),
+    );
+    Ok(response)
 }
 
 /// `DELETE /v1/responses/{id}`.
-pub(crate) async fn delete(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-) -> Response {
-    let result = (|| {
-        let (store, owner) = reader(&state, &headers, &id)?;
-        if !store.delete(&owner, &id)? {
-            return Err(not_found(&id));
-        }
-        Ok(axum::Json(json!({"id": id, "object": "response", "deleted": true})).into_response())
-    })();
-    result.unwrap_or_else(error::response)
+pub(crate) async fn delete(at: Kept<false>) -> Answer {
+    if !at.store.delete(&at.owner, &at.id)? {
+        return Err(at.not_found().into());
+    }
+    Ok(axum::Json(json!({"id": at.id, "object": "response", "deleted": true})).into_response())
 }
 
 /// `GET /v1/responses/{id}/input_items`: the items the response was made from (those of the
 /// responses before it included), a page at a time: `limit` (1 to 100, 20), `order` (`asc`,
 /// or `desc`, the default), `after` (an item id).
 pub(crate) async fn input_items_of(
-    State(state): State<AppState>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
+    at: Kept<false>,
     Query(query): Query<HashMap<String, String>>,
-) -> Response {
-    let result = (|| {
-        let (store, owner) = reader(&state, &headers, &id)?;
-        let kept = store.get(&owner, &id)?.ok_or_else(|| not_found(&id))?;
-        let mut items = match &kept.previous {
-            Some(previous) => store.conversation(&owner, previous)?.unwrap_or_default(),
-            None => Vec::new(),
-        };
-        items.extend(kept.input);
-        Ok(axum::Json(page(items, &query)?).into_response())
-    })();
-    result.unwrap_or_else(error::response)
-}
-
-/// One page of `items` (oldest first) as the API lists them: `limit` (1 to 100, 20), `order`
-/// (`desc`, the default, or `asc`), `after` (an item id); with `first_id`, `last_id` and
-/// `has_more`.
-pub(crate) fn page(
-    mut items: Vec<Value>,
-    query: &HashMap<String, String>,
-) -> Result<Value, ApiError> {
-    let limit = match query.get("limit").map(|l| l.parse::<usize>()) {
-        None => 20,
-        Some(Ok(n)) if (1..=100).contains(&n) => n,
-        Some(_) => {
-            return Err(invalid(
-                "Invalid 'limit': it must be an integer from 1 to 100.".into(),
-                "limit",
-                "invalid_value",
-            ));
-        }
+) -> Answer {
+    let kept = at.store.get(&at.owner, &at.id)?.ok_or_else(|| at.not_found())?;
+    let mut items = match &kept.previous {
+        Some(previous) => at.store.conversation(&at.owner, previous)?.unwrap_or_default(),
+        None => Vec::new(),
     };
-    match query.get("order").map(String::as_str) {
-        None | Some("desc") => items.reverse(),
-        Some("asc") => {}
-        Some(other) => {
-            return Err(invalid(
-                format!("Invalid 'order': '{other}'. Expected 'asc' or 'desc'."),
-                "order",
-                "invalid_value",
-            ));
-        }
-    }
-    let start = match query.get("after") {
-        Some(after) => items.iter().position(|i| i["id"] == after.as_str()).map_or(0, |at| at + 1),
-        None => 0,
-    };
-    let rest = items.get(start..).unwrap_or_default();
-    Ok(list(rest.iter().take(limit).cloned().collect(), rest.len() > limit))
-}
-
-/// Items as the API lists them: `data`, `first_id`, `last_id`, `has_more`.
-pub(crate) fn list(items: Vec<Value>, has_more: bool) -> Value {
-    let (first, last) =
-        (items.first().map(|i| i["id"].clone()), items.last().map(|i| i["id"].clone()));
-    json!({"object": "list", "data": items, "first_id": first, "last_id": last, "has_more": has_more})
+    items.extend(kept.input);
+    Ok(axum::Json(page(items, &query)?).into_response())
 }
