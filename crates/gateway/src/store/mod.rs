@@ -24,6 +24,9 @@ mod sqlite_conversations;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct StoreError(pub(crate) String);
 
+/// What a store call gives: its value, or how the store failed.
+pub(crate) type Stored<T> = Result<T, StoreError>;
+
 impl From<StoreError> for crate::error::ApiError {
     fn from(err: StoreError) -> crate::error::ApiError {
         crate::error::ApiError::StoreUnavailable(err.0)
@@ -44,63 +47,41 @@ pub(crate) trait Responses: Send + Sync {
     /// Keeps `response` (its `id` and `output` items) with its own `input` items and the
     /// response it followed; drops what is past its time (and, where the backend caps it,
     /// the oldest past the size cap).
-    fn put(
-        &self,
-        owner: &str,
-        previous: Option<&str>,
-        input: &[Value],
-        response: &Value,
-    ) -> Result<(), StoreError>;
+    fn put(&self, owner: &str, after: Option<&str>, input: &[Value], reply: &Value) -> Stored<()>;
     /// The response `id` if `owner` kept it (and it has not expired).
-    fn get(&self, owner: &str, id: &str) -> Result<Option<Kept>, StoreError>;
+    fn get(&self, owner: &str, id: &str) -> Stored<Option<Kept>>;
     /// Deletes the response `id` of `owner` and its items; whether there was one.
-    fn delete(&self, owner: &str, id: &str) -> Result<bool, StoreError>;
+    fn delete(&self, owner: &str, id: &str) -> Stored<bool>;
     /// The item `id` (an input or output item of a kept response) of `owner`.
-    fn item(&self, owner: &str, id: &str) -> Result<Option<Value>, StoreError>;
+    fn item(&self, owner: &str, id: &str) -> Stored<Option<Value>>;
     /// Whether the store answers (for `/readyz`).
-    fn check(&self) -> Result<(), StoreError>;
+    fn check(&self) -> Stored<()>;
 }
 
 /// Conversations: items under an owner, with metadata; no TTL.
 pub(crate) trait Conversations: Send + Sync {
-    /// A new conversation `id` of `owner` with `metadata` and these items; its object.
-    fn create_conversation(
-        &self,
-        owner: &str,
-        id: &str,
-        metadata: &Value,
-        items: &[Value],
-    ) -> Result<Value, StoreError>;
+    /// A new conversation `id` of `owner` with `meta`, without items; its object.
+    fn new_conversation(&self, owner: &str, id: &str, meta: &Value) -> Stored<Value>;
     /// The conversation object `id` of `owner`.
-    fn conversation_object(&self, owner: &str, id: &str) -> Result<Option<Value>, StoreError>;
+    fn conversation_object(&self, owner: &str, id: &str) -> Stored<Option<Value>>;
     /// Sets the metadata of conversation `id`; its object, or `None` when there is none.
-    fn update_conversation(
-        &self,
-        owner: &str,
-        id: &str,
-        metadata: &Value,
-    ) -> Result<Option<Value>, StoreError>;
+    fn update_conversation(&self, owner: &str, id: &str, meta: &Value) -> Stored<Option<Value>>;
     /// Deletes conversation `id` and its items; whether there was one.
-    fn delete_conversation(&self, owner: &str, id: &str) -> Result<bool, StoreError>;
+    fn delete_conversation(&self, owner: &str, id: &str) -> Stored<bool>;
     /// Adds items at the end of conversation `id`; `false` when `owner` has none such.
-    fn add_items(&self, owner: &str, id: &str, items: &[Value]) -> Result<bool, StoreError>;
+    fn add_items(&self, owner: &str, id: &str, items: &[Value]) -> Stored<bool>;
     /// Every item of conversation `id`, oldest first; `None` when `owner` has none such.
-    fn conversation_items(&self, owner: &str, id: &str) -> Result<Option<Vec<Value>>, StoreError>;
+    fn conversation_items(&self, owner: &str, id: &str) -> Stored<Option<Vec<Value>>>;
     /// Deletes item `item` of conversation `id`; whether there was one.
-    fn delete_conversation_item(
-        &self,
-        owner: &str,
-        id: &str,
-        item: &str,
-    ) -> Result<bool, StoreError>;
+    fn delete_conversation_item(&self, owner: &str, id: &str, item: &str) -> Stored<bool>;
 }
 
 /// Short-lived facts that replicas share: what an upstream refused (`native_refusal_secs`).
 pub(crate) trait Memory: Send + Sync {
     /// Remembers `key` for `secs`.
-    fn remember(&self, key: &str, secs: u64) -> Result<(), StoreError>;
+    fn remember(&self, key: &str, secs: u64) -> Stored<()>;
     /// Whether `key` is remembered and not past its time.
-    fn recalls(&self, key: &str) -> Result<bool, StoreError>;
+    fn recalls(&self, key: &str) -> Stored<bool>;
 }
 
 /// A backend: all three.
@@ -148,7 +129,7 @@ fn unix_now() -> u64 {
 
 impl Store {
     /// The store `config` names (`auto` already resolved), opened; `None` when it is `off`.
-    pub(crate) fn open(config: &StoreConfig) -> Result<Option<Store>, StoreError> {
+    pub(crate) fn open(config: &StoreConfig) -> Stored<Option<Store>> {
         let url = config.url.trim();
         let (ttl, cap) = (config.ttl_secs, config.max_bytes);
         let (backend, shown): (Box<dyn Backend>, String) = match url {
@@ -175,11 +156,7 @@ impl Store {
     /// The conversation that ends with response `id`: the input and output items of it and
     /// of every response before it, oldest first; `None` when `id` is not kept (or one link
     /// of its chain is gone).
-    pub(crate) fn conversation(
-        &self,
-        owner: &str,
-        id: &str,
-    ) -> Result<Option<Vec<Value>>, StoreError> {
+    pub(crate) fn conversation(&self, owner: &str, id: &str) -> Stored<Option<Vec<Value>>> {
         let mut chain = Vec::new();
         let mut next = Some(id.to_owned());
         while let Some(id) = next.take() {

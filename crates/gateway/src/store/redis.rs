@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{Conversations, Kept, Memory, Responses, StoreError, unix_now};
+use super::{Conversations, Kept, Memory, Responses, StoreError, Stored, unix_now};
 
 impl From<redis::RedisError> for StoreError {
     fn from(err: redis::RedisError) -> StoreError {
@@ -35,14 +35,14 @@ pub(super) struct Redis {
     pub(super) shown: String,
 }
 
-fn parse(text: &str, what: &str) -> Result<Value, StoreError> {
+fn parse(text: &str, what: &str) -> Stored<Value> {
     serde_json::from_str(text).map_err(|err| StoreError(format!("{what} cannot be read: {err}")))
 }
 
 impl Redis {
     /// A client for `url`, checked with a `PING`, so that a start with a store that is down
     /// says so at once.
-    pub(super) fn open(url: &str, ttl_secs: u64) -> Result<Redis, StoreError> {
+    pub(super) fn open(url: &str, ttl_secs: u64) -> Stored<Redis> {
         let shown = match reqwest::Url::parse(url) {
             Ok(mut parsed) => {
                 if parsed.password().is_some() {
@@ -62,7 +62,7 @@ impl Redis {
     fn with<T>(
         &self,
         f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
-    ) -> Result<T, StoreError> {
+    ) -> Stored<T> {
         let mut slot = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
         let conn = match slot.take() {
             Some(conn) => conn,
@@ -89,38 +89,33 @@ impl Redis {
         set.ignore();
     }
 
-    fn stored(&self, owner: &str, id: &str) -> Result<Option<Value>, StoreError> {
+    /// The record under `{PREFIX}{kind}:{id}` (`resp`, `conv`) if `owner` has it.
+    fn record(&self, kind: &str, owner: &str, id: &str) -> Stored<Option<Value>> {
         let text: Option<String> =
-            self.with(|c| redis::cmd("GET").arg(format!("{PREFIX}resp:{id}")).query(c))?;
+            self.with(|c| redis::cmd("GET").arg(format!("{PREFIX}{kind}:{id}")).query(c))?;
         let Some(text) = text else { return Ok(None) };
-        let record = parse(&text, &format!("response {id}"))?;
+        let record = parse(&text, &format!("record {kind}:{id}"))?;
         Ok((record["owner"] == owner).then_some(record))
     }
 
-    fn conversation(&self, owner: &str, id: &str) -> Result<Option<Value>, StoreError> {
-        let text: Option<String> =
-            self.with(|c| redis::cmd("GET").arg(format!("{PREFIX}conv:{id}")).query(c))?;
-        let Some(text) = text else { return Ok(None) };
-        let record = parse(&text, &format!("conversation {id}"))?;
-        Ok((record["owner"] == owner).then_some(record))
+    fn stored(&self, owner: &str, id: &str) -> Stored<Option<Value>> {
+        self.record("resp", owner, id)
+    }
+
+    fn conversation(&self, owner: &str, id: &str) -> Stored<Option<Value>> {
+        self.record("conv", owner, id)
     }
 }
 
 impl Responses for Redis {
-    fn put(
-        &self,
-        owner: &str,
-        previous: Option<&str>,
-        input: &[Value],
-        response: &Value,
-    ) -> Result<(), StoreError> {
-        let id = response["id"].as_str().unwrap_or_default();
-        let record = json!({"owner": owner, "created": unix_now(), "previous": previous,
-            "input": input, "response": response});
+    fn put(&self, owner: &str, after: Option<&str>, input: &[Value], reply: &Value) -> Stored<()> {
+        let id = reply["id"].as_str().unwrap_or_default();
+        let record = json!({"owner": owner, "created": unix_now(), "previous": after,
+            "input": input, "response": reply});
         let mut pipe = redis::pipe();
         pipe.atomic();
         self.expiring(&mut pipe, &format!("{PREFIX}resp:{id}"), &record.to_string());
-        let output = response["output"].as_array().map(Vec::as_slice).unwrap_or_default();
+        let output = reply["output"].as_array().map(Vec::as_slice).unwrap_or_default();
         let list = format!("{PREFIX}resp-items:{id}");
         for item in input.iter().chain(output) {
             if let Some(item_id) = item["id"].as_str() {
@@ -135,7 +130,7 @@ impl Responses for Redis {
         self.with(|c| pipe.query::<()>(c))
     }
 
-    fn get(&self, owner: &str, id: &str) -> Result<Option<Kept>, StoreError> {
+    fn get(&self, owner: &str, id: &str) -> Stored<Option<Kept>> {
         let Some(mut record) = self.stored(owner, id)? else { return Ok(None) };
         let input = match record["input"].take() {
             Value::Array(items) => items,
@@ -145,7 +140,7 @@ impl Responses for Redis {
         Ok(Some(Kept { response: record["response"].take(), input, previous }))
     }
 
-    fn delete(&self, owner: &str, id: &str) -> Result<bool, StoreError> {
+    fn delete(&self, owner: &str, id: &str) -> Stored<bool> {
         if self.stored(owner, id)?.is_none() {
             return Ok(false);
         }
@@ -161,13 +156,13 @@ impl Responses for Redis {
         Ok(true)
     }
 
-    fn item(&self, owner: &str, id: &str) -> Result<Option<Value>, StoreError> {
+    fn item(&self, owner: &str, id: &str) -> Stored<Option<Value>> {
         let text: Option<String> =
             self.with(|c| redis::cmd("GET").arg(format!("{PREFIX}item:{owner}:{id}")).query(c))?;
         text.map(|text| parse(&text, &format!("item {id}"))).transpose()
     }
 
-    fn check(&self) -> Result<(), StoreError> {
+    fn check(&self) -> Stored<()> {
         self.with(|c| redis::cmd("PING").query::<String>(c)).map(|_| ())
     }
 }
@@ -178,44 +173,26 @@ fn object(id: &str, record: &Value) -> Value {
 }
 
 impl Conversations for Redis {
-    fn create_conversation(
-        &self,
-        owner: &str,
-        id: &str,
-        metadata: &Value,
-        items: &[Value],
-    ) -> Result<Value, StoreError> {
-        let record = json!({"owner": owner, "created": unix_now(), "metadata": metadata});
-        let mut pipe = redis::pipe();
-        pipe.atomic().cmd("SET").arg(format!("{PREFIX}conv:{id}")).arg(record.to_string()).ignore();
-        for item in items {
-            pipe.cmd("RPUSH")
-                .arg(format!("{PREFIX}conv-items:{id}"))
-                .arg(item.to_string())
-                .ignore();
-        }
-        self.with(|c| pipe.query::<()>(c))?;
+    fn new_conversation(&self, owner: &str, id: &str, meta: &Value) -> Stored<Value> {
+        let record = json!({"owner": owner, "created": unix_now(), "metadata": meta});
+        let key = format!("{PREFIX}conv:{id}");
+        self.with(|c| redis::cmd("SET").arg(key).arg(record.to_string()).query::<()>(c))?;
         Ok(object(id, &record))
     }
 
-    fn conversation_object(&self, owner: &str, id: &str) -> Result<Option<Value>, StoreError> {
+    fn conversation_object(&self, owner: &str, id: &str) -> Stored<Option<Value>> {
         Ok(self.conversation(owner, id)?.map(|record| object(id, &record)))
     }
 
-    fn update_conversation(
-        &self,
-        owner: &str,
-        id: &str,
-        metadata: &Value,
-    ) -> Result<Option<Value>, StoreError> {
+    fn update_conversation(&self, owner: &str, id: &str, meta: &Value) -> Stored<Option<Value>> {
         let Some(mut record) = self.conversation(owner, id)? else { return Ok(None) };
-        record["metadata"] = metadata.clone();
+        record["metadata"] = meta.clone();
         let key = format!("{PREFIX}conv:{id}");
         self.with(|c| redis::cmd("SET").arg(&key).arg(record.to_string()).query::<()>(c))?;
         Ok(Some(object(id, &record)))
     }
 
-    fn delete_conversation(&self, owner: &str, id: &str) -> Result<bool, StoreError> {
+    fn delete_conversation(&self, owner: &str, id: &str) -> Stored<bool> {
         if self.conversation(owner, id)?.is_none() {
             return Ok(false);
         }
@@ -228,7 +205,7 @@ impl Conversations for Redis {
         Ok(true)
     }
 
-    fn add_items(&self, owner: &str, id: &str, items: &[Value]) -> Result<bool, StoreError> {
+    fn add_items(&self, owner: &str, id: &str, items: &[Value]) -> Stored<bool> {
         if self.conversation(owner, id)?.is_none() {
             return Ok(false);
         }
@@ -241,7 +218,7 @@ impl Conversations for Redis {
         Ok(true)
     }
 
-    fn conversation_items(&self, owner: &str, id: &str) -> Result<Option<Vec<Value>>, StoreError> {
+    fn conversation_items(&self, owner: &str, id: &str) -> Stored<Option<Vec<Value>>> {
         if self.conversation(owner, id)?.is_none() {
             return Ok(None);
         }
@@ -251,12 +228,7 @@ impl Conversations for Redis {
         texts.iter().map(|t| parse(t, "a conversation item")).collect::<Result<_, _>>().map(Some)
     }
 
-    fn delete_conversation_item(
-        &self,
-        owner: &str,
-        id: &str,
-        item: &str,
-    ) -> Result<bool, StoreError> {
+    fn delete_conversation_item(&self, owner: &str, id: &str, item: &str) -> Stored<bool> {
         if self.conversation(owner, id)?.is_none() {
             return Ok(false);
         }
@@ -271,12 +243,12 @@ impl Conversations for Redis {
 }
 
 impl Memory for Redis {
-    fn remember(&self, key: &str, secs: u64) -> Result<(), StoreError> {
+    fn remember(&self, key: &str, secs: u64) -> Stored<()> {
         let key = format!("{PREFIX}mem:{key}");
         self.with(|c| redis::cmd("SET").arg(&key).arg(1).arg("EX").arg(secs.max(1)).query::<()>(c))
     }
 
-    fn recalls(&self, key: &str) -> Result<bool, StoreError> {
+    fn recalls(&self, key: &str) -> Stored<bool> {
         let key = format!("{PREFIX}mem:{key}");
         self.with(|c| redis::cmd("EXISTS").arg(&key).query::<i64>(c)).map(|n| n > 0)
     }

@@ -7,7 +7,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 
 use super::sqlite_conversations::CONVERSATIONS;
-use super::{Kept, Responses, StoreError, unix_now};
+use super::{Kept, Responses, StoreError, Stored, unix_now};
 
 impl From<rusqlite::Error> for StoreError {
     fn from(err: rusqlite::Error) -> StoreError {
@@ -60,7 +60,7 @@ impl Sqlite {
         path: Option<&std::path::Path>,
         ttl_secs: u64,
         max_bytes: u64,
-    ) -> Result<Sqlite, StoreError> {
+    ) -> Stored<Sqlite> {
         let conn = match path {
             None => Connection::open_in_memory()?,
             Some(path) => {
@@ -99,9 +99,14 @@ impl Sqlite {
         self.db.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Runs one statement; how many rows it changed.
+    pub(super) fn run(&self, sql: &str, params: impl rusqlite::Params) -> Stored<usize> {
+        Ok(self.db().conn.execute(sql, params)?)
+    }
+
     /// Drops responses older than the TTL (at most once a [`SWEEP_EVERY`]), then the oldest
     /// while over the size cap.
-    fn prune(&self, db: &mut Db, now: u64) -> Result<(), StoreError> {
+    fn prune(&self, db: &mut Db, now: u64) -> Stored<()> {
         if self.ttl_secs > 0 && now >= db.swept.saturating_add(SWEEP_EVERY) {
             db.swept = now;
             let before = now.saturating_sub(self.ttl_secs) as i64;
@@ -137,16 +142,10 @@ impl Sqlite {
 impl Responses for Sqlite {
     /// Keeps `response` (its `id` and `output` items) with its own `input` items and the
     /// response it followed; then drops what is past its time or over the size cap.
-    fn put(
-        &self,
-        owner: &str,
-        previous: Option<&str>,
-        input: &[Value],
-        response: &Value,
-    ) -> Result<(), StoreError> {
-        let id = response["id"].as_str().unwrap_or_default();
+    fn put(&self, owner: &str, after: Option<&str>, input: &[Value], reply: &Value) -> Stored<()> {
+        let id = reply["id"].as_str().unwrap_or_default();
         let input_text = Value::Array(input.to_vec()).to_string();
-        let response_text = response.to_string();
+        let response_text = reply.to_string();
         let bytes = (input_text.len() + response_text.len()) as u64;
         let now = unix_now();
         let mut db = self.db();
@@ -154,8 +153,8 @@ impl Responses for Sqlite {
         tx.prepare_cached(
             "INSERT OR REPLACE INTO responses (id, owner, created, previous, input, response, bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         )?
-        .execute(params![id, owner, now as i64, previous, input_text, response_text, bytes as i64])?;
-        let output = response["output"].as_array().map(Vec::as_slice).unwrap_or_default();
+        .execute(params![id, owner, now as i64, after, input_text, response_text, bytes as i64])?;
+        let output = reply["output"].as_array().map(Vec::as_slice).unwrap_or_default();
         for item in input.iter().chain(output) {
             if let Some(item_id) = item["id"].as_str() {
                 tx.prepare_cached(
@@ -170,7 +169,7 @@ impl Responses for Sqlite {
     }
 
     /// The response `id` if `owner` kept it (and it has not expired).
-    fn get(&self, owner: &str, id: &str) -> Result<Option<Kept>, StoreError> {
+    fn get(&self, owner: &str, id: &str) -> Stored<Option<Kept>> {
         let db = self.db();
         let row: Option<(String, String, Option<String>, i64)> = db
             .conn
@@ -196,16 +195,11 @@ impl Responses for Sqlite {
     }
 
     /// Deletes the response `id` of `owner` and its items; whether there was one.
-    fn delete(&self, owner: &str, id: &str) -> Result<bool, StoreError> {
+    fn delete(&self, owner: &str, id: &str) -> Stored<bool> {
         let mut db = self.db();
-        let bytes: Option<i64> = db
-            .conn
-            .query_row(
-                "SELECT bytes FROM responses WHERE id = ?1 AND owner = ?2",
-                params![id, owner],
-                |row| row.get(0),
-            )
-            .optional()?;
+        let sql = "SELECT bytes FROM responses WHERE id = ?1 AND owner = ?2";
+        let bytes: Option<i64> =
+            db.conn.query_row(sql, params![id, owner], |row| row.get(0)).optional()?;
         let Some(bytes) = bytes else { return Ok(false) };
         db.conn
             .execute("DELETE FROM responses WHERE id = ?1 AND owner = ?2", params![id, owner])?;
@@ -214,7 +208,7 @@ impl Responses for Sqlite {
     }
 
     /// The item `id` (an input or output item of a kept response) of `owner`.
-    fn item(&self, owner: &str, id: &str) -> Result<Option<Value>, StoreError> {
+    fn item(&self, owner: &str, id: &str) -> Stored<Option<Value>> {
         let db = self.db();
         let text: Option<String> = db
             .conn
@@ -232,7 +226,7 @@ impl Responses for Sqlite {
     }
 
     /// Whether the store answers (for `/readyz`).
-    fn check(&self) -> Result<(), StoreError> {
+    fn check(&self) -> Stored<()> {
         let db = self.db();
         db.conn.query_row("SELECT 1", [], |_| Ok(()))?;
         Ok(())

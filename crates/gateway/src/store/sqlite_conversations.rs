@@ -6,7 +6,7 @@ use rusqlite::{OptionalExtension, params};
 use serde_json::{Value, json};
 
 use super::sqlite::Sqlite;
-use super::{Conversations, Memory, StoreError, unix_now};
+use super::{Conversations, Memory, StoreError, Stored, unix_now};
 
 pub(super) const CONVERSATIONS: &str = "
 CREATE TABLE IF NOT EXISTS conversations (
@@ -34,33 +34,22 @@ fn object(id: &str, created: i64, metadata: &str) -> Value {
     json!({"id": id, "object": "conversation", "created_at": created, "metadata": metadata})
 }
 
-fn parse(text: &str) -> Result<Value, StoreError> {
+fn parse(text: &str) -> Stored<Value> {
     serde_json::from_str(text).map_err(|err| StoreError(format!("an item cannot be read: {err}")))
 }
 
 impl Conversations for Sqlite {
     /// A new conversation `id` of `owner` with `metadata` and these items; its object.
-    fn create_conversation(
-        &self,
-        owner: &str,
-        id: &str,
-        metadata: &Value,
-        items: &[Value],
-    ) -> Result<Value, StoreError> {
+    fn new_conversation(&self, owner: &str, id: &str, meta: &Value) -> Stored<Value> {
         let created = unix_now() as i64;
-        {
-            let db = self.db();
-            db.conn.execute(
-                "INSERT INTO conversations (id, owner, created, metadata) VALUES (?1, ?2, ?3, ?4)",
-                params![id, owner, created, metadata.to_string()],
-            )?;
-        }
-        self.add_items(owner, id, items)?;
-        Ok(object(id, created, &metadata.to_string()))
+        let sql =
+            "INSERT INTO conversations (id, owner, created, metadata) VALUES (?1, ?2, ?3, ?4)";
+        self.run(sql, params![id, owner, created, meta.to_string()])?;
+        Ok(object(id, created, &meta.to_string()))
     }
 
     /// The conversation object `id` of `owner`.
-    fn conversation_object(&self, owner: &str, id: &str) -> Result<Option<Value>, StoreError> {
+    fn conversation_object(&self, owner: &str, id: &str) -> Stored<Option<Value>> {
         let db = self.db();
         let row: Option<(i64, String)> = db
             .conn
@@ -74,35 +63,21 @@ impl Conversations for Sqlite {
     }
 
     /// Sets the metadata of conversation `id`; its object, or `None` when there is none.
-    fn update_conversation(
-        &self,
-        owner: &str,
-        id: &str,
-        metadata: &Value,
-    ) -> Result<Option<Value>, StoreError> {
-        {
-            let db = self.db();
-            db.conn.execute(
-                "UPDATE conversations SET metadata = ?3 WHERE id = ?1 AND owner = ?2",
-                params![id, owner, metadata.to_string()],
-            )?;
-        }
+    fn update_conversation(&self, owner: &str, id: &str, meta: &Value) -> Stored<Option<Value>> {
+        let sql = "UPDATE conversations SET metadata = ?3 WHERE id = ?1 AND owner = ?2";
+        self.run(sql, params![id, owner, meta.to_string()])?;
         self.conversation_object(owner, id)
     }
 
     /// Deletes conversation `id` and its items; whether there was one.
-    fn delete_conversation(&self, owner: &str, id: &str) -> Result<bool, StoreError> {
-        let db = self.db();
-        let n = db.conn.execute(
-            "DELETE FROM conversations WHERE id = ?1 AND owner = ?2",
-            params![id, owner],
-        )?;
-        Ok(n > 0)
+    fn delete_conversation(&self, owner: &str, id: &str) -> Stored<bool> {
+        let sql = "DELETE FROM conversations WHERE id = ?1 AND owner = ?2";
+        Ok(self.run(sql, params![id, owner])? > 0)
     }
 
     /// Adds items at the end of conversation `id`; `false` when `owner` has no such
     /// conversation.
-    fn add_items(&self, owner: &str, id: &str, items: &[Value]) -> Result<bool, StoreError> {
+    fn add_items(&self, owner: &str, id: &str, items: &[Value]) -> Stored<bool> {
         let mut db = self.db();
         let tx = db.conn.transaction()?;
         let known: Option<i64> = tx
@@ -125,7 +100,7 @@ impl Conversations for Sqlite {
 
     /// Every item of conversation `id`, oldest first; `None` when `owner` has no such
     /// conversation.
-    fn conversation_items(&self, owner: &str, id: &str) -> Result<Option<Vec<Value>>, StoreError> {
+    fn conversation_items(&self, owner: &str, id: &str) -> Stored<Option<Vec<Value>>> {
         if self.conversation_object(owner, id)?.is_none() {
             return Ok(None);
         }
@@ -140,26 +115,17 @@ impl Conversations for Sqlite {
     }
 
     /// Deletes item `item` of conversation `id`; whether there was one.
-    fn delete_conversation_item(
-        &self,
-        owner: &str,
-        id: &str,
-        item: &str,
-    ) -> Result<bool, StoreError> {
+    fn delete_conversation_item(&self, owner: &str, id: &str, item: &str) -> Stored<bool> {
         if self.conversation_object(owner, id)?.is_none() {
             return Ok(false);
         }
-        let db = self.db();
-        let n = db.conn.execute(
-            "DELETE FROM conversation_items WHERE conversation = ?1 AND id = ?2",
-            params![id, item],
-        )?;
-        Ok(n > 0)
+        let sql = "DELETE FROM conversation_items WHERE conversation = ?1 AND id = ?2";
+        Ok(self.run(sql, params![id, item])? > 0)
     }
 }
 
 impl Memory for Sqlite {
-    fn remember(&self, key: &str, secs: u64) -> Result<(), StoreError> {
+    fn remember(&self, key: &str, secs: u64) -> Stored<()> {
         let until = unix_now().saturating_add(secs) as i64;
         let db = self.db();
         db.conn.execute("DELETE FROM memory WHERE until <= ?1", [unix_now() as i64])?;
@@ -170,7 +136,7 @@ impl Memory for Sqlite {
         Ok(())
     }
 
-    fn recalls(&self, key: &str) -> Result<bool, StoreError> {
+    fn recalls(&self, key: &str) -> Stored<bool> {
         let db = self.db();
         let until: Option<i64> = db
             .conn

@@ -176,9 +176,8 @@ fn issue_26_off_is_no_store_and_a_bad_url_says_so() {
 fn issue_26_conversations_keep_their_items_in_order_per_owner() {
     on_both(|store| {
         let (a, b) = (owner(Some("sk-a")), owner(Some("sk-b")));
-        let created = store
-            .create_conversation(&a, "conv_1", &json!({"k": "v"}), &[user("msg_1", "one")])
-            .unwrap();
+        let created = store.new_conversation(&a, "conv_1", &json!({"k": "v"})).unwrap();
+        assert!(store.add_items(&a, "conv_1", &[user("msg_1", "one")]).unwrap());
         assert_eq!(created["object"], "conversation");
         assert_eq!(created["metadata"], json!({"k": "v"}));
         assert!(store.conversation_object(&b, "conv_1").unwrap().is_none());

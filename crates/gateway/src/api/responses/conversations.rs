@@ -74,7 +74,11 @@ fn metadata_of(body: &Value) -> Result<Value, ApiError> {
 pub(crate) async fn create(at: Conversation, Object(body): Object) -> Answer {
     let (items, metadata) = (items_of(&body)?, metadata_of(&body)?);
     let id = response_id("conv_");
-    Ok(axum::Json(at.store.create_conversation(&at.owner, &id, &metadata, &items)?).into_response())
+    let object = at.store.new_conversation(&at.owner, &id, &metadata)?;
+    if !items.is_empty() {
+        at.store.add_items(&at.owner, &id, &items)?;
+    }
+    Ok(axum::Json(object).into_response())
 }
 
 /// `GET /v1/conversations/{id}`.
