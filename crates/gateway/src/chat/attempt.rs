@@ -238,14 +238,7 @@ mod tests {
         let mut held = Vec::new();
         read.release(&mut shown, &mut held);
         held.extend(read.finish());
-        let text: String = held
-            .iter()
-            .filter_map(|e| match e {
-                ChatEvent::Text(t) => Some(t.as_str()),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(text, "It is sunny in Paris.");
+        assert_eq!(ChatEvent::joined(&held).0, "It is sunny in Paris.");
     }
 
     /// A native call in a reply to an emulated request ends it with an error; a retry's

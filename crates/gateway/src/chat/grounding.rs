@@ -460,6 +460,19 @@ mod tests {
         ChatRequest::asking(user, tools)
     }
 
+    /// A request asking `user`, after which call `c1` gave `result`.
+    fn after_result(user: &str, tools: Vec<ToolSpec>, result: &str) -> ChatRequest {
+        let mut req = request(user, tools);
+        let content = result.into();
+        req.messages.push(Message::ToolResult {
+            call_id: "c1".into(),
+            name: None,
+            content,
+            is_error: false,
+        });
+        req
+    }
+
     fn tool(name: &str, parameters: Value) -> ToolSpec {
         ToolSpec::named(name, Some(parameters))
     }
@@ -511,13 +524,11 @@ mod tests {
                 "description": "Defaults to 9.81"}, "height": {"type": "number"}},
                 "required": ["gravity", "height"]}),
         );
-        let mut req = request("How long does a fall take?", vec![spec.clone()]);
-        req.messages.push(Message::ToolResult {
-            call_id: "c1".into(),
-            name: None,
-            content: "The tower is 120 m high".into(),
-            is_error: false,
-        });
+        let req = after_result(
+            "How long does a fall take?",
+            vec![spec.clone()],
+            "The tower is 120 m high",
+        );
         let grounding = Grounding::of(&req);
         assert!(grounding.guessed(&spec, r#"{"gravity":9.81,"height":120}"#).is_empty());
         assert_eq!(
@@ -635,13 +646,11 @@ mod tests {
     #[test]
     fn strings_from_results_history_and_the_tool_list_are_given() {
         let spec = team_stats();
-        let mut req = request("And the other one?", vec![spec.clone()]);
-        req.messages.push(Message::ToolResult {
-            call_id: "c1".into(),
-            name: None,
-            content: "Teams playing: Arsenal, Chelsea".into(),
-            is_error: false,
-        });
+        let req = after_result(
+            "And the other one?",
+            vec![spec.clone()],
+            "Teams playing: Arsenal, Chelsea",
+        );
         let grounding = Grounding::of(&req);
         assert!(grounding.guessed(&spec, r#"{"team_name":"Chelsea","date":""}"#).is_empty());
         let described = tool(

@@ -582,14 +582,7 @@ mod tests {
         req.show_reasoning = true;
         let events: Vec<ChatEvent> =
             collect(&upstream, req).await.into_iter().map(Result::unwrap).collect();
-        let reasoning: String = events
-            .iter()
-            .filter_map(|e| match e {
-                ChatEvent::Reasoning(t) => Some(t.as_str()),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(reasoning, "First thought.\n\nSecond thought.");
+        assert_eq!(ChatEvent::joined(&events).1, "First thought.\n\nSecond thought.");
         assert!(!events.iter().any(|e| matches!(e, ChatEvent::Text(_))), "{events:?}");
         assert!(events.iter().any(|e| matches!(e, ChatEvent::CallStart { .. })), "{events:?}");
 

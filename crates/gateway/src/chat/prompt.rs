@@ -271,39 +271,30 @@ struct Syntax {
     several: Option<&'static str>,
 }
 
+/// Each format's call template, with placeholders.
+const TOOL_CALL_TEMPLATE: &str = "<tool_call>\n{\"name\": \"<tool name>\", \"arguments\": {\"<argument name>\": \"<value taken from the user's request>\"}}\n</tool_call>";
+const JSON_TEMPLATE: &str = "{\"name\": \"<tool name>\", \"arguments\": {\"<argument name>\": \"<value taken from the user's request>\"}}";
+const XML_TEMPLATE: &str = "<function_calls>\n<invoke name=\"<tool name>\">\n<parameter name=\"<argument name>\"><value taken from the user's request></parameter>\n</invoke>\n</function_calls>";
+const MISTRAL_TEMPLATE: &str = "[TOOL_CALLS][{\"name\": \"<tool name>\", \"arguments\": {\"<argument name>\": \"<value taken from the user's request>\"}}]";
+const LLAMA_TEMPLATE: &str = "{\"name\": \"<tool name>\", \"parameters\": {\"<argument name>\": \"<value taken from the user's request>\"}}";
+const QWEN3_CODER_TEMPLATE: &str = "<tool_call>\n<function=<tool name>>\n<parameter=<argument name>>\n<value taken from the user's request>\n</parameter>\n</function>\n</tool_call>";
+
 fn syntax(format: CallFormat) -> Syntax {
-    match format {
-        CallFormat::ToolCall | CallFormat::Auto => Syntax {
-            block: "a <tool_call> block",
-            template: "<tool_call>\n{\"name\": \"<tool name>\", \"arguments\": {\"<argument name>\": \"<value taken from the user's request>\"}}\n</tool_call>",
-            several: None,
-        },
-        CallFormat::Json => Syntax {
-            block: "a JSON object on a line of its own",
-            template: "{\"name\": \"<tool name>\", \"arguments\": {\"<argument name>\": \"<value taken from the user's request>\"}}",
-            several: None,
-        },
-        CallFormat::Xml => Syntax {
-            block: "a <function_calls> block",
-            template: "<function_calls>\n<invoke name=\"<tool name>\">\n<parameter name=\"<argument name>\"><value taken from the user's request></parameter>\n</invoke>\n</function_calls>",
-            several: None,
-        },
-        CallFormat::Mistral => Syntax {
-            block: "[TOOL_CALLS] and a JSON list",
-            template: "[TOOL_CALLS][{\"name\": \"<tool name>\", \"arguments\": {\"<argument name>\": \"<value taken from the user's request>\"}}]",
-            several: Some("one [TOOL_CALLS] list with an object for each"),
-        },
-        CallFormat::Llama => Syntax {
-            block: "a JSON object on a line of its own",
-            template: "{\"name\": \"<tool name>\", \"parameters\": {\"<argument name>\": \"<value taken from the user's request>\"}}",
-            several: None,
-        },
-        CallFormat::Qwen3Coder => Syntax {
-            block: "a <tool_call> block",
-            template: "<tool_call>\n<function=<tool name>>\n<parameter=<argument name>>\n<value taken from the user's request>\n</parameter>\n</function>\n</tool_call>",
-            several: None,
-        },
-    }
+    let (block, template, several) = match format {
+        CallFormat::ToolCall | CallFormat::Auto => {
+            ("a <tool_call> block", TOOL_CALL_TEMPLATE, None)
+        }
+        CallFormat::Json => ("a JSON object on a line of its own", JSON_TEMPLATE, None),
+        CallFormat::Xml => ("a <function_calls> block", XML_TEMPLATE, None),
+        CallFormat::Mistral => (
+            "[TOOL_CALLS] and a JSON list",
+            MISTRAL_TEMPLATE,
+            Some("one [TOOL_CALLS] list with an object for each"),
+        ),
+        CallFormat::Llama => ("a JSON object on a line of its own", LLAMA_TEMPLATE, None),
+        CallFormat::Qwen3Coder => ("a <tool_call> block", QWEN3_CODER_TEMPLATE, None),
+    };
+    Syntax { block, template, several }
 }
 
 /// A tool result, worded as the continuation of a call.

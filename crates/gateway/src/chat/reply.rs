@@ -119,18 +119,16 @@ mod tests {
     #[test]
     fn events_fold_into_parts_in_order() {
         let mut reply = Reply::default();
-        let events = [
-            ChatEvent::Reasoning("Think.".into()),
-            ChatEvent::Text("Let me ".into()),
-            ChatEvent::Text("check.".into()),
-            ChatEvent::CallStart { index: 0, id: "call_a".into(), name: "f".into() },
-            ChatEvent::CallArgs { index: 0, json: "{\"x\":".into() },
-            ChatEvent::CallArgs { index: 0, json: "1}".into() },
-            ChatEvent::CallEnd { index: 0, complete: true },
-            ChatEvent::CallStart { index: 1, id: "call_b".into(), name: "g".into() },
-            ChatEvent::CallEnd { index: 1, complete: false },
-            ChatEvent::Text("Done.".into()),
-        ];
+        let texts = ["Let me ", "check."].map(|t| ChatEvent::Text(t.into()));
+        let events = [ChatEvent::Reasoning("Think.".into())]
+            .into_iter()
+            .chain(texts)
+            .chain(ChatEvent::call(0, "call_a", "f", &["{\"x\":", "1}"]))
+            .chain([
+                ChatEvent::CallStart { index: 1, id: "call_b".into(), name: "g".into() },
+                ChatEvent::CallEnd { index: 1, complete: false },
+                ChatEvent::Text("Done.".into()),
+            ]);
         for event in events {
             reply.push(event);
         }

@@ -55,6 +55,32 @@ pub(crate) enum ChatEvent {
     Done(Outcome),
 }
 
+#[cfg(test)]
+impl ChatEvent {
+    /// A whole call's events: its start, one `CallArgs` a piece, its end (whole).
+    pub(crate) fn call(index: usize, id: &str, name: &str, pieces: &[&str]) -> Vec<ChatEvent> {
+        let (id, name) = (id.into(), name.into());
+        let args = pieces.iter().map(|json| ChatEvent::CallArgs { index, json: (*json).into() });
+        std::iter::once(ChatEvent::CallStart { index, id, name })
+            .chain(args)
+            .chain([ChatEvent::CallEnd { index, complete: true }])
+            .collect()
+    }
+
+    /// The text of `events`, and their reasoning, each joined.
+    pub(crate) fn joined(events: &[ChatEvent]) -> (String, String) {
+        let (mut text, mut reasoning) = (String::new(), String::new());
+        for event in events {
+            match event {
+                ChatEvent::Text(t) => text.push_str(t),
+                ChatEvent::Reasoning(t) => reasoning.push_str(t),
+                _ => {}
+            }
+        }
+        (text, reasoning)
+    }
+}
+
 /// How the reply ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Outcome {

@@ -57,29 +57,19 @@ impl Walk<'_, '_> {
             let line = (self.line_of)(key.span().start);
             let dotted = at.join(".");
             let parts: Vec<&str> = at.iter().map(String::as_str).collect();
-            match (parts.as_slice(), item.get_ref()) {
-                (
-                    ["upstream"]
+            let table = matches!(
+                parts.as_slice(),
+                ["upstream"]
                     | ["store"]
                     | ["models"]
                     | ["models", _]
                     | ["upstreams"]
                     | ["upstreams", _]
-                    | ["upstreams", _, "aliases"],
-                    toml::de::DeValue::Table(inner),
-                ) => {
-                    self.table(inner, at);
-                }
-                (
-                    ["upstream"]
-                    | ["store"]
-                    | ["models"]
-                    | ["models", _]
-                    | ["upstreams"]
-                    | ["upstreams", _]
-                    | ["upstreams", _, "aliases"],
-                    _,
-                ) => {
+                    | ["upstreams", _, "aliases"]
+            );
+            match (table, item.get_ref()) {
+                (true, toml::de::DeValue::Table(inner)) => self.table(inner, at),
+                (true, _) => {
                     self.origins.refused.insert(dotted.clone());
                     self.problems
                         .push(format!("{} line {line}: {dotted}: must be a table", self.path));

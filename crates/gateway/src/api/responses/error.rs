@@ -25,23 +25,12 @@ pub(crate) fn code(err: &ApiError) -> &'static str {
         ApiError::ContextOverflow { .. } => "context_length_exceeded",
         ApiError::UpstreamRateLimited { .. } => "rate_limit_exceeded",
         ApiError::UpstreamOverloaded { .. } => "server_is_overloaded",
-        ApiError::ToolCallMissing { .. } => "tool_call_missing",
-        ApiError::OutputInvalid { .. } => "output_invalid",
-        ApiError::CallIncomplete { .. } => "call_incomplete",
-        ApiError::InvalidRequest { .. }
-        | ApiError::Auth(_)
-        | ApiError::NotFound(_)
-        | ApiError::MethodNotAllowed(_)
-        | ApiError::ModelNotFound(_)
-        | ApiError::BodyTooLarge { .. }
-        | ApiError::RequestTimeout
-        | ApiError::ShuttingDown
-        | ApiError::StoreUnavailable(_)
-        | ApiError::Upstream { .. }
-        | ApiError::UpstreamRejected { .. }
-        | ApiError::UpstreamUnavailable { .. }
-        | ApiError::UpstreamTimeout { .. }
-        | ApiError::Internal(_) => "server_error",
+        // The gateway's own failures of a reply: their labels.
+        ApiError::ToolCallMissing { .. }
+        | ApiError::OutputInvalid { .. }
+        | ApiError::CallIncomplete { .. } => err.kind(),
+        // Everything else is a failure on the server's side to a Responses client.
+        _ => "server_error",
     }
 }
 

@@ -575,21 +575,15 @@ mod tests {
             ]),
             true,
         );
-        let events = stream(
-            &mut builder,
-            &[
-                ChatEvent::Reasoning("Think.".into()),
-                ChatEvent::Text("Hi.".into()),
-                ChatEvent::CallStart { index: 0, id: "call_a".into(), name: "apply_patch".into() },
-                ChatEvent::CallArgs { index: 0, json: "{\"input\":\"*** Begin Patch\\n".into() },
-                ChatEvent::CallArgs { index: 0, json: "*** End Patch\"}".into() },
-                ChatEvent::CallEnd { index: 0, complete: true },
-                ChatEvent::CallStart { index: 1, id: "call_b".into(), name: "ns__go".into() },
-                ChatEvent::CallArgs { index: 1, json: "{\"x\":1}".into() },
-                ChatEvent::CallEnd { index: 1, complete: true },
-                done(Finish::ToolCalls { forced: false }),
-            ],
-        );
+        let patch = ["{\"input\":\"*** Begin Patch\\n", "*** End Patch\"}"];
+        let events: Vec<ChatEvent> =
+            [ChatEvent::Reasoning("Think.".into()), ChatEvent::Text("Hi.".into())]
+                .into_iter()
+                .chain(ChatEvent::call(0, "call_a", "apply_patch", &patch))
+                .chain(ChatEvent::call(1, "call_b", "ns__go", &["{\"x\":1}"]))
+                .chain([done(Finish::ToolCalls { forced: false })])
+                .collect();
+        let events = stream(&mut builder, &events);
         let types = types(&events);
         assert_eq!(types.first(), Some(&"response.created"));
         assert_eq!(types.last(), Some(&"response.completed"));
@@ -645,16 +639,18 @@ mod tests {
         let mut builder =
             Builder::new(shape(&[("apply_patch", ToolKind::Custom, None, "apply_patch")]), true);
         let events = stream(&mut builder, &events);
-        let deltas: Vec<&str> = events
-            .iter()
-            .filter(|e| e["type"] == "response.custom_tool_call_input.delta")
-            .map(|e| e["delta"].as_str().unwrap())
-            .collect();
+        let deltas = deltas(&events, "response.custom_tool_call_input.delta");
+        let deltas: Vec<&str> = deltas.iter().map(|d| d.as_str().unwrap()).collect();
         assert!(deltas.len() > 10, "{}", deltas.len());
         let input_done =
             events.iter().find(|e| e["type"] == "response.custom_tool_call_input.done").unwrap();
         assert_eq!(deltas.concat(), input_done["input"].as_str().unwrap());
         assert_eq!(input_done["input"], patch.as_str());
+    }
+
+    /// The `delta` of each event of type `kind`.
+    fn deltas<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+        events.iter().filter(|e| e["type"] == kind).map(|e| &e["delta"]).collect()
     }
 
     #[test]
@@ -669,12 +665,7 @@ mod tests {
                 ChatEvent::CallEnd { index: 0, complete: true },
             ],
         );
-        let deltas: Vec<&Value> = events
-            .iter()
-            .filter(|e| e["type"] == "response.custom_tool_call_input.delta")
-            .map(|e| &e["delta"])
-            .collect();
-        assert_eq!(deltas, [&json!("x y")]);
+        assert_eq!(deltas(&events, "response.custom_tool_call_input.delta"), [&json!("x y")]);
     }
 
     #[test]
@@ -687,12 +678,7 @@ mod tests {
                 ChatEvent::CallEnd { index: 0, complete: true },
             ],
         );
-        let deltas: Vec<&Value> = events
-            .iter()
-            .filter(|e| e["type"] == "response.function_call_arguments.delta")
-            .map(|e| &e["delta"])
-            .collect();
-        assert_eq!(deltas, [&json!("{}")]);
+        assert_eq!(deltas(&events, "response.function_call_arguments.delta"), [&json!("{}")]);
         let done =
             events.iter().find(|e| e["type"] == "response.function_call_arguments.done").unwrap();
         assert_eq!(done["arguments"], "{}");
