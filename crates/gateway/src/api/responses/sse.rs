@@ -197,6 +197,35 @@ impl Builder {
         self.output.len()
     }
 
+    /// Adds `text` to the open reasoning or message, and writes its delta event `kind`.
+    fn add_text(&mut self, kind: &str, text: &str) {
+        let (index, message) = (self.index(), matches!(self.open, Open::Message { .. }));
+        let (Open::Reasoning { id, text: all } | Open::Message { id, text: all }) = &mut self.open
+        else {
+            return;
+        };
+        all.push_str(text);
+        // The event is built only for a stream (see `emit`).
+        let data = self.streaming.then(|| {
+            let mut data =
+                json!({"item_id": id, "output_index": index, "content_index": 0, "delta": text});
+            if message {
+                data["logprobs"] = json!([]);
+            }
+            data
+        });
+        self.emit(kind, data.unwrap_or_default());
+    }
+
+    /// Ends the open item and adds `item(id)`, its id new and beginning with `prefix`; the id.
+    fn add_item(&mut self, prefix: &str, item: impl FnOnce(&str) -> Value) -> String {
+        self.close(Status::Completed);
+        let id = response_id(prefix);
+        let data = json!({"output_index": self.index(), "item": item(&id)});
+        self.emit("response.output_item.added", data);
+        id
+    }
+
     /// Ends the open item with `status`: its `done` events, and it joins the output.
     fn close(&mut self, status: Status) {
         let index = self.index();
@@ -283,68 +312,32 @@ impl Builder {
         match event {
             ChatEvent::Reasoning(text) => {
                 if !matches!(self.open, Open::Reasoning { .. }) {
-                    self.close(Status::Completed);
-                    let id = response_id("rs_");
-                    let item = json!({"id": id, "type": "reasoning", "status": "in_progress", "summary": [], "content": []});
-                    self.emit(
-                        "response.output_item.added",
-                        json!({"output_index": self.index(), "item": item}),
-                    );
+                    let id = self.add_item("rs_", |id| json!({"id": id, "type": "reasoning", "status": "in_progress", "summary": [], "content": []}));
                     self.open = Open::Reasoning { id, text: String::new() };
                 }
-                let index = self.index();
-                let streaming = self.streaming;
-                let data = match &mut self.open {
-                    Open::Reasoning { id, text: all } => {
-                        all.push_str(text);
-                        // The event is built only for a stream (see `emit`).
-                        streaming.then(|| json!({"item_id": id, "output_index": index, "content_index": 0, "delta": text}))
-                    }
-                    _ => return,
-                };
-                self.emit("response.reasoning_text.delta", data.unwrap_or_default());
+                self.add_text("response.reasoning_text.delta", text);
             }
             ChatEvent::Text(text) => {
                 if !matches!(self.open, Open::Message { .. }) {
-                    self.close(Status::Completed);
+                    let id = self.add_item("msg_", |id| json!({"id": id, "type": "message", "status": "in_progress", "role": "assistant", "content": []}));
                     let index = self.index();
-                    let id = response_id("msg_");
-                    let item = json!({"id": id, "type": "message", "status": "in_progress", "role": "assistant", "content": []});
-                    self.emit(
-                        "response.output_item.added",
-                        json!({"output_index": index, "item": item}),
-                    );
                     let part = json!({"type": "output_text", "text": "", "annotations": [], "logprobs": []});
                     let data = json!({"item_id": id, "output_index": index, "content_index": 0, "part": part});
                     self.emit("response.content_part.added", data);
                     self.open = Open::Message { id, text: String::new() };
                 }
-                let index = self.index();
-                let streaming = self.streaming;
-                let data = match &mut self.open {
-                    Open::Message { id, text: all } => {
-                        all.push_str(text);
-                        streaming.then(|| json!({"item_id": id, "output_index": index, "content_index": 0, "delta": text, "logprobs": []}))
-                    }
-                    _ => return,
-                };
-                self.emit("response.output_text.delta", data.unwrap_or_default());
+                self.add_text("response.output_text.delta", text);
             }
             ChatEvent::CallStart { id: call_id, name, .. } => {
-                self.close(Status::Completed);
-                let index = self.index();
                 let origin = self.origin(name);
                 let (prefix, empty) = match origin.kind {
                     ToolKind::Function => ("fc_", json!("")),
                     ToolKind::Custom => ("ctc_", json!("")),
                     ToolKind::ToolSearch => ("tsc_", json!({})),
                 };
-                let id = response_id(prefix);
-                let item = call_item(&id, call_id, &origin, empty, Status::InProgress);
-                self.emit(
-                    "response.output_item.added",
-                    json!({"output_index": index, "item": item}),
-                );
+                let id = self.add_item(prefix, |id| {
+                    call_item(id, call_id, &origin, empty, Status::InProgress)
+                });
                 self.open = Open::Call {
                     id,
                     call_id: call_id.clone(),
