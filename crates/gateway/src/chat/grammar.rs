@@ -32,6 +32,8 @@ use serde_json::Value;
 use crate::chat::types::{ToolChoice, ToolSpec};
 use crate::config::CallFormat;
 
+type Map = serde_json::Map<String, Value>;
+
 /// The most rules a grammar may have; a larger one is not sent.
 const MAX_RULES: usize = 4000;
 
@@ -227,12 +229,7 @@ impl Builder {
 
     /// An object: the declared properties in order, the required ones always; more keys only
     /// when `additionalProperties` allows them.
-    fn object(
-        &mut self,
-        root: &Value,
-        map: &serde_json::Map<String, Value>,
-        depth: usize,
-    ) -> String {
+    fn object(&mut self, root: &Value, map: &Map, depth: usize) -> String {
         let extra = match map.get("additionalProperties") {
             Some(Value::Bool(false)) => None,
             Some(Value::Object(schema)) if !schema.is_empty() => {
@@ -308,12 +305,7 @@ impl Builder {
 
     /// An array of items that fit `items` (any value without it); at least one item when
     /// `minItems` asks for it.
-    fn array(
-        &mut self,
-        root: &Value,
-        map: &serde_json::Map<String, Value>,
-        depth: usize,
-    ) -> String {
+    fn array(&mut self, root: &Value, map: &Map, depth: usize) -> String {
         let item = match map.get("items") {
             Some(items @ Value::Object(_)) => self.schema(root, items, depth + 1),
             _ => "value".to_owned(),

@@ -4,7 +4,7 @@
 //! `anyOf`/`oneOf`/`allOf`, local `$ref`s into `$defs`, length, size and range bounds).
 //! Keywords outside it (`format`, `pattern`, …) are not checked.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::neutral::OutputFormat;
 
@@ -192,7 +192,7 @@ impl Validator<'_, '_> {
 
     fn check_object(
         &mut self,
-        schema: &serde_json::Map<String, Value>,
+        schema: &Map<String, Value>,
         object: &serde_json::Map<String, Value>,
         path: &str,
         depth: usize,
@@ -220,18 +220,31 @@ impl Validator<'_, '_> {
                 },
             }
         }
-        let n = object.len() as u64;
-        if schema.get("minProperties").and_then(Value::as_u64).is_some_and(|min| n < min) {
-            self.fail(path, format!("{n} keys are too few"));
+        self.count(schema, ["minProperties", "maxProperties"], object.len(), "keys", path);
+    }
+
+    /// `n` held against the schema's bounds (`[min, max]` keys), a fault for each broken.
+    fn count(
+        &mut self,
+        schema: &Map<String, Value>,
+        [min, max]: [&str; 2],
+        n: usize,
+        what: &str,
+        path: &str,
+    ) {
+        let n = n as u64;
+        let limit = |key: &str| schema.get(key).and_then(Value::as_u64);
+        if limit(min).is_some_and(|min| n < min) {
+            self.fail(path, format!("{n} {what} are too few"));
         }
-        if schema.get("maxProperties").and_then(Value::as_u64).is_some_and(|max| n > max) {
-            self.fail(path, format!("{n} keys are too many"));
+        if limit(max).is_some_and(|max| n > max) {
+            self.fail(path, format!("{n} {what} are too many"));
         }
     }
 
     fn check_array(
         &mut self,
-        schema: &serde_json::Map<String, Value>,
+        schema: &Map<String, Value>,
         items: &[Value],
         path: &str,
         depth: usize,
@@ -250,13 +263,7 @@ impl Validator<'_, '_> {
                 None => {}
             }
         }
-        let n = items.len() as u64;
-        if schema.get("minItems").and_then(Value::as_u64).is_some_and(|min| n < min) {
-            self.fail(path, format!("{n} items are too few"));
-        }
-        if schema.get("maxItems").and_then(Value::as_u64).is_some_and(|max| n > max) {
-            self.fail(path, format!("{n} items are too many"));
-        }
+        self.count(schema, ["minItems", "maxItems"], items.len(), "items", path);
     }
 }
 

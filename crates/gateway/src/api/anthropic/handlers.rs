@@ -52,15 +52,20 @@ fn error(err: ApiError, headers: &HeaderMap) -> Response {
     error::response(err, request_id(headers).as_deref())
 }
 
-/// `POST /v1/messages`: served natively or emulated, as `dispatch::plan` decides.
-pub(crate) struct Messages;
+/// `POST /v1/messages`: served natively or emulated, as `dispatch::plan` decides; with
+/// `COUNT`, `POST /v1/messages/count_tokens`: the same request read the same way, its prompt
+/// counted.
+pub(crate) struct Messages<const COUNT: bool = false>;
 
-impl Family for Messages {
+/// `POST /v1/messages/count_tokens`.
+pub(crate) type CountTokens = Messages<true>;
+
+impl<const COUNT: bool> Family for Messages<COUNT> {
     const FRONT: Front = FRONT;
     type Request = wire::Parsed;
 
     fn parse(body: Value) -> Result<wire::Parsed, ApiError> {
-        wire::from_wire(&body, false)
+        wire::from_wire(&body, COUNT)
     }
 
     async fn serve(
@@ -68,9 +73,13 @@ impl Family for Messages {
         _headers: &HeaderMap,
         parsed: wire::Parsed,
     ) -> Result<Response, ApiError> {
+        let input_tokens = state.estimate_input_tokens(&parsed.chat);
+        if COUNT {
+            return Ok(axum::Json(json!({"input_tokens": input_tokens})).into_response());
+        }
         let render = Render {
             model: parsed.chat.model.clone(),
-            input_tokens: state.estimate_input_tokens(&parsed.chat),
+            input_tokens,
             drop_text: matches!(
                 parsed.chat.tool_choice,
                 ToolChoice::Required | ToolChoice::Named(_)
@@ -101,27 +110,6 @@ impl crate::api::Render for Render {
 
     fn encoder(self) -> Encoder {
         Encoder::new(self.model, self.input_tokens, self.drop_text)
-    }
-}
-
-/// `POST /v1/messages/count_tokens`: the same prompt rendering as `/v1/messages`.
-pub(crate) struct CountTokens;
-
-impl Family for CountTokens {
-    const FRONT: Front = FRONT;
-    type Request = wire::Parsed;
-
-    fn parse(body: Value) -> Result<wire::Parsed, ApiError> {
-        wire::from_wire(&body, true)
-    }
-
-    async fn serve(
-        state: AppState,
-        _headers: &HeaderMap,
-        parsed: wire::Parsed,
-    ) -> Result<Response, ApiError> {
-        let tokens = state.estimate_input_tokens(&parsed.chat);
-        Ok(axum::Json(json!({"input_tokens": tokens})).into_response())
     }
 }
 

@@ -94,8 +94,20 @@ impl Encoder {
         };
         out.push(self.chunk(delta, None));
     }
+}
 
-    pub(crate) fn encode(&mut self, event: &ChatEvent, out: &mut Vec<Bytes>) {
+impl crate::api::StreamEncoder for Encoder {
+    type Event = ChatEvent;
+
+    fn error(&mut self, err: &crate::error::ApiError) -> Bytes {
+        crate::api::openai::error::chunk(err)
+    }
+
+    fn keepalive(&self) -> Bytes {
+        Bytes::from_static(b": keepalive\n\n")
+    }
+
+    fn encode(&mut self, event: &ChatEvent, out: &mut Vec<Bytes>) {
         match event {
             ChatEvent::Reasoning(text) => {
                 self.start(true, out);
@@ -222,22 +234,6 @@ impl Encoder {
                 out.push(Bytes::from_static(b"data: [DONE]\n\n"));
             }
         }
-    }
-}
-
-impl crate::api::StreamEncoder for Encoder {
-    type Event = ChatEvent;
-
-    fn encode(&mut self, event: &ChatEvent, out: &mut Vec<Bytes>) {
-        Encoder::encode(self, event, out);
-    }
-
-    fn error(&mut self, err: &crate::error::ApiError) -> Bytes {
-        crate::api::openai::error::chunk(err)
-    }
-
-    fn keepalive(&self) -> Bytes {
-        Bytes::from_static(b": keepalive\n\n")
     }
 }
 
