@@ -98,6 +98,21 @@ impl Walker {
         Ok(object)
     }
 
+    /// The fields of the object `key` inside `object` (at `path`), when it is one.
+    pub(crate) fn inner(
+        &self,
+        path: &str,
+        object: &serde_json::Map<String, Value>,
+        key: &str,
+        defined: Fields,
+    ) -> Result<(), ApiError> {
+        match object.get(key) {
+            Some(Value::Object(inner)) if path.is_empty() => self.fields(key, inner, defined),
+            Some(Value::Object(inner)) => self.fields(&format!("{path}.{key}"), inner, defined),
+            _ => Ok(()),
+        }
+    }
+
     /// The fields of `object` listed in `defined` have one of their types.
     pub(crate) fn fields(
         &self,

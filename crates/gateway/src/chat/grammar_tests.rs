@@ -433,10 +433,14 @@ fn names_and_keys_outside_ascii_and_with_quotes_are_escaped() {
     ));
 }
 
+/// The grammar for a required call to `weather()`, several allowed, in `format`.
+fn required(format: CallFormat) -> Grammar {
+    Grammar::parse(&for_calls(&[weather()], &ToolChoice::Required, true, format).unwrap())
+}
+
 #[test]
 fn the_json_format_takes_the_same_calls_and_xml_has_no_grammar() {
-    let text = for_calls(&[weather()], &ToolChoice::Required, true, CallFormat::Json).unwrap();
-    let g = Grammar::parse(&text);
+    let g = required(CallFormat::Json);
     assert!(g.matches("{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}\n{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Rome\"}}"));
     assert!(!g.matches("It is sunny."));
     assert!(for_calls(&[weather()], &ToolChoice::Required, true, CallFormat::Xml).is_none());
@@ -445,12 +449,10 @@ fn the_json_format_takes_the_same_calls_and_xml_has_no_grammar() {
 
 #[test]
 fn llama_calls_take_parameters_and_mistral_lists_may_follow_their_token() {
-    let text = for_calls(&[weather()], &ToolChoice::Required, true, CallFormat::Llama).unwrap();
-    let g = Grammar::parse(&text);
+    let g = required(CallFormat::Llama);
     assert!(g.matches("{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}"));
     assert!(!g.matches("{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}"));
-    let text = for_calls(&[weather()], &ToolChoice::Required, true, CallFormat::Mistral).unwrap();
-    let g = Grammar::parse(&text);
+    let g = required(CallFormat::Mistral);
     assert!(g.matches("[TOOL_CALLS][{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}},{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Rome\"}}]"));
     // A server that drops the special token leaves the list alone.
     assert!(g.matches("[{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}]"));

@@ -3,27 +3,26 @@
 
 use super::*;
 
+/// `match $field { "name" => $target.name = value($item)?, …, _ => return Ok(false) }`: each
+/// named key read into the field of its name.
+macro_rules! set {
+    ($target:expr, $field:expr, $item:expr; $($name:ident),+ $(,)?) => {
+        match $field {
+            $(stringify!($name) => $target.$name = value($item)?,)+
+            _ => return Ok(false),
+        }
+    };
+}
+
 /// Sets one key of an upstream's endpoint table; `Ok(false)` for a key that does not exist.
 fn upstream_field(
     upstream: &mut UpstreamConfig,
     field: &str,
     item: &toml::Spanned<toml::de::DeValue<'_>>,
 ) -> Result<bool, String> {
-    match field {
-        "url" => upstream.url = value(item)?,
-        "api" => upstream.api = value(item)?,
-        "api_key_env" => upstream.api_key_env = value(item)?,
-        "connect_timeout_secs" => upstream.connect_timeout_secs = value(item)?,
-        "first_byte_timeout_secs" => upstream.first_byte_timeout_secs = value(item)?,
-        "idle_timeout_secs" => upstream.idle_timeout_secs = value(item)?,
-        "max_reply_bytes" => upstream.max_reply_bytes = value(item)?,
-        "max_line_bytes" => upstream.max_line_bytes = value(item)?,
-        "probe_timeout_secs" => upstream.probe_timeout_secs = value(item)?,
-        "error_body_timeout_secs" => upstream.error_body_timeout_secs = value(item)?,
-        "constrain" => upstream.constrain = value(item)?,
-        "prefill" => upstream.prefill = value(item)?,
-        _ => return Ok(false),
-    }
+    set!(upstream, field, item; url, api, api_key_env, connect_timeout_secs,
+        first_byte_timeout_secs, idle_timeout_secs, max_reply_bytes, max_line_bytes,
+        probe_timeout_secs, error_body_timeout_secs, constrain, prefill);
     Ok(true)
 }
 
@@ -115,30 +114,14 @@ impl Walk<'_, '_> {
     ) -> Result<bool, String> {
         let config = &mut *self.config;
         match key {
-            ["listen"] => config.listen = value(item)?,
-            ["api_keys"] => config.api_keys = value(item)?,
-            ["mode"] => config.mode = value(item)?,
-            ["call_format"] => config.call_format = value(item)?,
-            ["reasoning_calls"] => config.reasoning_calls = value(item)?,
-            ["max_retries"] => config.max_retries = value(item)?,
-            ["check_arguments"] => config.check_arguments = value(item)?,
-            ["native_repair"] => config.native_repair = value(item)?,
-            ["continue_calls"] => config.continue_calls = value(item)?,
-            ["check_grounding"] => config.check_grounding = value(item)?,
-            ["body_limit_bytes"] => config.body_limit_bytes = value(item)?,
-            ["drain_timeout_secs"] => config.drain_timeout_secs = value(item)?,
-            ["max_connections"] => config.max_connections = value(item)?,
-            ["header_read_timeout_secs"] => config.header_read_timeout_secs = value(item)?,
-            ["body_read_timeout_secs"] => config.body_read_timeout_secs = value(item)?,
-            ["keep_alive_timeout_secs"] => config.keep_alive_timeout_secs = value(item)?,
-            ["stream_keepalive_secs"] => config.stream_keepalive_secs = value(item)?,
-            ["readyz_cache_secs"] => config.readyz_cache_secs = value(item)?,
             ["default_upstream"] => config.default_upstream = Some(value(item)?),
-            ["native_refusal_secs"] => config.native_refusal_secs = value(item)?,
             ["upstream", field] => return upstream_field(&mut config.upstream, field, item),
-            ["store", "url"] => config.store.url = value(item)?,
-            ["store", "ttl_secs"] => config.store.ttl_secs = value(item)?,
-            ["store", "max_bytes"] => config.store.max_bytes = value(item)?,
+            [key] => set!(config, *key, item; listen, api_keys, mode, call_format,
+                reasoning_calls, max_retries, check_arguments, native_repair, continue_calls,
+                check_grounding, body_limit_bytes, drain_timeout_secs, max_connections,
+                header_read_timeout_secs, body_read_timeout_secs, keep_alive_timeout_secs,
+                stream_keepalive_secs, readyz_cache_secs, native_refusal_secs),
+            ["store", key] => set!(config.store, *key, item; url, ttl_secs, max_bytes),
             ["upstreams", name, "aliases", client] => {
                 let upstream = config.upstreams.entry((*name).to_owned()).or_default();
                 upstream.aliases.insert((*client).to_owned(), value(item)?);

@@ -284,9 +284,7 @@ const WALK: Walker = Walker { error: type_error };
 
 fn check_types(body: &serde_json::Map<String, Value>) -> Result<(), ApiError> {
     WALK.fields("", body, REQUEST)?;
-    if let Some(Value::Object(options)) = body.get("stream_options") {
-        WALK.fields("stream_options", options, STREAM_OPTIONS)?;
-    }
+    WALK.inner("", body, "stream_options", STREAM_OPTIONS)?;
     for (i, message) in items(body, "messages") {
         let path = format!("messages[{i}]");
         let message = WALK.object(&path, message, MESSAGE)?;
@@ -296,42 +294,26 @@ fn check_types(body: &serde_json::Map<String, Value>) -> Result<(), ApiError> {
         for (j, call) in items(message, "tool_calls") {
             let path = format!("{path}.tool_calls[{j}]");
             let call = WALK.object(&path, call, TOOL_CALL)?;
-            if let Some(Value::Object(function)) = call.get("function") {
-                WALK.fields(&format!("{path}.function"), function, CALLED_FUNCTION)?;
-            }
-            if let Some(Value::Object(custom)) = call.get("custom") {
-                WALK.fields(&format!("{path}.custom"), custom, CALLED_CUSTOM)?;
-            }
+            WALK.inner(&path, call, "function", CALLED_FUNCTION)?;
+            WALK.inner(&path, call, "custom", CALLED_CUSTOM)?;
         }
-        if let Some(Value::Object(call)) = message.get("function_call") {
-            WALK.fields(&format!("{path}.function_call"), call, CALLED_FUNCTION)?;
-        }
+        WALK.inner(&path, message, "function_call", CALLED_FUNCTION)?;
     }
     for (i, tool) in items(body, "tools") {
         let path = format!("tools[{i}]");
         let tool = WALK.object(&path, tool, TOOL)?;
-        if let Some(Value::Object(function)) = tool.get("function") {
-            WALK.fields(&format!("{path}.function"), function, FUNCTION)?;
-        }
-        if let Some(Value::Object(custom)) = tool.get("custom") {
-            WALK.fields(&format!("{path}.custom"), custom, CUSTOM)?;
-        }
+        WALK.inner(&path, tool, "function", FUNCTION)?;
+        WALK.inner(&path, tool, "custom", CUSTOM)?;
     }
     for (i, function) in items(body, "functions") {
         WALK.object(&format!("functions[{i}]"), function, FUNCTION)?;
     }
     if let Some(Value::Object(choice)) = body.get("tool_choice") {
         WALK.fields("tool_choice", choice, TOOL_CHOICE)?;
-        if let Some(Value::Object(function)) = choice.get("function") {
-            WALK.fields("tool_choice.function", function, NAMED)?;
-        }
-        if let Some(Value::Object(allowed)) = choice.get("allowed_tools") {
-            WALK.fields("tool_choice.allowed_tools", allowed, ALLOWED_TOOLS)?;
-        }
+        WALK.inner("tool_choice", choice, "function", NAMED)?;
+        WALK.inner("tool_choice", choice, "allowed_tools", ALLOWED_TOOLS)?;
     }
-    if let Some(Value::Object(call)) = body.get("function_call") {
-        WALK.fields("function_call", call, NAMED)?;
-    }
+    WALK.inner("", body, "function_call", NAMED)?;
     Ok(())
 }
 
