@@ -197,11 +197,17 @@ pub(crate) fn resolve(
             .conversation_items(&owner, id)?
             .ok_or_else(|| ApiError::NotFound(format!("Conversation with id '{id}' not found.")))?;
     }
-    let own = own_input(store, &owner, object.get("input"))?;
     let references = match object.get("input") {
         Some(Value::Array(items)) => items.iter().filter(|i| i["type"] == "item_reference").count(),
         _ => 0,
     };
+    let kept = object.get("store").and_then(Value::as_bool) != Some(false);
+    object.insert("store".into(), json!(kept));
+    if !kept && previous.is_none() && conversation.is_none() && references == 0 {
+        // Nothing to read from the store or to keep: the input stays as it came.
+        return Ok(Resolved { keep: None, previous: None, conversation: None });
+    }
+    let own = own_input(store, &owner, object.get("input"))?;
     if previous.is_some() || references > 0 {
         tracing::info!(previous = ?previous, items = history.len(), references, "resolved from the store");
     }
@@ -211,12 +217,11 @@ pub(crate) fn resolve(
         None | Some(Value::Null) => previous.is_some() || conversation.is_some(),
         Some(_) => false,
     };
-    if readable {
+    // The input is rewritten only where it changes: a history before it, or references in it.
+    if readable && (previous.is_some() || conversation.is_some() || references > 0) {
         history.extend(own.iter().cloned());
         object.insert("input".into(), Value::Array(history));
     }
-    let kept = object.get("store").and_then(Value::as_bool) != Some(false);
-    object.insert("store".into(), json!(kept));
     let keep = (kept || conversation.is_some()).then(|| Keep {
         store: Arc::clone(store),
         owner,
