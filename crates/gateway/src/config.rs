@@ -97,8 +97,11 @@ pub enum ReasoningCalls {
 pub struct Config {
     /// Address to listen on, `host:port`.
     pub listen: String,
-    /// Gateway API keys clients must send as `Authorization: Bearer <key>`. Empty: no auth.
+    /// Gateway API keys clients must send as `Authorization: Bearer <key>`. Empty, and no
+    /// named key: no auth.
     pub api_keys: Vec<String>,
+    /// Named keys with their models and limits (`[keys.NAME]`).
+    pub keys: BTreeMap<String, KeyConfig>,
     /// The upstream chat endpoint.
     pub upstream: UpstreamConfig,
     /// The mode for models without an entry in `models`.
@@ -290,6 +293,7 @@ impl Default for Config {
         Config {
             listen: "127.0.0.1:8080".into(),
             api_keys: Vec::new(),
+            keys: BTreeMap::new(),
             upstream: UpstreamConfig::default(),
             mode: Mode::Auto,
             call_format: CallFormat::Auto,
@@ -382,6 +386,12 @@ impl Origins {
             key.strip_prefix(refused.as_str())
                 .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
         })
+    }
+
+    /// The first key set below `table` (to place a problem of the table on a line).
+    fn first_under(&self, table: &str) -> Option<&str> {
+        let prefix = format!("{table}.");
+        self.set.keys().find(|key| key.starts_with(&prefix)).map(String::as_str)
     }
 
     /// ` (from …)` for a message about `key`, or nothing for a default.
@@ -686,7 +696,42 @@ impl Config {
                 );
             }
         }
+        let mut secrets: BTreeMap<String, &str> = BTreeMap::new();
+        for (name, key) in &self.keys {
+            // A problem of the table is placed on the line of its secret, or of its first key.
+            let table = format!("keys.{name}");
+            let at = match (key.key.is_empty(), key.key_env.is_empty()) {
+                (true, false) => format!("{table}.key_env"),
+                (false, _) => format!("{table}.key"),
+                (true, true) => origins.first_under(&table).unwrap_or(&table).to_owned(),
+            };
+            if let Some(text) = keys::name_problem(name) {
+                problem(&at, text);
+            }
+            match key.secret(|var| std::env::var(var).ok()) {
+                Ok(secret) if secret.trim() != secret => {
+                    problem(&at, "has white space around it, so no client could send it".into());
+                }
+                Ok(secret) => {
+                    let other = if self.api_keys.contains(&secret) {
+                        Some("one of api_keys".to_owned())
+                    } else {
+                        secrets.get(&secret).map(|other| format!("keys.{other}'s"))
+                    };
+                    if let Some(other) = other {
+                        problem(&at, format!("its secret is also {other}; each key needs its own"));
+                    }
+                    secrets.insert(secret, name);
+                }
+                Err(text) => problem(&at, text),
+            }
+        }
         if problems.is_empty() { Ok(()) } else { Err(problems) }
+    }
+
+    /// Whether clients must send a key (`api_keys` or `[keys.NAME]` set).
+    pub fn auth_on(&self) -> bool {
+        !self.api_keys.is_empty() || !self.keys.is_empty()
     }
 
     pub(crate) fn secs(value: f64) -> Duration {
@@ -818,8 +863,10 @@ fn listen_address(listen: &str) -> Result<(), String> {
     Ok(())
 }
 
+mod keys;
 mod store;
 mod walk;
+pub use keys::KeyConfig;
 pub use store::StoreConfig;
 use walk::Walk;
 

@@ -12,6 +12,8 @@ pub enum AuthFailure {
     BadKey,
     /// A Bearer token that is not a gateway key.
     BadBearer,
+    /// A gateway key without `admin = true`, at an admin endpoint.
+    NotAdmin,
 }
 
 /// What went wrong with an upstream's answer (`ApiError::Upstream`), each its own metric and
@@ -87,6 +89,9 @@ pub enum ApiError {
     /// upstream and model refused it, once a route's chain knows (so what was refused can be
     /// remembered for them).
     UpstreamRejected { status: u16, message: String, by: Option<Box<Refuser>> },
+    /// A limit of the caller's key refused the request (`[keys.NAME]`): the message names the
+    /// limit; `retry_after` is in seconds; `tokens`: a token limit (else a request limit).
+    RateLimited { message: String, retry_after: String, tokens: bool },
     /// The upstream rate-limited the request; `retry_after` is its header, if any.
     UpstreamRateLimited { message: String, retry_after: Option<String> },
     /// The upstream says it is overloaded (503 or 529); `retry_after` is its header, if any.
@@ -125,7 +130,9 @@ impl ApiError {
             ApiError::UpstreamRejected { status, .. } => {
                 StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_REQUEST)
             }
-            ApiError::UpstreamRateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::UpstreamRateLimited { .. } | ApiError::RateLimited { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             ApiError::UpstreamOverloaded { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::ContextOverflow { .. } => StatusCode::BAD_REQUEST,
             ApiError::UpstreamUnavailable { .. } => StatusCode::BAD_GATEWAY,
@@ -152,6 +159,7 @@ impl ApiError {
             ApiError::Upstream { fault, .. } => fault.kind(),
             ApiError::UpstreamRejected { .. } => "upstream_rejected",
             ApiError::UpstreamRateLimited { .. } => "upstream_rate_limited",
+            ApiError::RateLimited { .. } => "rate_limited",
             ApiError::UpstreamOverloaded { .. } => "upstream_overloaded",
             ApiError::ContextOverflow { .. } => "context_overflow",
             ApiError::UpstreamUnavailable { .. } => "upstream_unavailable",
@@ -167,6 +175,7 @@ impl ApiError {
     pub fn message(&self) -> String {
         match self {
             ApiError::InvalidRequest { message, .. }
+            | ApiError::RateLimited { message, .. }
             | ApiError::Upstream { message, .. }
             | ApiError::UpstreamRateLimited { message, .. }
             | ApiError::UpstreamUnavailable { message, .. }
@@ -175,6 +184,9 @@ impl ApiError {
             | ApiError::CallIncomplete { message } => message.clone(),
             ApiError::UpstreamRejected { status, message, .. } => {
                 format!("The upstream model rejected the request (status {status}): {message}")
+            }
+            ApiError::Auth(AuthFailure::NotAdmin) => {
+                "This endpoint needs a gateway key with `admin = true` ([keys.NAME] in the config file).".into()
             }
             ApiError::Auth(_) => {
                 "Incorrect API key provided. Pass a gateway key as `Authorization: Bearer <key>`."
@@ -244,6 +256,7 @@ impl ApiError {
             | ApiError::ShuttingDown
             | ApiError::StoreUnavailable(_)
             | ApiError::UpstreamRateLimited { .. }
+            | ApiError::RateLimited { .. }
             | ApiError::UpstreamOverloaded { .. }
             | ApiError::UpstreamUnavailable { .. }
             | ApiError::UpstreamTimeout { .. } => Some(true),
@@ -256,6 +269,7 @@ impl ApiError {
         match self {
             ApiError::UpstreamRateLimited { retry_after, .. }
             | ApiError::UpstreamOverloaded { retry_after } => retry_after.as_deref(),
+            ApiError::RateLimited { retry_after, .. } => Some(retry_after),
             _ => None,
         }
     }

@@ -19,6 +19,7 @@ mod chat;
 mod config;
 mod dispatch;
 mod error;
+mod keys;
 mod metrics;
 mod neutral;
 mod observe;
@@ -39,8 +40,8 @@ use tokio_util::sync::CancellationToken;
 use tower_http::catch_panic::CatchPanicLayer;
 
 pub use crate::config::{
-    CallFormat, Config, Engine, FormatFile, Layer, Mode, ModelConfig, NamedUpstream, Origin,
-    Origins, Overrides, ReasoningCalls, StoreConfig, UpstreamApi, UpstreamConfig,
+    CallFormat, Config, Engine, FormatFile, KeyConfig, Layer, Mode, ModelConfig, NamedUpstream,
+    Origin, Origins, Overrides, ReasoningCalls, StoreConfig, UpstreamApi, UpstreamConfig,
 };
 pub use crate::error::{ApiError, AuthFailure, Refuser, UpstreamFault};
 pub use crate::server::ServeReport;
@@ -78,6 +79,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/v1/messages", post(handle::<Messages>))
         .route("/v1/messages/count_tokens", post(handle::<CountTokens>))
+        .route("/admin/usage", get(api::admin::usage))
         .route("/v1/models", get(api::models))
         .route("/healthz", get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }))
         .route("/readyz", get(ready))
@@ -205,7 +207,7 @@ pub async fn serve(
     let addr = listener.local_addr().map_err(|err| err.to_string())?;
     let state = AppState::new(config)?;
     let cut = state.cut.clone();
-    if state.config.api_keys.is_empty() && !addr.ip().is_loopback() {
+    if !state.config.auth_on() && !addr.ip().is_loopback() {
         tracing::warn!(
             listen = %addr,
             "no gateway API keys are set and the gateway listens beyond loopback: anyone who can reach it can use the upstream; set api_keys (--api-key, TOOLSHIM_API_KEYS)"

@@ -22,6 +22,9 @@ pub(crate) const UPSTREAM_REPAIRS: &str = "toolshim_upstream_repairs";
 pub(crate) const HOSTED_TOOLS_LEFT_OUT: &str = "toolshim_hosted_tools_left_out";
 pub(crate) const CONTINUATIONS: &str = "toolshim_continuations";
 pub(crate) const GUESSED_CALLS: &str = "toolshim_guessed_calls";
+pub(crate) const KEY_REQUESTS: &str = "toolshim_key_requests";
+pub(crate) const KEY_TOKENS: &str = "toolshim_key_tokens";
+pub(crate) const KEY_LIMITED: &str = "toolshim_key_limited";
 
 /// The gateway's metrics.
 #[derive(Debug)]
@@ -39,6 +42,9 @@ pub(crate) struct Metrics {
     hosted_tools: Family<Labels, Counter>,
     continuations: Family<Labels, Counter>,
     guessed_calls: Counter,
+    key_requests: Family<Labels, Counter>,
+    key_tokens: Family<Labels, Counter>,
+    key_limited: Family<Labels, Counter>,
 }
 
 fn seconds_histogram() -> Histogram {
@@ -62,6 +68,24 @@ impl Metrics {
         let hosted_tools = Family::<Labels, Counter>::default();
         let continuations = Family::<Labels, Counter>::default();
         let guessed_calls = Counter::default();
+        let key_requests = Family::<Labels, Counter>::default();
+        let key_tokens = Family::<Labels, Counter>::default();
+        let key_limited = Family::<Labels, Counter>::default();
+        registry.register(
+            KEY_REQUESTS,
+            "Requests served per gateway key (its name) and client model",
+            key_requests.clone(),
+        );
+        registry.register(
+            KEY_TOKENS,
+            "Tokens per gateway key and client model, by kind (prompt, completion, cached: the prompt's tokens read from the upstream's cache) and attempt (final, or retry: attempts asked for again)",
+            key_tokens.clone(),
+        );
+        registry.register(
+            KEY_LIMITED,
+            "Requests refused per gateway key, by limit (rpm, tpm, tpd, concurrent, model)",
+            key_limited.clone(),
+        );
         registry.register(REQUESTS, "HTTP requests by route and status class", requests.clone());
         registry.register(REQUEST_SECONDS, "Request latency by route", latency.clone());
         registry.register(
@@ -120,7 +144,50 @@ impl Metrics {
             hosted_tools,
             continuations,
             guessed_calls,
+            key_requests,
+            key_tokens,
+            key_limited,
         }
+    }
+
+    /// A request of gateway key `key` for `model` served: the last attempt's tokens, and
+    /// those of the attempts before it.
+    pub(crate) fn key_usage(
+        &self,
+        key: &str,
+        model: &str,
+        last: crate::chat::Usage,
+        retried: crate::chat::Usage,
+    ) {
+        let labels = |kind: &str, attempt: &str| {
+            vec![
+                ("key", key.to_owned()),
+                ("model", model.to_owned()),
+                ("kind", kind.to_owned()),
+                ("attempt", attempt.to_owned()),
+            ]
+        };
+        self.key_requests
+            .get_or_create(&vec![("key", key.to_owned()), ("model", model.to_owned())])
+            .inc();
+        for (attempt, usage) in [("final", last), ("retry", retried)] {
+            for (kind, n) in [
+                ("prompt", usage.prompt_tokens),
+                ("completion", usage.completion_tokens),
+                ("cached", usage.cached_tokens),
+            ] {
+                if n > 0 || attempt == "final" {
+                    self.key_tokens.get_or_create(&labels(kind, attempt)).inc_by(n);
+                }
+            }
+        }
+    }
+
+    /// A request of gateway key `key` refused by `limit`.
+    pub(crate) fn key_limited(&self, key: &str, limit: &str) {
+        self.key_limited
+            .get_or_create(&vec![("key", key.to_owned()), ("limit", limit.to_owned())])
+            .inc();
     }
 
     /// One continuation and its result (`kept`, a `continuation::Stop`, `no_call`, `failed`).

@@ -31,6 +31,8 @@ pub struct AppState {
     refusals: Refusals,
     /// The response store (`None`: `store.url = "off"`).
     pub(crate) store: Option<Arc<crate::store::Store>>,
+    /// The gateway's keys, their limits and usage.
+    pub(crate) keys: Arc<crate::keys::Keys>,
 }
 
 /// When each upstream and model last refused something (a 400 or 422 to a request that
@@ -396,9 +398,11 @@ impl AppState {
         let store = crate::store::Store::open(&config.store.resolved())
             .map_err(|err| format!("store.url: {}", err.0))?
             .map(Arc::new);
+        let keys = Arc::new(crate::keys::Keys::new(&config, Arc::clone(&metrics))?);
         Ok(AppState {
             config: Arc::new(config),
             upstreams: Arc::new(upstreams),
+            keys,
             metrics,
             cut: CancellationToken::new(),
             readiness: Arc::new(tokio::sync::Mutex::new(None)),

@@ -32,8 +32,12 @@ pub(crate) trait Family: Send + Sync + 'static {
     const FRONT: Front;
     /// The request as the family reads it.
     type Request: Send;
+    /// Whether a request counts against its key's limits and usage (`count_tokens` does not).
+    const METERED: bool = true;
     /// The JSON body read as the family's request.
     fn parse(body: Value) -> Result<Self::Request, ApiError>;
+    /// The client model the request names.
+    fn model(request: &Self::Request) -> &str;
     /// The request served: native, emulated or passed through, as its route says
     /// (`headers` are the request's).
     fn serve(
@@ -52,9 +56,24 @@ pub(crate) async fn handle<F: Family>(
     let front = F::FRONT;
     let result = async {
         (front.admit)(&state, &headers)?;
+        let key = state.keys.of(&headers).cloned();
         let body = crate::api::read_body(&state, &headers, body).await?;
         let value: Value = serde_json::from_slice(&body).map_err(|err| (front.not_json)(&err))?;
-        F::serve(state, &headers, F::parse(value)?).await
+        let request = F::parse(value)?;
+        // The key's models and limits, once the model is known (issue 27).
+        let ticket = match &key {
+            Some(key) if F::METERED => Some(state.keys.admit(key, F::model(&request))?),
+            Some(key) => {
+                state.keys.allow(key, F::model(&request))?;
+                None
+            }
+            None => None,
+        };
+        let response = F::serve(state, &headers, request).await?;
+        Ok(match ticket {
+            Some(ticket) => ticket.settle_with(response),
+            None => response,
+        })
     };
     result.await.unwrap_or_else(|err| (front.error)(err, &headers))
 }

@@ -16,6 +16,7 @@ use crate::dispatch::EventStream;
 use crate::error::ApiError;
 use crate::state::AppState;
 
+pub(crate) mod admin;
 pub(crate) mod anthropic;
 pub(crate) mod family;
 pub(crate) mod fields;
@@ -44,10 +45,21 @@ pub(crate) async fn reply<R: Render>(
     stream: bool,
     render: R,
 ) -> Result<Response, ApiError> {
-    if !stream {
-        return render.complete(events).await;
-    }
-    stream_response(state, started, events, render.encoder()).await
+    // What the reply cost, for its key's usage and limits (`keys::Ticket`).
+    let spent = crate::keys::Spent::default();
+    let tap = spent.clone();
+    let events: EventStream = Box::pin(events.inspect(move |event| {
+        if let Ok(ChatEvent::Done(outcome)) = event {
+            tap.set(outcome.usage, outcome.retried);
+        }
+    }));
+    let mut response = if stream {
+        stream_response(state, started, events, render.encoder()).await?
+    } else {
+        render.complete(events).await?
+    };
+    response.extensions_mut().insert(spent);
+    Ok(response)
 }
 
 /// `GET /v1/models`: Anthropic's list shape when the request carries `anthropic-version`,
@@ -67,17 +79,9 @@ pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
-/// Whether `key` is one of the gateway's keys. Every key is compared, each in constant time,
-/// so the time taken says nothing about which bytes matched.
+/// Whether `key` is one of the gateway's keys (`Keys::find`: in constant time).
 pub(crate) fn is_gateway_key(state: &AppState, key: &str) -> bool {
-    use subtle::ConstantTimeEq;
-    let key = key.trim().as_bytes();
-    state
-        .config
-        .api_keys
-        .iter()
-        .fold(subtle::Choice::from(0), |found, known| found | known.as_bytes().ct_eq(key))
-        .into()
+    state.keys.find(key).is_some()
 }
 
 /// Reads a request body: at most `body_limit_bytes` (a larger `content-length` is refused

@@ -186,3 +186,30 @@ fn issue_14_listen_takes_names_and_checks_ports() {
     assert!(listen_address("localhost").is_err());
     assert!(listen_address("bad host:1").is_err());
 }
+
+/// Issue 27: a malformed `[keys.NAME]` table is reported with its file and line.
+#[test]
+fn issue_27_a_malformed_key_table_names_the_file_and_line() {
+    let text = "[upstream]\nurl = \"http://h\"\n[keys.alice]\nkey = \"sk-a\"\nrpm = \"ten\"\nrpmm = 3\n[keys.bob]\nrpm = 5\n[keys.carol]\nkey_env = \"TOOLSHIM_TEST_UNSET_KEY\"\n[keys.dave]\nkey = \"sk-a\"\n";
+    let (config, origins, mut problems) = Config::read_toml(text, "t.toml");
+    problems.extend(config.validate_from(&origins).unwrap_err());
+    for expected in [
+        "t.toml line 5: keys.alice.rpm:",
+        "t.toml line 6: unknown key `keys.alice.rpmm`; the keys here are: key, key_env,",
+        "keys.bob.rpm: has no secret: set key, or key_env to a variable that holds it (from t.toml line 8)",
+        "keys.carol.key_env: the variable TOOLSHIM_TEST_UNSET_KEY (key_env) is not set (from t.toml line 10)",
+        "keys.dave.key: its secret is also keys.alice's; each key needs its own (from t.toml line 12)",
+    ] {
+        assert!(problems.iter().any(|p| p.starts_with(expected)), "{expected} in {problems:#?}");
+    }
+    assert_eq!(problems.len(), 5, "{problems:#?}");
+    let (config, _) = Config::from_toml(
+        "[keys.ci]\nkey = \"sk-ci\"\nmodels = [\"gpt-*\"]\nrpm = 60\ntpm = 1000\ntpd = 9000\nconcurrent = 2\nadmin = true\n",
+        "t.toml",
+    )
+    .unwrap();
+    let ci = &config.keys["ci"];
+    assert_eq!((ci.rpm, ci.tpm, ci.tpd, ci.concurrent, ci.admin), (60, 1000, 9000, 2, true));
+    assert_eq!(ci.models, ["gpt-*"]);
+    assert!(config.auth_on());
+}

@@ -15,7 +15,9 @@ use sha2::{Digest, Sha256};
 
 use crate::config::StoreConfig;
 
+pub(crate) mod counters;
 mod redis;
+mod redis_counters;
 mod sqlite;
 mod sqlite_conversations;
 

@@ -39,19 +39,21 @@ fn parse(text: &str, what: &str) -> Stored<Value> {
     serde_json::from_str(text).map_err(|err| StoreError(format!("{what} cannot be read: {err}")))
 }
 
+/// `url` without its password, for logs.
+pub(super) fn shown(url: &str) -> Stored<String> {
+    let mut parsed = reqwest::Url::parse(url)
+        .map_err(|err| StoreError(format!("`{url}` is not a URL: {err}")))?;
+    if parsed.password().is_some() {
+        let _ = parsed.set_password(Some("***"));
+    }
+    Ok(parsed.to_string())
+}
+
 impl Redis {
     /// A client for `url`, checked with a `PING`, so that a start with a store that is down
     /// says so at once.
     pub(super) fn open(url: &str, ttl_secs: u64) -> Stored<Redis> {
-        let shown = match reqwest::Url::parse(url) {
-            Ok(mut parsed) => {
-                if parsed.password().is_some() {
-                    let _ = parsed.set_password(Some("***"));
-                }
-                parsed.to_string()
-            }
-            Err(err) => return Err(StoreError(format!("`{url}` is not a URL: {err}"))),
-        };
+        let shown = shown(url)?;
         let client = redis::Client::open(url)?;
         let redis = Redis { client, conn: Mutex::new(None), ttl_secs, shown };
         redis.check().map_err(|err| StoreError(format!("{}: {}", redis.shown, err.0)))?;

@@ -230,3 +230,43 @@ fn issue_26_a_shared_memory_recalls_what_it_was_told_until_its_time() {
     std::thread::sleep(std::time::Duration::from_millis(2100));
     assert!(!store.recalls("k").unwrap(), "past its time");
 }
+
+/// Issue 27: the counters behind key limits, in this process and in Redis, admit exactly
+/// `rpm` requests of a key when threads race for them (Redis: one script per admission), and
+/// count tokens and requests in flight alike.
+#[test]
+fn issue_27_counters_admit_exactly_the_limit_under_a_race_on_both() {
+    let redis = RedisServer::start();
+    let backends: Vec<Box<dyn counters::Counters>> =
+        vec![counters::open("memory").unwrap(), counters::open(&redis.url).unwrap()];
+    for backend in &backends {
+        let limits = counters::Limits { rpm: 40, ..counters::Limits::default() };
+        let admitted = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            for t in 0..4 {
+                let (backend, admitted) = (&backend, &admitted);
+                scope.spawn(move || {
+                    for i in 0..25 {
+                        if backend.admit("k", &limits, &format!("l{t}-{i}")).unwrap().is_ok() {
+                            admitted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(admitted.into_inner(), 40, "{}", backend.shown());
+        let refused = backend.admit("k", &limits, "late").unwrap().unwrap_err();
+        assert_eq!(refused.limit, "rpm");
+        assert!((58_000..=60_000).contains(&refused.wait_ms), "{refused:?}");
+        let limits = counters::Limits { tpd: 10, concurrent: 1, ..counters::Limits::default() };
+        assert!(backend.admit("j", &limits, "a").unwrap().is_ok());
+        assert_eq!(backend.admit("j", &limits, "b").unwrap().unwrap_err().limit, "concurrent");
+        backend.release("j", "a").unwrap();
+        backend.spend("j", 10).unwrap();
+        assert_eq!(backend.admit("j", &limits, "c").unwrap().unwrap_err().limit, "tpd");
+        let window = backend.window("j").unwrap();
+        assert_eq!((window.tokens_today, window.tokens_this_minute, window.in_flight), (10, 10, 0));
+        assert_eq!(backend.window("k").unwrap().requests_last_minute, 40);
+    }
+    assert_eq!(backends[1].shown(), redis.url);
+}

@@ -84,6 +84,7 @@ mod finish;
 mod followups;
 mod images;
 mod integrity;
+mod keys;
 mod layout;
 mod modes;
 mod native_families;

@@ -14,7 +14,7 @@ use crate::state::AppState;
 
 /// `x-api-key` or `Authorization: Bearer`, when gateway keys are configured.
 pub(crate) fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
-    if state.config.api_keys.is_empty() {
+    if !state.config.auth_on() {
         return Ok(());
     }
     if let Some(key) = headers.get("x-api-key") {
@@ -64,8 +64,14 @@ impl<const COUNT: bool> Family for Messages<COUNT> {
     const FRONT: Front = FRONT;
     type Request = wire::Parsed;
 
+    const METERED: bool = !COUNT;
+
     fn parse(body: Value) -> Result<wire::Parsed, ApiError> {
         wire::from_wire(&body, COUNT)
+    }
+
+    fn model(parsed: &wire::Parsed) -> &str {
+        &parsed.chat.model
     }
 
     async fn serve(

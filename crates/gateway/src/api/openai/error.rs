@@ -30,8 +30,11 @@ pub(crate) fn body(err: &ApiError) -> serde_json::Value {
         ApiError::BodyTooLarge { .. } => {
             ("invalid_request_error", Some("request_too_large".into()), None)
         }
-        ApiError::UpstreamRateLimited { .. } => {
+        ApiError::UpstreamRateLimited { .. } | ApiError::RateLimited { tokens: false, .. } => {
             ("requests", Some("rate_limit_exceeded".into()), None)
+        }
+        ApiError::RateLimited { tokens: true, .. } => {
+            ("tokens", Some("rate_limit_exceeded".into()), None)
         }
         ApiError::UpstreamTimeout { .. } => ("server_error", Some("upstream_timeout".into()), None),
         ApiError::UpstreamRejected { .. } => ("invalid_request_error", None, None),

@@ -23,7 +23,7 @@ use crate::upstream::reply::Payload;
 
 /// Checks the gateway key (`Authorization: Bearer <key>`), when keys are configured.
 pub(crate) fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
-    if state.config.api_keys.is_empty() {
+    if !state.config.auth_on() {
         return Ok(());
     }
     match crate::api::bearer(headers) {
@@ -55,6 +55,10 @@ impl Family for ChatCompletions {
     fn parse(body: Value) -> Result<(Value, wire::Parsed), ApiError> {
         let parsed = wire::from_wire(&body)?;
         Ok((body, parsed))
+    }
+
+    fn model((_, parsed): &(Value, wire::Parsed)) -> &str {
+        &parsed.chat.model
     }
 
     async fn serve(
@@ -247,7 +251,11 @@ async fn relay(
                 if let Some(allowed) = &mut allowed {
                     allowed.completion(&mut value);
                 }
-                Ok((StatusCode::OK, axum::Json(value)).into_response())
+                let spent = crate::keys::Spent::default();
+                spent.reported(&value);
+                let mut response = (StatusCode::OK, axum::Json(value)).into_response();
+                response.extensions_mut().insert(spent);
+                Ok(response)
             }
             Some(Ok(Payload::Event(_))) => Err(ApiError::Upstream {
                 fault: crate::error::UpstreamFault::Unreadable,
@@ -263,11 +271,15 @@ async fn relay(
             None => Err(ApiError::Internal("the upstream reply ended without a payload".into())),
         };
     }
+    // What the reply cost, when the upstream says (`stream_options.include_usage`).
+    let spent = crate::keys::Spent::default();
+    let tap = spent.clone();
     let events = payloads.map(move |item| match item {
         Ok(Payload::Event(mut value)) => {
             if let Some(allowed) = &mut allowed {
                 allowed.chunk(&mut value);
             }
+            tap.reported(&value);
             Ok(value)
         }
         // The upstream answered a streaming request with one body: stream it as one chunk.
@@ -279,7 +291,10 @@ async fn relay(
         }
         Err(err) => Err(err),
     });
-    crate::api::stream_response(state, Instant::now(), Box::pin(events), RelayEncoder).await
+    let mut response =
+        crate::api::stream_response(state, Instant::now(), Box::pin(events), RelayEncoder).await?;
+    response.extensions_mut().insert(spent);
+    Ok(response)
 }
 
 /// A relayed call to a tool `allowed_tools` does not allow is dropped, and the log says so.

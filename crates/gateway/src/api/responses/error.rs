@@ -23,7 +23,9 @@ pub(crate) fn response(err: ApiError) -> Response {
 pub(crate) fn code(err: &ApiError) -> &'static str {
     match err {
         ApiError::ContextOverflow { .. } => "context_length_exceeded",
-        ApiError::UpstreamRateLimited { .. } => "rate_limit_exceeded",
+        ApiError::UpstreamRateLimited { .. } | ApiError::RateLimited { .. } => {
+            "rate_limit_exceeded"
+        }
         ApiError::UpstreamOverloaded { .. } => "server_is_overloaded",
         // The gateway's own failures of a reply: their labels.
         ApiError::ToolCallMissing { .. }

@@ -31,6 +31,10 @@ impl Family for Responses {
         Ok(body)
     }
 
+    fn model(body: &Value) -> &str {
+        body.get("model").and_then(Value::as_str).unwrap_or_default()
+    }
+
     async fn serve(
         state: AppState,
         headers: &HeaderMap,
