@@ -15,6 +15,7 @@ use clap::{Parser, ValueEnum};
 
 mod dos;
 mod floor;
+mod limits;
 mod loadgen;
 mod store;
 
@@ -40,6 +41,8 @@ enum Scenario {
     /// Responses requests with `store` false and true on each store (off, memory, an SQLite
     /// file, Redis) (issue 26).
     Store,
+    /// A key's `rpm` limit held by two gateways sharing one Redis, driven past it (issue 27).
+    Limits,
 }
 
 /// Load scenarios for the toolshim gateway (issue 8; docs/reliability.md).
@@ -132,6 +135,9 @@ fn main() -> Result<(), Error> {
     }
     if all || args.scenario == Scenario::Store {
         store::store(&runtime, &bin, &args, &mut out)?;
+    }
+    if all || args.scenario == Scenario::Limits {
+        limits::limits(&runtime, &bin, &args, &mut out)?;
     }
     Ok(())
 }

@@ -11,10 +11,10 @@ use crate::loadgen::{self, Gateway, Script, Target, Upstream, percentile};
 use crate::{Args, Error, fail_on_errors, ms};
 
 /// A `redis-server` of its own, on a free port; stopped when dropped.
-struct Redis(std::process::Child, String);
+pub(crate) struct Redis(std::process::Child, pub(crate) String);
 
 impl Redis {
-    fn start() -> Option<Redis> {
+    pub(crate) fn start() -> Option<Redis> {
         let port = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
         let child = std::process::Command::new("redis-server")
             .args([
