@@ -86,7 +86,8 @@ pub(crate) struct ServeArgs {
 
     /// Where the Responses API keeps stored responses (`store: true`, for
     /// previous_response_id and item references): auto (a file in the state directory,
-    /// ~/.local/state/toolshim/responses.db), memory, off, or sqlite:PATH [default: auto]
+    /// ~/.local/state/toolshim/responses.db), memory, off, sqlite:PATH, or redis://HOST:PORT
+    /// (shared by replicas, with the limits of named keys) [default: auto]
     #[arg(long, value_name = "URL")]
     pub(crate) store: Option<String>,
 }
@@ -287,8 +288,12 @@ a value names where it came from: the file and line, the variable or the flag):
   of response_format, is remembered per model; 0: not at all)
   [store] url (like --store), ttl_secs [2592000: 30 days], max_bytes [1 GiB; the oldest
   responses go first]
-See docs/config.md for every key with an example, and docs/security.md for what each limit
-protects against.
+  [keys.NAME] a named gateway key: key (the secret) or key_env (a variable holding it),
+  models (names or patterns it may use), rpm, tpm, tpd, concurrent (limits; a 429 with
+  retry-after past one, shared by replicas through a redis:// store), admin (may read
+  /admin/usage: usage per key and model)
+See docs/config.md for every key with an example, docs/security.md for what each limit
+protects against, and docs/operations.md for keys, limits, usage and metrics.
 
 Example:
   toolshim serve --upstream http://127.0.0.1:8081 --mode emulate
