@@ -161,6 +161,8 @@ pub struct Config {
     pub readyz_cache_secs: f64,
     /// Where stored responses live (`[store]`).
     pub store: StoreConfig,
+    /// Where traces go (`[traces]`).
+    pub traces: TracesConfig,
 }
 
 /// Which API the upstream speaks.
@@ -316,6 +318,7 @@ impl Default for Config {
             stream_keepalive_secs: 10.0,
             readyz_cache_secs: 5.0,
             store: StoreConfig::default(),
+            traces: TracesConfig::default(),
         }
     }
 }
@@ -865,9 +868,11 @@ fn listen_address(listen: &str) -> Result<(), String> {
 
 mod keys;
 mod store;
+mod traces;
 mod walk;
 pub use keys::KeyConfig;
 pub use store::StoreConfig;
+pub use traces::TracesConfig;
 use walk::Walk;
 
 #[cfg(test)]

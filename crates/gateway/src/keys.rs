@@ -230,13 +230,24 @@ fn limited(key: &Key, limit: &'static str, wait_ms: u64) -> ApiError {
 }
 
 /// What a reply cost, set by the path that served it when its last event passed: every
-/// attempt's usage, and that of the attempts before the last.
-#[derive(Clone, Default)]
-pub(crate) struct Spent(Arc<OnceLock<(Usage, Usage)>>);
+/// attempt's usage, and that of the attempts before the last; also set on the request's span
+/// (the one current when it was made).
+#[derive(Clone)]
+pub(crate) struct Spent(Arc<OnceLock<(Usage, Usage)>>, tracing::Span);
 
 impl Spent {
+    pub(crate) fn new() -> Spent {
+        Spent(Arc::default(), tracing::Span::current())
+    }
+
     pub(crate) fn set(&self, usage: Usage, retried: Usage) {
         let _ = self.0.set((usage, retried));
+        let span = &self.1;
+        crate::traces::set(span, "gen_ai.usage.input_tokens", usage.prompt_tokens);
+        crate::traces::set(span, "gen_ai.usage.output_tokens", usage.completion_tokens);
+        crate::traces::set(span, "toolshim.usage.cached_tokens", usage.cached_tokens);
+        let retried = retried.prompt_tokens + retried.completion_tokens;
+        crate::traces::set(span, "toolshim.usage.retry_tokens", retried);
     }
 
     /// The `usage` of a relayed Chat Completions body or chunk, if it has one.

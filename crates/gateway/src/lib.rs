@@ -27,6 +27,7 @@ mod routes;
 mod server;
 mod state;
 mod store;
+pub mod traces;
 mod upstream;
 
 use std::net::SocketAddr;
@@ -41,7 +42,8 @@ use tower_http::catch_panic::CatchPanicLayer;
 
 pub use crate::config::{
     CallFormat, Config, Engine, FormatFile, KeyConfig, Layer, Mode, ModelConfig, NamedUpstream,
-    Origin, Origins, Overrides, ReasoningCalls, StoreConfig, UpstreamApi, UpstreamConfig,
+    Origin, Origins, Overrides, ReasoningCalls, StoreConfig, TracesConfig, UpstreamApi,
+    UpstreamConfig,
 };
 pub use crate::error::{ApiError, AuthFailure, Refuser, UpstreamFault};
 pub use crate::server::ServeReport;

@@ -71,6 +71,10 @@ pub(crate) async fn observe(
     }
     let anthropic = route.starts_with("/v1/messages");
     let span = tracing::info_span!("request", request_id = %id, route = %route);
+    // A client's trace is continued (traces on: docs/operations.md).
+    if let Some(parent) = request.headers().get("traceparent").and_then(|v| v.to_str().ok()) {
+        crate::traces::continue_from(&span, parent);
+    }
     let run = next.run(request).instrument(span.clone());
     let mut response = tokio::select! {
         response = run => response,
@@ -115,6 +119,11 @@ impl Done {
     /// Runs in the request's span (`OnEnd` enters it).
     fn record(self) {
         let elapsed = self.started.elapsed();
+        let span = tracing::Span::current();
+        crate::traces::set(&span, "http.response.status_code", u64::from(self.status));
+        if let Some(err) = &self.head_error {
+            crate::traces::fail(&span, err.kind(), &err.message());
+        }
         if let Some(err) = &self.head_error {
             self.metrics.error(err.kind());
             if self.status >= 500 {
@@ -127,6 +136,7 @@ impl Done {
         }
         if let Some(err) = self.in_band.as_ref().and_then(InBandError::take) {
             self.metrics.error(err.kind());
+            crate::traces::fail(&span, err.kind(), &err.message());
             tracing::warn!(
                 kind = err.kind(),
                 status = err.status().as_u16(),

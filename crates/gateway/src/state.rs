@@ -433,6 +433,15 @@ impl AppState {
             .collect::<Vec<_>>();
         let upstream_model =
             links.first().map(|(_, _, m)| m.clone()).unwrap_or_else(|| model.to_owned());
+        let span = tracing::Span::current();
+        crate::traces::set(&span, "gen_ai.response.model", upstream_model.as_str());
+        if let Some((name, client, _)) = links.first() {
+            crate::traces::set(&span, "toolshim.upstream", name.as_str());
+            crate::traces::set(&span, "gen_ai.provider.name", client.provider());
+        }
+        crate::traces::set(&span, "toolshim.mode", format!("{:?}", route.mode).to_lowercase());
+        let format = format!("{:?}", route.call_format).to_lowercase();
+        crate::traces::set(&span, "toolshim.call_format", format);
         let remember_for = match self.config.native_refusal_secs {
             secs if secs > 0.0 => Config::secs(secs),
             _ => Duration::ZERO,

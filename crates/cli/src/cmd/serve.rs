@@ -10,15 +10,32 @@ use crate::args::ServeArgs;
 use crate::cmd::{UsageError, WorkCut};
 
 pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<()> {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+
     let config = load(args)?;
+    // Traces (OTLP/HTTP) when an endpoint is configured; no layer otherwise.
+    let export = toolshim_gateway::traces::Export::from_config(&config.traces, |name| {
+        std::env::var(name).ok()
+    })
+    .map_err(UsageError::new)?;
+    let (traces, exporter) = match export {
+        Some(export) => {
+            let (layer, exporter) = export.start();
+            let filter = tracing_subscriber::filter::filter_fn(toolshim_gateway::traces::traced);
+            (Some(layer.with_filter(filter)), Some(exporter))
+        }
+        None => (None, None),
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
-        .init();
+        .with_filter(filter);
+    tracing_subscriber::registry().with(logs).with(traces).init();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -26,18 +43,30 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let report = runtime
         .block_on(async {
             let token = CancellationToken::new();
+            let exported = CancellationToken::new();
             let server = toolshim_gateway::serve(config, token.clone(), |addr| {
                 let _ = writeln!(std::io::stderr().lock(), "toolshim: listening on http://{addr}");
             });
-            tokio::pin!(server);
-            tokio::select! {
-                result = &mut server => result,
-                () = shutdown_signal() => {
-                    tracing::info!("shutting down; letting in-flight requests finish");
-                    token.cancel();
-                    server.await
+            let served = async {
+                tokio::pin!(server);
+                let report = tokio::select! {
+                    result = &mut server => result,
+                    () = shutdown_signal() => {
+                        tracing::info!("shutting down; letting in-flight requests finish");
+                        token.cancel();
+                        server.await
+                    }
+                };
+                // The spans still queued go out before the process ends.
+                exported.cancel();
+                report
+            };
+            let export = async {
+                if let Some(exporter) = exporter {
+                    exporter.run(exported.clone()).await;
                 }
-            }
+            };
+            tokio::join!(served, export).0
         })
         .map_err(|message| anyhow::anyhow!(message))?;
     if report.cut_requests > 0 {

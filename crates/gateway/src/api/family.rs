@@ -60,6 +60,12 @@ pub(crate) async fn handle<F: Family>(
         let body = crate::api::read_body(&state, &headers, body).await?;
         let value: Value = serde_json::from_slice(&body).map_err(|err| (front.not_json)(&err))?;
         let request = F::parse(value)?;
+        let span = tracing::Span::current();
+        crate::traces::set(&span, "gen_ai.operation.name", "chat");
+        crate::traces::set(&span, "gen_ai.request.model", F::model(&request));
+        if let Some(key) = &key {
+            crate::traces::set(&span, "toolshim.key", &*key.name);
+        }
         // The key's models and limits, once the model is known (issue 27).
         let ticket = match &key {
             Some(key) if F::METERED => Some(state.keys.admit(key, F::model(&request))?),

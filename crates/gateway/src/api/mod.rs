@@ -46,12 +46,19 @@ pub(crate) async fn reply<R: Render>(
     render: R,
 ) -> Result<Response, ApiError> {
     // What the reply cost, for its key's usage and limits (`keys::Ticket`).
-    let spent = crate::keys::Spent::default();
+    let spent = crate::keys::Spent::new();
     let tap = spent.clone();
-    let events: EventStream = Box::pin(events.inspect(move |event| {
-        if let Ok(ChatEvent::Done(outcome)) = event {
+    let span = tracing::Span::current();
+    let mut calls = 0u64;
+    let events: EventStream = Box::pin(events.inspect(move |event| match event {
+        Ok(ChatEvent::CallStart { .. }) => calls += 1,
+        Ok(ChatEvent::Done(outcome)) => {
             tap.set(outcome.usage, outcome.retried);
+            let finish = crate::traces::Value::Strs(vec![outcome.finish.label().to_owned()]);
+            crate::traces::set(&span, "gen_ai.response.finish_reasons", finish);
+            crate::traces::set(&span, "toolshim.calls", calls);
         }
+        _ => {}
     }));
     let mut response = if stream {
         stream_response(state, started, events, render.encoder()).await?

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use futures::{Stream, StreamExt};
+use tracing::Instrument;
 
 use crate::chat::attempt::Attempt;
 use crate::chat::continuation::{Follow, may_continue};
@@ -43,7 +44,12 @@ pub(crate) fn run<U: Upstream>(
         // The attempt whose reasoning went out last (see `separate`).
         let mut reasoning_shown: Option<u32> = None;
         loop {
-            let (mut reply, sent_tokens) = match run.send().await {
+            // One span an attempt, with why it was made (traces on: docs/operations.md).
+            let attempt = tracing::debug_span!("attempt", toolshim.attempt = run.attempt + 1);
+            if let Some(reason) = run.reasons.last().filter(|_| run.attempt > 0) {
+                crate::traces::set(&attempt, "toolshim.retry_reason", *reason);
+            }
+            let (mut reply, sent_tokens) = match run.send().instrument(attempt.clone()).await {
                 Ok(Some(sent)) => sent,
                 Ok(None) => continue,
                 Err(err) => {
@@ -74,6 +80,7 @@ pub(crate) fn run<U: Upstream>(
                 return;
             }
             let produced = read.finish();
+            run.warnings += read.shaper.warnings();
             let truncated = read.finish_reason == Some(FinishReason::Length);
             let retried = run.account(&read, sent_tokens);
             let mut out = Vec::new();
@@ -114,6 +121,12 @@ pub(crate) fn run<U: Upstream>(
                 }
                 run.spent.add(follow.usage());
             }
+            let request = tracing::Span::current();
+            crate::traces::set(&request, "toolshim.retries", u64::from(run.attempt));
+            let reasons = run.reasons.iter().map(|r| (*r).to_owned()).collect();
+            crate::traces::set(&request, "toolshim.retry_reasons", crate::traces::Value::Strs(reasons));
+            crate::traces::set(&request, "toolshim.parse_warnings", run.warnings);
+            drop(attempt);
             yield Ok(ChatEvent::Done(run.outcome(&read, truncated, n_calls, retried)));
             return;
         }
@@ -146,6 +159,10 @@ struct Run<U> {
     spent: Usage,
     /// The request as sent for a last plain answer (see `verdict`), once that is needed.
     plain: Option<ChatRequest>,
+    /// Why each attempt after the first was made, in order (for traces).
+    reasons: Vec<&'static str>,
+    /// The parser's warnings over every attempt (for traces).
+    warnings: u64,
 }
 
 /// What a judged attempt that did not go out leads to.
@@ -202,6 +219,8 @@ impl<U: Upstream> Run<U> {
             attempt: 0,
             spent: Usage::default(),
             plain: None,
+            reasons: Vec::new(),
+            warnings: 0,
         })
     }
 
@@ -297,6 +316,7 @@ impl<U: Upstream> Run<U> {
         match verdict(read, problem, tries, &self.req, truncated) {
             Verdict::Plain(why) => {
                 tracing::info!(attempt, "{why}; asking for a plain answer");
+                self.reasons.push(problem.map_or("plain", RetryReason::as_str));
                 self.attempt += 1;
                 self.feedback = None;
                 self.plain =
@@ -310,6 +330,7 @@ impl<U: Upstream> Run<U> {
                     "emulated reply rejected; asking the upstream again"
                 );
                 self.attempt += 1;
+                self.reasons.push(retry.reason.as_str());
                 self.feedback = Some(retry);
                 Judged::Again
             }

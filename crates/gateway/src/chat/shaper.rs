@@ -220,6 +220,8 @@ pub(crate) struct Shaper {
     /// the call, not content), sent with the next visible text otherwise.
     blank: String,
     rejected: usize,
+    /// The parser's warnings.
+    warnings: u64,
     malformed: bool,
     cut_off_call: bool,
     /// A call ended incomplete: cut off (`cut_off_call`), or withdrawn because its
@@ -285,6 +287,7 @@ impl Shaper {
             show_reasoning: req.show_reasoning,
             blank: String::new(),
             rejected: 0,
+            warnings: 0,
             malformed: false,
             cut_off_call: false,
             incomplete_call: false,
@@ -455,6 +458,7 @@ impl Shaper {
                         WarningCode::Truncated => self.cut_off_call = true,
                         _ => {}
                     }
+                    self.warnings += 1;
                     tracing::debug!(code = warning.code.as_str(), message = %warning.message, "parse warning");
                 }
                 // Events a newer parser adds carry nothing the pipeline uses yet.
@@ -613,6 +617,11 @@ impl Shaper {
     }
 
     /// Calls that went to the client.
+    /// How many warnings the parser gave.
+    pub(crate) fn warnings(&self) -> u64 {
+        self.warnings
+    }
+
     pub(crate) fn n_calls(&self) -> usize {
         self.n_calls
     }

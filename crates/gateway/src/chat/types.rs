@@ -102,6 +102,17 @@ pub(crate) enum Finish {
     },
 }
 
+impl Finish {
+    /// As OpenAI words it (`stop`, `length`, `tool_calls`), for traces.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Finish::Stop => "stop",
+            Finish::Length => "length",
+            Finish::ToolCalls { .. } => "tool_calls",
+        }
+    }
+}
+
 /// Why a reply is asked for again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RetryReason {

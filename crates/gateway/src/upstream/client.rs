@@ -9,6 +9,7 @@ use futures::{Stream, StreamExt};
 use reqwest::Url;
 use serde_json::Value;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::config::{CallFormat, Config, Engine, UpstreamConfig, endpoints};
 use crate::error::{ApiError, UpstreamFault};
@@ -219,6 +220,14 @@ impl UpstreamClient {
     }
 
     /// The upstream chat endpoint as logs show it.
+    /// The GenAI conventions' `gen_ai.provider.name` of the API it speaks.
+    pub(crate) fn provider(&self) -> &'static str {
+        match self.wire {
+            Wire::OpenAi => "openai",
+            Wire::Anthropic => "anthropic",
+        }
+    }
+
     pub(crate) fn shown(&self) -> &str {
         &self.shown
     }
@@ -391,9 +400,38 @@ impl UpstreamClient {
     /// model output (the caller counts it).
     async fn send_chat(&self, body: &Value) -> Result<PayloadStream, ApiError> {
         let started = Instant::now();
-        let request = self.http.post(self.endpoint.clone()).json(body);
-        let response = self.send_to(request, started, self.limits.first_byte).await?;
-        Ok(self.payloads(response, started))
+        // A `CLIENT` span for the request when traces are on; it ends with the reply.
+        let span = tracing::debug_span!("upstream");
+        let model = body.get("model").and_then(Value::as_str).unwrap_or_default();
+        crate::traces::set(&span, "gen_ai.operation.name", "chat");
+        crate::traces::set(&span, "gen_ai.request.model", model);
+        crate::traces::set(&span, "gen_ai.provider.name", self.provider());
+        crate::traces::set(&span, "server.address", self.endpoint.host_str().unwrap_or_default());
+        let mut request = self.http.post(self.endpoint.clone()).json(body);
+        if let Some(traceparent) = crate::traces::traceparent(&span) {
+            request = request.header("traceparent", traceparent);
+        }
+        let sent = self.send_to(request, started, self.limits.first_byte).instrument(span.clone());
+        let response = match sent.await {
+            Ok(response) => response,
+            Err(err) => {
+                crate::traces::fail(&span, err.kind(), &err.detail());
+                return Err(err);
+            }
+        };
+        crate::traces::set(
+            &span,
+            "http.response.status_code",
+            u64::from(response.status().as_u16()),
+        );
+        let payloads = self.payloads(response, started);
+        if span.is_disabled() {
+            return Ok(payloads);
+        }
+        Ok(Box::pin(payloads.map(move |item| {
+            let _open_until_the_reply_ends = &span;
+            item
+        })))
     }
 
     /// Sends a Chat Completions body as it is but for its `model` (passthrough, to an

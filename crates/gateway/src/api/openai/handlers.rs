@@ -251,7 +251,7 @@ async fn relay(
                 if let Some(allowed) = &mut allowed {
                     allowed.completion(&mut value);
                 }
-                let spent = crate::keys::Spent::default();
+                let spent = crate::keys::Spent::new();
                 spent.reported(&value);
                 let mut response = (StatusCode::OK, axum::Json(value)).into_response();
                 response.extensions_mut().insert(spent);
@@ -272,7 +272,7 @@ async fn relay(
         };
     }
     // What the reply cost, when the upstream says (`stream_options.include_usage`).
-    let spent = crate::keys::Spent::default();
+    let spent = crate::keys::Spent::new();
     let tap = spent.clone();
     let events = payloads.map(move |item| match item {
         Ok(Payload::Event(mut value)) => {
