@@ -246,6 +246,9 @@ Environment (overridden by flags):
   TOOLSHIM_MAX_RETRIES       like --max-retries
   TOOLSHIM_STORE             like --store
   TOOLSHIM_CONFIG            the config file, when --config is not given
+  OTEL_EXPORTER_OTLP_ENDPOINT  a collector's OTLP/HTTP base URL: traces are sent there
+                             (also OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_SERVICE_NAME,
+                             OTEL_EXPORTER_OTLP_HEADERS; docs/operations.md)
   RUST_LOG                   log filter, e.g. info or toolshim_gateway=debug
 
 Config file keys (every problem in a file is reported at once, with its line; a problem with
@@ -292,6 +295,8 @@ a value names where it came from: the file and line, the variable or the flag):
   models (names or patterns it may use), rpm, tpm, tpd, concurrent (limits; a 429 with
   retry-after past one, shared by replicas through a redis:// store), admin (may read
   /admin/usage: usage per key and model)
+  [traces] endpoint (a collector's OTLP/HTTP base URL; the OTEL_* variables win),
+  service_name [toolshim]
 See docs/config.md for every key with an example, docs/security.md for what each limit
 protects against, and docs/operations.md for keys, limits, usage and metrics.
 

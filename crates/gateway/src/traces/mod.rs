@@ -6,9 +6,9 @@
 //!
 //! The spans are `tracing` spans named `request`, `attempt` and `upstream`; `OtlpLayer` keeps
 //! a `Live` record in each while it is open and sends it to the `Exporter` when it closes.
-//! Attributes are set through [`set`] on the record itself, not as `tracing` fields, so logs
+//! Attributes are set through `set` on the record itself, not as `tracing` fields, so logs
 //! do not change. Off unless an endpoint is configured: then no layer is installed, the
-//! `attempt` and `upstream` spans (at `debug`) are not even created, and [`set`] finds no
+//! `attempt` and `upstream` spans (at `debug`) are not even created, and `set` finds no
 //! record.
 
 pub(crate) mod otlp;
@@ -273,29 +273,31 @@ pub(crate) fn fail(span: &Span, kind: &str, message: &str) {
 /// Continues the client's trace: a W3C `traceparent` (`00-TRACE-PARENT-FLAGS`) makes `span`
 /// a child of the client's span. One that is malformed is ignored.
 pub(crate) fn continue_from(span: &Span, traceparent: &str) {
+    if let Some((trace, parent)) = parse_traceparent(traceparent) {
+        with_live(span, |live| {
+            live.trace_id = trace;
+            live.parent = Some(parent);
+        });
+    }
+}
+
+/// The trace and parent span ids of a well-formed `traceparent`.
+fn parse_traceparent(traceparent: &str) -> Option<([u8; 16], [u8; 8])> {
+    fn hex<const N: usize>(text: &str) -> Option<[u8; N]> {
+        if text.len() != N * 2 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        let mut out = [0u8; N];
+        for (i, byte) in out.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
+        }
+        Some(out)
+    }
     let parts: Vec<&str> = traceparent.trim().split('-').collect();
-    let [version, trace, parent, flags] = parts.as_slice() else { return };
-    let hex = |text: &str, n: usize| {
-        (text.len() == n * 2 && text.bytes().all(|b| b.is_ascii_hexdigit())).then(|| {
-            (0..n)
-                .filter_map(|i| u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok())
-                .collect::<Vec<u8>>()
-        })
-    };
-    let (Some(trace), Some(parent)) = (hex(trace, 16), hex(parent, 8)) else { return };
-    if *version == "ff" || hex(version, 1).is_none() || hex(flags, 1).is_none() {
-        return;
-    }
-    let (Ok(trace), Ok(parent)) = (<[u8; 16]>::try_from(trace), <[u8; 8]>::try_from(parent)) else {
-        return;
-    };
-    if trace == [0; 16] || parent == [0; 8] {
-        return;
-    }
-    with_live(span, |live| {
-        live.trace_id = trace;
-        live.parent = Some(parent);
-    });
+    let [version, trace, parent, flags] = parts.as_slice() else { return None };
+    let (version, trace, parent) = (hex::<1>(version)?, hex::<16>(trace)?, hex::<8>(parent)?);
+    hex::<1>(flags)?;
+    (version != [0xff] && trace != [0; 16] && parent != [0; 8]).then_some((trace, parent))
 }
 
 /// The `traceparent` that names `span` to the next service.
@@ -393,5 +395,72 @@ impl From<String> for Value {
 impl From<u64> for Value {
     fn from(n: u64) -> Value {
         Value::Int(i64::try_from(n).unwrap_or(i64::MAX))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::TracesConfig;
+
+    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |name| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| (*v).to_owned())
+    }
+
+    #[test]
+    fn the_otel_variables_win_over_the_file_and_can_turn_traces_off() {
+        let file = TracesConfig { endpoint: "http://file:4318/".into(), service_name: "gw".into() };
+        let from_file = Export::from_config(&file, env(&[])).unwrap().unwrap();
+        assert_eq!(
+            (from_file.url.as_str(), from_file.service_name.as_str()),
+            ("http://file:4318/v1/traces", "gw")
+        );
+        let vars = [
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://base:4318"),
+            ("OTEL_SERVICE_NAME", "edge"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=abc, team = ml"),
+        ];
+        let export = Export::from_config(&file, env(&vars)).unwrap().unwrap();
+        assert_eq!(export.url, "http://base:4318/v1/traces");
+        assert_eq!(export.service_name, "edge");
+        assert_eq!(
+            export.headers,
+            [("x-api-key".into(), "abc".into()), ("team".into(), "ml".into())]
+        );
+        let whole = [("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "https://c/otlp/traces")];
+        assert_eq!(
+            Export::from_config(&file, env(&whole)).unwrap().unwrap().url,
+            "https://c/otlp/traces"
+        );
+        assert_eq!(Export::from_config(&TracesConfig::default(), env(&[])).unwrap(), None);
+        let off =
+            [("OTEL_EXPORTER_OTLP_ENDPOINT", "http://base:4318"), ("OTEL_SDK_DISABLED", "true")];
+        assert_eq!(Export::from_config(&file, env(&off)).unwrap(), None);
+        let bad = [("OTEL_EXPORTER_OTLP_HEADERS", "novalue")];
+        assert!(Export::from_config(&file, env(&bad)).unwrap_err().contains("novalue"));
+        let bad = [("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318")];
+        assert!(Export::from_config(&file, env(&bad)).unwrap_err().contains("not an http(s) URL"));
+    }
+
+    #[test]
+    fn a_traceparent_is_read_only_when_well_formed() {
+        let (trace, parent) =
+            parse_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").unwrap();
+        assert_eq!((trace[0], trace[15], parent[0], parent[7]), (0x4b, 0x36, 0x00, 0xb7));
+        for bad in [
+            "",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e47zz-00f067aa0ba902b7-01",
+        ] {
+            assert_eq!(parse_traceparent(bad), None, "{bad}");
+        }
+        // Without a layer there is no record: nothing to continue, no traceparent to give.
+        let span = tracing::Span::none();
+        continue_from(&span, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+        assert_eq!(traceparent(&span), None);
     }
 }
