@@ -26,10 +26,43 @@ const PREFIX: &str = "toolshim:";
 /// How long a connection, a command's reply or a write may take.
 const TIMEOUT: Duration = Duration::from_secs(2);
 
-pub(super) struct Redis {
+/// One connection to a Redis, made when first needed and again after a failure, each
+/// command under [`TIMEOUT`].
+pub(super) struct Conn {
     client: redis::Client,
-    /// One connection, made again after a failure.
     conn: Mutex<Option<redis::Connection>>,
+}
+
+impl Conn {
+    pub(super) fn open(url: &str) -> Stored<Conn> {
+        Ok(Conn { client: redis::Client::open(url)?, conn: Mutex::new(None) })
+    }
+
+    /// Runs `f` on the connection (made first if there is none); a failure drops it.
+    pub(super) fn with<T>(
+        &self,
+        f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+    ) -> Stored<T> {
+        let mut slot = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut conn = match slot.take() {
+            Some(conn) => conn,
+            None => {
+                let conn = self.client.get_connection_with_timeout(TIMEOUT)?;
+                conn.set_read_timeout(Some(TIMEOUT))?;
+                conn.set_write_timeout(Some(TIMEOUT))?;
+                conn
+            }
+        };
+        let result = f(&mut conn);
+        if result.is_ok() {
+            *slot = Some(conn);
+        }
+        Ok(result?)
+    }
+}
+
+pub(super) struct Redis {
+    conn: Conn,
     ttl_secs: u64,
     /// The URL without its password.
     pub(super) shown: String,
@@ -54,33 +87,16 @@ impl Redis {
     /// says so at once.
     pub(super) fn open(url: &str, ttl_secs: u64) -> Stored<Redis> {
         let shown = shown(url)?;
-        let client = redis::Client::open(url)?;
-        let redis = Redis { client, conn: Mutex::new(None), ttl_secs, shown };
+        let redis = Redis { conn: Conn::open(url)?, ttl_secs, shown };
         redis.check().map_err(|err| StoreError(format!("{}: {}", redis.shown, err.0)))?;
         Ok(redis)
     }
 
-    /// Runs `f` on the connection (made first if there is none); a failure drops it.
     fn with<T>(
         &self,
         f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
     ) -> Stored<T> {
-        let mut slot = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
-        let conn = match slot.take() {
-            Some(conn) => conn,
-            None => {
-                let conn = self.client.get_connection_with_timeout(TIMEOUT)?;
-                conn.set_read_timeout(Some(TIMEOUT))?;
-                conn.set_write_timeout(Some(TIMEOUT))?;
-                conn
-            }
-        };
-        let mut conn = conn;
-        let result = f(&mut conn);
-        if result.is_ok() {
-            *slot = Some(conn);
-        }
-        Ok(result?)
+        self.conn.with(f)
     }
 
     fn expiring(&self, pipe: &mut redis::Pipeline, key: &str, value: &str) {

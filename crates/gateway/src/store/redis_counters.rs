@@ -6,13 +6,9 @@
 //! `tpm:MINUTE` and `tpd:DAY` (token counts that expire after their window), `run` (a sorted
 //! set of the leases in flight, scored by when each expires).
 
-use std::sync::{Mutex, PoisonError};
-use std::time::Duration;
-
 use super::counters::{Counters, LEASE, Limits, Refusal, Window};
+use super::redis::Conn;
 use super::{StoreError, Stored};
-
-const TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Checks every limit, then counts the request: `ARGV` = rpm, tpm, tpd, concurrent, lease,
 /// lease ms. Returns `{limit, wait_ms}`, `limit` empty when admitted.
@@ -74,8 +70,7 @@ return {
 ";
 
 pub(super) struct RedisCounters {
-    client: redis::Client,
-    conn: Mutex<Option<redis::Connection>>,
+    conn: Conn,
     shown: String,
 }
 
@@ -94,30 +89,14 @@ fn eval(script: &str, key: &str) -> redis::Cmd {
 impl RedisCounters {
     pub(super) fn open(url: &str) -> Stored<RedisCounters> {
         let shown = super::redis::shown(url)?;
-        let client = redis::Client::open(url)?;
-        Ok(RedisCounters { client, conn: Mutex::new(None), shown })
+        Ok(RedisCounters { conn: Conn::open(url)?, shown })
     }
 
-    /// Runs `f` on the connection (made first if there is none); a failure drops it.
     fn with<T>(
         &self,
         f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
     ) -> Stored<T> {
-        let mut slot = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut conn = match slot.take() {
-            Some(conn) => conn,
-            None => {
-                let conn = self.client.get_connection_with_timeout(TIMEOUT)?;
-                conn.set_read_timeout(Some(TIMEOUT))?;
-                conn.set_write_timeout(Some(TIMEOUT))?;
-                conn
-            }
-        };
-        let result = f(&mut conn);
-        if result.is_ok() {
-            *slot = Some(conn);
-        }
-        Ok(result?)
+        self.conn.with(f)
     }
 }
 
