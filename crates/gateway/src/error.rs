@@ -118,6 +118,7 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::InvalidRequest { .. } => StatusCode::BAD_REQUEST,
+            ApiError::Auth(AuthFailure::NotAdmin) => StatusCode::FORBIDDEN,
             ApiError::Auth(_) => StatusCode::UNAUTHORIZED,
             ApiError::NotFound(_) | ApiError::ModelNotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,

@@ -3,7 +3,7 @@
 //! key and model. Names, never secrets, appear in logs, metrics and the admin endpoint.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::body::Body;
 use axum::http::HeaderMap;
@@ -18,8 +18,9 @@ use crate::metrics::Metrics;
 use crate::store::counters::{self, Counters, Limits};
 
 /// The most models one key's usage is kept for, by name; later ones count as `other` (model
-/// names come from clients).
+/// names come from clients), as does a name longer than [`MAX_MODEL_NAME`] bytes.
 const MAX_MODELS: usize = 100;
+const MAX_MODEL_NAME: usize = 128;
 
 /// A gateway key (its `Debug` leaves the secret out).
 pub(crate) struct Key {
@@ -125,13 +126,14 @@ impl Keys {
         found
     }
 
-    /// The key a request carries (`x-api-key`, else `Authorization: Bearer`), if it is one.
+    /// The key a request carries: its `x-api-key` if that is a key, else its
+    /// `Authorization: Bearer` if that is one. (A family's own check decides which header it
+    /// takes; the key found here is one of the request's, whichever it took.)
     pub(crate) fn of(&self, headers: &HeaderMap) -> Option<&Arc<Key>> {
-        let secret = match headers.get("x-api-key") {
-            Some(value) => value.to_str().ok()?,
-            None => crate::api::bearer(headers)?,
-        };
-        self.find(secret)
+        let api_key = headers.get("x-api-key").and_then(|v| v.to_str().ok());
+        api_key
+            .and_then(|secret| self.find(secret))
+            .or_else(|| self.find(crate::api::bearer(headers)?))
     }
 
     /// Whether `key` may use `model` (a 404 in the API's words if not).
@@ -176,8 +178,8 @@ impl Keys {
     fn tally<'m>(&self, key: &Key, model: &'m str, f: impl FnOnce(&mut Tally)) -> &'m str {
         let mut usage = self.usage.lock().unwrap_or_else(PoisonError::into_inner);
         let models = usage.entry(Arc::clone(&key.name)).or_default();
-        let model =
-            if models.contains_key(model) || models.len() < MAX_MODELS { model } else { "other" };
+        let known = models.contains_key(model) || models.len() < MAX_MODELS;
+        let model = if known && model.len() <= MAX_MODEL_NAME { model } else { "other" };
         f(models.entry(model.to_owned()).or_default());
         model
     }
@@ -233,15 +235,16 @@ fn limited(key: &Key, limit: &'static str, wait_ms: u64) -> ApiError {
 /// attempt's usage, and that of the attempts before the last; also set on the request's span
 /// (the one current when it was made).
 #[derive(Clone)]
-pub(crate) struct Spent(Arc<OnceLock<(Usage, Usage)>>, tracing::Span);
+pub(crate) struct Spent(Arc<Mutex<Option<(Usage, Usage)>>>, tracing::Span);
 
 impl Spent {
     pub(crate) fn new() -> Spent {
         Spent(Arc::default(), tracing::Span::current())
     }
 
+    /// The usage so far (the last report wins: some upstreams report it with every chunk).
     pub(crate) fn set(&self, usage: Usage, retried: Usage) {
-        let _ = self.0.set((usage, retried));
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some((usage, retried));
         let span = &self.1;
         crate::traces::set(span, "gen_ai.usage.input_tokens", usage.prompt_tokens);
         crate::traces::set(span, "gen_ai.usage.output_tokens", usage.completion_tokens);
@@ -282,7 +285,8 @@ impl Ticket {
 
     /// Counts the usage; dropping the ticket then gives its place back.
     fn settle(self, spent: Option<Spent>) {
-        let (usage, retried) = spent.and_then(|s| s.0.get().copied()).unwrap_or_default();
+        let reported = spent.and_then(|s| *s.0.lock().unwrap_or_else(PoisonError::into_inner));
+        let (usage, retried) = reported.unwrap_or_default();
         let keys = &self.keys;
         let last = Usage {
             prompt_tokens: usage.prompt_tokens.saturating_sub(retried.prompt_tokens),

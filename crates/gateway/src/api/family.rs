@@ -57,6 +57,10 @@ pub(crate) async fn handle<F: Family>(
     let result = async {
         (front.admit)(&state, &headers)?;
         let key = state.keys.of(&headers).cloned();
+        // Admitted with a key: it is the one whose models and limits apply, never none.
+        if key.is_none() && state.config.auth_on() {
+            return Err(ApiError::Auth(crate::error::AuthFailure::BadKey));
+        }
         let body = crate::api::read_body(&state, &headers, body).await?;
         let value: Value = serde_json::from_slice(&body).map_err(|err| (front.not_json)(&err))?;
         let request = F::parse(value)?;

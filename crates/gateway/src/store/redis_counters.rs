@@ -2,9 +2,12 @@
 //! Each admission and each spend is one Lua script, so concurrent replicas never both take
 //! the last place; the time is Redis's own (`TIME`), so replicas' clocks do not matter.
 //!
-//! Keys, under `toolshim:lim:KEY:`: `req` (a sorted set of the last minute's requests),
+//! Keys, under `toolshim:lim:{KEY}:`: `req` (a sorted set of the last minute's requests),
 //! `tpm:MINUTE` and `tpd:DAY` (token counts that expire after their window), `run` (a sorted
 //! set of the leases in flight, scored by when each expires).
+
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use super::counters::{Counters, LEASE, Limits, Refusal, Window};
 use super::redis::Conn;
@@ -13,6 +16,7 @@ use super::{StoreError, Stored};
 /// Checks every limit, then counts the request: `ARGV` = rpm, tpm, tpd, concurrent, lease,
 /// lease ms. Returns `{limit, wait_ms}`, `limit` empty when admitted.
 const ADMIT: &str = r"
+redis.replicate_commands()
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local p = KEYS[1]
@@ -45,6 +49,7 @@ return {'', 0}
 
 /// Adds `ARGV[1]` tokens to the minute's and the day's counts.
 const SPEND: &str = r"
+redis.replicate_commands()
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local m = KEYS[1] .. 'tpm:' .. math.floor(now / 60000)
@@ -72,10 +77,17 @@ return {
 pub(super) struct RedisCounters {
     conn: Conn,
     shown: String,
+    /// After a failure, Redis is not asked again until then: limits pass at once meanwhile
+    /// (failing open without a wait on every request).
+    resting: Mutex<Option<Instant>>,
 }
 
+/// How long the counters rest after Redis failed.
+const REST: Duration = Duration::from_secs(5);
+
+/// A key's prefix; its name in braces, so that a Redis Cluster keeps its counts in one slot.
 fn prefix(key: &str) -> String {
-    format!("toolshim:lim:{key}:")
+    format!("toolshim:lim:{{{key}}}:")
 }
 
 /// `EVAL script 1 prefix(key)`, its arguments to follow. (The script is sent each time: a
@@ -89,14 +101,20 @@ fn eval(script: &str, key: &str) -> redis::Cmd {
 impl RedisCounters {
     pub(super) fn open(url: &str) -> Stored<RedisCounters> {
         let shown = super::redis::shown(url)?;
-        Ok(RedisCounters { conn: Conn::open(url)?, shown })
+        Ok(RedisCounters { conn: Conn::open(url)?, shown, resting: Mutex::new(None) })
     }
 
     fn with<T>(
         &self,
         f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
     ) -> Stored<T> {
-        self.conn.with(f)
+        let mut resting = self.resting.lock().unwrap_or_else(PoisonError::into_inner);
+        if resting.is_some_and(|until| Instant::now() < until) {
+            return Err(StoreError("redis failed moments ago; not asked again yet".into()));
+        }
+        let result = self.conn.with(f);
+        *resting = result.is_err().then(|| Instant::now() + REST);
+        result
     }
 }
 

@@ -26,7 +26,7 @@ use tracing_subscriber::registry::{LookupSpan, Registry};
 pub(crate) use otlp::Value;
 use otlp::{Finished, Kind};
 
-/// Spans waiting for export at most; past it they are dropped (and counted in the log).
+/// Spans waiting for export at most; past it they are dropped.
 const QUEUE: usize = 4096;
 /// The most spans one export carries.
 const BATCH: usize = 512;
@@ -69,6 +69,15 @@ impl Export {
             Ok(parsed) if matches!(parsed.scheme(), "http" | "https") => {}
             _ => return Err(format!("traces: `{url}` is not an http(s) URL")),
         }
+        // Only OTLP/HTTP with protobuf is built: another protocol is said at the start.
+        let protocol = set("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+            .or_else(|| set("OTEL_EXPORTER_OTLP_PROTOCOL"));
+        if let Some(protocol) = protocol.filter(|p| p.trim() != "http/protobuf") {
+            return Err(format!(
+                "traces: the OTLP protocol `{}` is not supported; toolshim sends http/protobuf (a collector's port 4318), or set OTEL_TRACES_EXPORTER=none",
+                protocol.trim()
+            ));
+        }
         let mut headers = Vec::new();
         for pair in set("OTEL_EXPORTER_OTLP_HEADERS").unwrap_or_default().split(',') {
             if pair.trim().is_empty() {
@@ -77,7 +86,7 @@ impl Export {
             let Some((key, value)) = pair.split_once('=') else {
                 return Err(format!("OTEL_EXPORTER_OTLP_HEADERS: `{pair}` is not key=value"));
             };
-            headers.push((key.trim().to_owned(), value.trim().to_owned()));
+            headers.push((key.trim().to_owned(), percent_decoded(value.trim())));
         }
         let service_name = set("OTEL_SERVICE_NAME").unwrap_or_else(|| config.service_name.clone());
         Ok(Some(Export { url, headers, service_name }))
@@ -88,6 +97,31 @@ impl Export {
         let (sender, receiver) = mpsc::channel(QUEUE);
         (OtlpLayer { sender }, Exporter { receiver, export: self })
     }
+}
+
+/// `%XX` escapes decoded, as the OTLP headers variable is written (`Basic%20…`).
+fn percent_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        let escaped = bytes
+            .get(i + 1..i + 3)
+            .filter(|_| b == b'%')
+            .and_then(|hex| std::str::from_utf8(hex).ok())
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+        match escaped {
+            Some(byte) => {
+                out.push(byte);
+                i += 3;
+            }
+            None => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Whether a span's metadata is one the layer records (its per-layer filter).
@@ -418,15 +452,20 @@ mod tests {
         let vars = [
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://base:4318"),
             ("OTEL_SERVICE_NAME", "edge"),
-            ("OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=abc, team = ml"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=abc, authorization = Basic%20dTpw"),
         ];
         let export = Export::from_config(&file, env(&vars)).unwrap().unwrap();
         assert_eq!(export.url, "http://base:4318/v1/traces");
         assert_eq!(export.service_name, "edge");
         assert_eq!(
             export.headers,
-            [("x-api-key".into(), "abc".into()), ("team".into(), "ml".into())]
+            [("x-api-key".into(), "abc".into()), ("authorization".into(), "Basic dTpw".into())]
         );
+        let grpc = [
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4317"),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+        ];
+        assert!(Export::from_config(&file, env(&grpc)).unwrap_err().contains("`grpc` is not"));
         let whole = [("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "https://c/otlp/traces")];
         assert_eq!(
             Export::from_config(&file, env(&whole)).unwrap().unwrap().url,

@@ -222,10 +222,7 @@ impl UpstreamClient {
     /// The upstream chat endpoint as logs show it.
     /// The GenAI conventions' `gen_ai.provider.name` of the API it speaks.
     pub(crate) fn provider(&self) -> &'static str {
-        match self.wire {
-            Wire::OpenAi => "openai",
-            Wire::Anthropic => "anthropic",
-        }
+        self.wire.provider()
     }
 
     pub(crate) fn shown(&self) -> &str {

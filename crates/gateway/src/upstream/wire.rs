@@ -22,6 +22,14 @@ pub(crate) enum Wire {
 }
 
 impl Wire {
+    /// The GenAI conventions' `gen_ai.provider.name` of the API.
+    pub(crate) fn provider(self) -> &'static str {
+        match self {
+            Wire::OpenAi => "openai",
+            Wire::Anthropic => "anthropic",
+        }
+    }
+
     pub(crate) fn of(api: UpstreamApi) -> Wire {
         match api {
             UpstreamApi::OpenAi => Wire::OpenAi,

@@ -148,11 +148,11 @@ async fn issue_27_usage_per_key_and_model_is_in_the_metrics_and_at_admin_usage_f
     gw.upstream.push(Reply::text("Hello."));
     assert_eq!(post(&gw, "/v1/chat/completions", "sk-alice", &chat("m")).await.status(), 200);
     assert_eq!(post(&gw, "/v1/messages", "sk-alice", &messages("m")).await.status(), 200);
-    // Without a key, with a key that is not an admin's: 401s that say what is needed.
+    // Without a key, a 401; with a key that is not an admin's, a 403 that says what is needed.
     let usage = gw.url("/admin/usage");
     assert_eq!(within(gw.http().get(&usage).send()).await.unwrap().status(), 401);
     let refused = within(gw.http().get(&usage).bearer_auth("sk-alice").send()).await.unwrap();
-    assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(refused.status(), StatusCode::FORBIDDEN);
     assert!(json_of(refused).await["error"]["message"].as_str().unwrap().contains("admin = true"));
     let answer = within(gw.http().get(&usage).bearer_auth("sk-root").send()).await.unwrap();
     assert_eq!(answer.status(), StatusCode::OK);
@@ -183,4 +183,34 @@ async fn issue_27_usage_per_key_and_model_is_in_the_metrics_and_at_admin_usage_f
         metrics.contains("toolshim_key_requests_total{key=\"alice\",model=\"m\"} 2"),
         "{metrics}"
     );
+}
+
+#[tokio::test]
+async fn issue_27_a_native_stream_is_asked_for_its_usage_and_a_second_header_does_not_shed_the_key()
+{
+    let gw = spawn_gateway(|config| {
+        config.mode = toolshim_gateway::Mode::Native;
+        config.keys.insert("alice".into(), KeyConfig { tpm: IN + OUT, rpm: 5, ..key("sk-alice") });
+        config.keys.insert("bob".into(), key("sk-bob"));
+    })
+    .await;
+    gw.upstream.push(Reply::text("Hello."));
+    let mut body = chat("m");
+    body["stream"] = json!(true);
+    let streamed = post(&gw, "/v1/chat/completions", "sk-alice", &body).await;
+    assert_eq!(streamed.status(), StatusCode::OK);
+    let text = within(streamed.text()).await.unwrap();
+    // The client did not ask for usage: it gets none; the upstream was asked for it.
+    assert!(!text.contains("\"usage\""), "{text}");
+    assert!(text.contains("\"Hell\"") && text.ends_with("data: [DONE]\n\n"), "{text}");
+    let sent = &gw.upstream.requests()[0];
+    assert_eq!(sent["stream_options"]["include_usage"], true, "{sent}");
+    // Its tokens counted against the key: the minute's are spent.
+    let refused = post(&gw, "/v1/chat/completions", "sk-alice", &chat("m")).await;
+    assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+    // A junk `x-api-key` beside the bearer key changes nothing: still alice, still limited.
+    let request = gw.http().post(gw.url("/v1/chat/completions")).bearer_auth("sk-alice");
+    let request = request.header("x-api-key", "junk").json(&chat("m"));
+    assert_eq!(within(request.send()).await.unwrap().status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(gw.upstream.pending(), 0);
 }

@@ -13,6 +13,9 @@ pub(crate) fn body(err: &ApiError) -> serde_json::Value {
         ApiError::InvalidRequest { param, code, .. } => {
             ("invalid_request_error", code.clone(), param.clone())
         }
+        ApiError::Auth(crate::error::AuthFailure::NotAdmin) => {
+            ("invalid_request_error", Some("insufficient_permissions".into()), None)
+        }
         ApiError::Auth(_) => ("invalid_request_error", Some("invalid_api_key".into()), None),
         ApiError::ContextOverflow { .. } => (
             "invalid_request_error",

@@ -89,6 +89,19 @@ async fn handle(state: AppState, value: Value, parsed: wire::Parsed) -> Result<R
         }
         None => (value, None),
     };
+    // A streamed reply relayed natively is asked for its usage (for the key's usage and token
+    // limits, and the trace); the client gets it only when it asked (`relay`).
+    let asked = Asked { stream: parsed.stream, usage: parsed.include_usage };
+    let value = match value {
+        Value::Object(mut object) if asked.stream && !asked.usage => {
+            let options = object.entry("stream_options").or_insert_with(|| serde_json::json!({}));
+            if let Some(options) = options.as_object_mut() {
+                options.insert("include_usage".into(), Value::Bool(true));
+            }
+            Value::Object(object)
+        }
+        other => other,
+    };
     let routed = state.route(&parsed.chat.model)?;
     let Some((first, client, upstream_model)) = routed.chain.first().cloned() else {
         return Err(ApiError::Internal("a route without upstreams".into()));
@@ -109,7 +122,7 @@ async fn handle(state: AppState, value: Value, parsed: wire::Parsed) -> Result<R
         .then_some(Repair { parsed: &parsed, reasoning_calls: routed.settings.reasoning_calls });
     match plan {
         Plan::Native => {
-            return passthrough(&state, &routed.chain, value, parsed.stream, allowed, repair).await;
+            return passthrough(&state, &routed.chain, value, asked, allowed, repair).await;
         }
         // Custom tools are OpenAI's own: an upstream that serves another model seldom
         // takes them, and its refusal would be remembered against every native request.
@@ -117,14 +130,13 @@ async fn handle(state: AppState, value: Value, parsed: wire::Parsed) -> Result<R
             tracing::debug!(upstream = %first, "custom tools; emulating");
         }
         Plan::TryNative => {
-            let native =
-                try_native(&state, &routed.chain, &value, parsed.stream, allowed, repair).await?;
+            let native = try_native(&state, &routed.chain, &value, asked, allowed, repair).await?;
             if let Some(response) = native {
                 return Ok(response);
             }
         }
         Plan::Plain if value.get("tools").is_none() => {
-            return passthrough(&state, &routed.chain, value, parsed.stream, allowed, None).await;
+            return passthrough(&state, &routed.chain, value, asked, allowed, None).await;
         }
         Plan::Plain | Plan::Emulate => {}
     }
@@ -203,14 +215,14 @@ async fn passthrough(
     state: &AppState,
     chain: &Chain,
     value: Value,
-    stream: bool,
+    asked: Asked,
     allowed: Option<AllowedCalls>,
     repair: Option<Repair<'_>>,
 ) -> Result<Response, ApiError> {
     let payloads = chain.relay(&value).await?;
     match repair {
         Some(repair) => repaired(state, chain, &value, payloads, repair).await,
-        None => relay(state, chain, payloads, stream, allowed).await,
+        None => relay(state, chain, payloads, asked, allowed).await,
     }
 }
 
@@ -220,14 +232,14 @@ async fn try_native(
     state: &AppState,
     chain: &Chain,
     value: &Value,
-    stream: bool,
+    asked: Asked,
     allowed: Option<AllowedCalls>,
     repair: Option<Repair<'_>>,
 ) -> Result<Option<Response>, ApiError> {
     match chain.relay(value).await {
         Ok(payloads) => match repair {
             Some(repair) => repaired(state, chain, value, payloads, repair).await.map(Some),
-            None => relay(state, chain, payloads, stream, allowed).await.map(Some),
+            None => relay(state, chain, payloads, asked, allowed).await.map(Some),
         },
         Err(err) => match crate::dispatch::after_refusal(chain, err) {
             Some(err) => Err(err),
@@ -242,10 +254,10 @@ async fn relay(
     state: &AppState,
     chain: &Chain,
     mut payloads: PayloadStream,
-    stream: bool,
+    asked: Asked,
     mut allowed: Option<AllowedCalls>,
 ) -> Result<Response, ApiError> {
-    if !stream {
+    if !asked.stream {
         return match payloads.next().await {
             Some(Ok(Payload::Body(mut value))) => {
                 if let Some(allowed) = &mut allowed {
@@ -274,23 +286,34 @@ async fn relay(
     // What the reply cost, when the upstream says (`stream_options.include_usage`).
     let spent = crate::keys::Spent::new();
     let tap = spent.clone();
-    let events = payloads.map(move |item| match item {
+    let mut chunk = move |item| match item {
         Ok(Payload::Event(mut value)) => {
             if let Some(allowed) = &mut allowed {
                 allowed.chunk(&mut value);
             }
             tap.reported(&value);
-            Ok(value)
+            // Usage the gateway asked for, and the client did not: the chunk that carries
+            // it alone is left out, and the field of the others.
+            if !asked.usage {
+                if let Some(object) = value.as_object_mut() {
+                    object.remove("usage");
+                }
+                if value["choices"].as_array().is_some_and(Vec::is_empty) {
+                    return None;
+                }
+            }
+            Some(Ok(value))
         }
         // The upstream answered a streaming request with one body: stream it as one chunk.
         Ok(Payload::Body(mut value)) => {
             if let Some(allowed) = &mut allowed {
                 allowed.completion(&mut value);
             }
-            Ok(body_as_chunk(value))
+            Some(Ok(body_as_chunk(value)))
         }
-        Err(err) => Err(err),
-    });
+        Err(err) => Some(Err(err)),
+    };
+    let events = payloads.filter_map(move |item| std::future::ready(chunk(item)));
     let mut response =
         crate::api::stream_response(state, Instant::now(), Box::pin(events), RelayEncoder).await?;
     response.extensions_mut().insert(spent);
@@ -409,6 +432,13 @@ fn body_as_chunk(mut value: Value) -> Value {
         }
     }
     value
+}
+
+/// How the client asked for its reply: streamed or not, with usage (`include_usage`) or not.
+#[derive(Debug, Clone, Copy)]
+struct Asked {
+    stream: bool,
+    usage: bool,
 }
 
 /// Writes relayed chunks as they came, and `[DONE]` after a complete reply.
