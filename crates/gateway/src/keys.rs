@@ -304,7 +304,7 @@ impl Ticket {
         keys.metrics.key_usage(&self.key.name, model, last, retried);
         let tokens = usage.prompt_tokens + usage.completion_tokens;
         let limits = self.key.limits;
-        if tokens > 0 && limits.tpm + limits.tpd > 0 {
+        if tokens > 0 && (limits.tpm > 0 || limits.tpd > 0) {
             if let Err(err) = keys.counters.spend(&self.key.name, tokens) {
                 tracing::warn!(key = %self.key.name, error = %err.0, "the tokens spent could not be counted");
             }

@@ -21,7 +21,7 @@ pub(crate) struct Limits {
 
 impl Limits {
     pub(crate) fn any(&self) -> bool {
-        self.rpm + self.tpm + self.tpd + self.concurrent > 0
+        [self.rpm, self.tpm, self.tpd, self.concurrent].iter().any(|&n| n > 0)
     }
 }
 
