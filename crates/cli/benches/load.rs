@@ -15,6 +15,7 @@ use clap::{Parser, ValueEnum};
 
 mod dos;
 mod floor;
+mod inspect;
 mod limits;
 mod loadgen;
 mod store;
@@ -43,6 +44,9 @@ enum Scenario {
     Store,
     /// A key's `rpm` limit held by two gateways sharing one Redis, driven past it (issue 27).
     Limits,
+    /// Requests through a gateway without the request inspector and one keeping them all
+    /// under a small bound: throughput, the bytes kept, memory (issue 27).
+    Inspect,
 }
 
 /// Load scenarios for the toolshim gateway (issue 8; docs/reliability.md).
@@ -138,6 +142,9 @@ fn main() -> Result<(), Error> {
     }
     if all || args.scenario == Scenario::Limits {
         limits::limits(&runtime, &bin, &args, &mut out)?;
+    }
+    if all || args.scenario == Scenario::Inspect {
+        inspect::inspect(&runtime, &bin, &args, &mut out)?;
     }
     Ok(())
 }

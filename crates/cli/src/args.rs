@@ -297,6 +297,9 @@ a value names where it came from: the file and line, the variable or the flag):
   /admin/usage: usage per key and model)
   [traces] endpoint (a collector's OTLP/HTTP base URL; the OTEL_* variables win),
   service_name [toolshim]
+  [inspect] enabled [false] (keep the last requests, each attempt's prompt, raw text, parse
+  and verdict, at /inspect for an admin key: open it in a browser, the key as password),
+  requests [200], max_bytes [32 MiB]
 See docs/config.md for every key with an example, docs/security.md for what each limit
 protects against, and docs/operations.md for keys, limits, usage and metrics.
 

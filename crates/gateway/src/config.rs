@@ -163,6 +163,8 @@ pub struct Config {
     pub store: StoreConfig,
     /// Where traces go (`[traces]`).
     pub traces: TracesConfig,
+    /// The request inspector (`[inspect]`).
+    pub inspect: InspectConfig,
 }
 
 /// Which API the upstream speaks.
@@ -319,6 +321,7 @@ impl Default for Config {
             readyz_cache_secs: 5.0,
             store: StoreConfig::default(),
             traces: TracesConfig::default(),
+            inspect: InspectConfig::default(),
         }
     }
 }
@@ -729,6 +732,10 @@ impl Config {
                 Err(text) => problem(&at, text),
             }
         }
+        let admin = self.keys.values().any(|key| key.admin);
+        for (key, text) in self.inspect.problems(admin) {
+            problem(key, text);
+        }
         if problems.is_empty() { Ok(()) } else { Err(problems) }
     }
 
@@ -866,10 +873,12 @@ fn listen_address(listen: &str) -> Result<(), String> {
     Ok(())
 }
 
+mod inspect;
 mod keys;
 mod store;
 mod traces;
 mod walk;
+pub use inspect::InspectConfig;
 pub use keys::KeyConfig;
 pub use store::StoreConfig;
 pub use traces::TracesConfig;

@@ -163,8 +163,16 @@ async fn serve_plan(
     let plan = plan(&routed, &chat).await;
     tracing::debug!(?plan, "served");
     let wire = routed.chain.first_wire();
+    let native = matches!(plan, Plan::Native | Plan::TryNative) && wire.is_some();
+    let mode = match plan {
+        Plan::Plain => "plain",
+        _ if native => "native",
+        _ => "emulate",
+    };
+    crate::inspect::served(&routed.chain, mode);
     if let (Plan::Native | Plan::TryNative, Some(wire)) = (plan, wire) {
         let body = wire.native_body(&chat, &routed.settings.upstream_model);
+        crate::inspect::relayed("native", &body);
         match routed.chain.relay_native(&body, wire).await {
             Ok(payloads) => {
                 let repair = state.config.native_repair;
@@ -172,8 +180,19 @@ async fn serve_plan(
                 let native = Native { body, wire, chat, reasoning_calls };
                 return repaired(state, &routed.chain, payloads, native, repair);
             }
-            Err(err) if plan == Plan::Native => return Err(err),
+            Err(err) if plan == Plan::Native => {
+                crate::inspect::failed(&err, None);
+                return Err(err);
+            }
             Err(err) => {
+                let then =
+                    if matches!(err, ApiError::Upstream { .. } | ApiError::UpstreamRejected { .. })
+                    {
+                        Some("emulate")
+                    } else {
+                        None
+                    };
+                crate::inspect::failed(&err, then);
                 if let Some(err) = after_refusal(&routed.chain, err) {
                     return Err(err);
                 }

@@ -19,6 +19,7 @@ mod chat;
 mod config;
 mod dispatch;
 mod error;
+mod inspect;
 mod keys;
 mod metrics;
 mod neutral;
@@ -41,9 +42,9 @@ use tokio_util::sync::CancellationToken;
 use tower_http::catch_panic::CatchPanicLayer;
 
 pub use crate::config::{
-    CallFormat, Config, Engine, FormatFile, KeyConfig, Layer, Mode, ModelConfig, NamedUpstream,
-    Origin, Origins, Overrides, ReasoningCalls, StoreConfig, TracesConfig, UpstreamApi,
-    UpstreamConfig,
+    CallFormat, Config, Engine, FormatFile, InspectConfig, KeyConfig, Layer, Mode, ModelConfig,
+    NamedUpstream, Origin, Origins, Overrides, ReasoningCalls, StoreConfig, TracesConfig,
+    UpstreamApi, UpstreamConfig,
 };
 pub use crate::error::{ApiError, AuthFailure, Refuser, UpstreamFault};
 pub use crate::server::ServeReport;
@@ -82,6 +83,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/messages", post(handle::<Messages>))
         .route("/v1/messages/count_tokens", post(handle::<CountTokens>))
         .route("/admin/usage", get(api::admin::usage))
+        .route("/inspect", get(api::inspect::list))
+        .route("/inspect/{id}", get(api::inspect::show))
         .route("/v1/models", get(api::models))
         .route("/healthz", get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }))
         .route("/readyz", get(ready))

@@ -33,6 +33,8 @@ pub struct AppState {
     pub(crate) store: Option<Arc<crate::store::Store>>,
     /// The gateway's keys, their limits and usage.
     pub(crate) keys: Arc<crate::keys::Keys>,
+    /// The request inspector (`None`: `[inspect]` is off).
+    pub(crate) inspector: Option<Arc<crate::inspect::Inspector>>,
 }
 
 /// When each upstream and model last refused something (a 400 or 422 to a request that
@@ -189,6 +191,12 @@ impl Chain {
     /// The first upstream: its name, client and model name.
     pub(crate) fn first(&self) -> Option<&(String, UpstreamClient, String)> {
         self.links.first()
+    }
+
+    /// The upstreams and their models in order (`name:model, name:model`), for the inspector.
+    pub(crate) fn describe(&self) -> String {
+        let links = self.links.iter().map(|(name, _, model)| format!("{name}:{model}"));
+        links.collect::<Vec<_>>().join(", ")
     }
 
     /// Whether the first upstream refused `what` for its model lately.
@@ -399,7 +407,9 @@ impl AppState {
             .map_err(|err| format!("store.url: {}", err.0))?
             .map(Arc::new);
         let keys = Arc::new(crate::keys::Keys::new(&config, Arc::clone(&metrics))?);
+        let inspector = crate::inspect::Inspector::new(&config);
         Ok(AppState {
+            inspector,
             config: Arc::new(config),
             upstreams: Arc::new(upstreams),
             keys,

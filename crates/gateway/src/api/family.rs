@@ -32,8 +32,11 @@ pub(crate) trait Family: Send + Sync + 'static {
     const FRONT: Front;
     /// The request as the family reads it.
     type Request: Send;
-    /// Whether a request counts against its key's limits and usage (`count_tokens` does not).
+    /// Whether a request counts against its key's limits and usage, and is kept by the
+    /// inspector (`count_tokens` is neither).
     const METERED: bool = true;
+    /// The API's name in the inspector.
+    const NAME: &'static str;
     /// The JSON body read as the family's request.
     fn parse(body: Value) -> Result<Self::Request, ApiError>;
     /// The client model the request names.
@@ -54,6 +57,7 @@ pub(crate) async fn handle<F: Family>(
     body: Body,
 ) -> Response {
     let front = F::FRONT;
+    let mut capture = None;
     let result = async {
         (front.admit)(&state, &headers)?;
         let key = state.keys.of(&headers).cloned();
@@ -61,9 +65,26 @@ pub(crate) async fn handle<F: Family>(
         if key.is_none() && state.config.auth_on() {
             return Err(ApiError::Auth(crate::error::AuthFailure::BadKey));
         }
+        // Kept from here on (an unauthenticated request is never kept: it could push out
+        // the others).
+        capture = match &state.inspector {
+            Some(inspector) if F::METERED => {
+                inspector.begin(F::NAME, key.as_ref().map(|k| &*k.name))
+            }
+            _ => None,
+        };
         let body = crate::api::read_body(&state, &headers, body).await?;
+        if let Some(capture) = &capture {
+            let text = capture.keep(&String::from_utf8_lossy(&body));
+            capture.note(|record| record.request = text);
+        }
         let value: Value = serde_json::from_slice(&body).map_err(|err| (front.not_json)(&err))?;
+        let stream = value.get("stream").and_then(Value::as_bool).unwrap_or(false);
         let request = F::parse(value)?;
+        if let Some(capture) = &capture {
+            let model = F::model(&request).to_owned();
+            capture.note(|record| (record.model, record.stream) = (model, stream));
+        }
         let span = tracing::Span::current();
         crate::traces::set(&span, "gen_ai.operation.name", "chat");
         crate::traces::set(&span, "gen_ai.request.model", F::model(&request));
@@ -79,13 +100,24 @@ pub(crate) async fn handle<F: Family>(
             }
             None => None,
         };
-        let response = F::serve(state, &headers, request).await?;
+        let response =
+            crate::inspect::scope(capture.clone(), F::serve(state, &headers, request)).await?;
         Ok(match ticket {
             Some(ticket) => ticket.settle_with(response),
             None => response,
         })
     };
-    result.await.unwrap_or_else(|err| (front.error)(err, &headers))
+    let response = result.await.unwrap_or_else(|err| {
+        if let Some(capture) = &capture {
+            let outcome = format!("{}: {}", err.kind(), err.message());
+            capture.note(|record| record.outcome = Some(outcome));
+        }
+        (front.error)(err, &headers)
+    });
+    match capture {
+        Some(capture) => crate::inspect::Tee::wrap(response, capture),
+        None => response,
+    }
 }
 
 /// A neutral request served as `dispatch::serve` plans it (native in the upstream's own API,

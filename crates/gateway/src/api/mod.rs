@@ -20,6 +20,7 @@ pub(crate) mod admin;
 pub(crate) mod anthropic;
 pub(crate) mod family;
 pub(crate) mod fields;
+pub(crate) mod inspect;
 pub(crate) mod openai;
 pub(crate) mod responses;
 
@@ -50,9 +51,14 @@ pub(crate) async fn reply<R: Render>(
     let tap = spent.clone();
     let span = tracing::Span::current();
     let mut calls = 0u64;
+    let capture = crate::inspect::current();
     let events: EventStream = Box::pin(events.inspect(move |event| match event {
         Ok(ChatEvent::CallStart { .. }) => calls += 1,
         Ok(ChatEvent::Done(outcome)) => {
+            if let Some(capture) = &capture {
+                let finish = outcome.finish.label().to_owned();
+                capture.note(|record| record.outcome = Some(finish));
+            }
             tap.set(outcome.usage, outcome.retried);
             let finish = crate::traces::Value::Strs(vec![outcome.finish.label().to_owned()]);
             crate::traces::set(&span, "gen_ai.response.finish_reasons", finish);

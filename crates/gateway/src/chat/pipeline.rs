@@ -33,8 +33,11 @@ pub(crate) fn run<U: Upstream>(
     req: ChatRequest,
     stream: bool,
 ) -> impl Stream<Item = Result<ChatEvent, ApiError>> + Send {
+    // The inspector's record of the request, taken while the handler runs (the stream is
+    // read later, outside it).
+    let capture = crate::inspect::current();
     async_stream::stream! {
-        let mut run = match Run::new(upstream, settings, metrics, req).await {
+        let mut run = match Run::new(upstream, settings, metrics, req, capture).await {
             Ok(run) => run,
             Err(err) => {
                 yield Err(err);
@@ -53,6 +56,9 @@ pub(crate) fn run<U: Upstream>(
                 Ok(Some(sent)) => sent,
                 Ok(None) => continue,
                 Err(err) => {
+                    if let Some(capture) = &run.capture {
+                        capture.failed(&err, None);
+                    }
                     yield Err(err);
                     return;
                 }
@@ -71,6 +77,10 @@ pub(crate) fn run<U: Upstream>(
                 }
             }
             if let Some(err) = failed {
+                if let Some(capture) = &run.capture {
+                    capture.read(&read.raw, read.finish_reason, read.shaper.take_findings(), read.usage);
+                    capture.failed(&err, None);
+                }
                 let mut out = Vec::new();
                 read.broke(&mut reasoning_shown, &mut out);
                 for event in out {
@@ -83,6 +93,12 @@ pub(crate) fn run<U: Upstream>(
             run.warnings += read.shaper.warnings();
             let truncated = read.finish_reason == Some(FinishReason::Length);
             let retried = run.account(&read, sent_tokens);
+            if let Some(capture) = &run.capture {
+                capture.read(&read.raw, read.finish_reason, read.shaper.take_findings(), read.usage);
+                if read.committed {
+                    capture.verdict("answer (it went out as it was written)", None);
+                }
+            }
             let mut out = Vec::new();
             if !read.committed {
                 match run.judge(&read, truncated) {
@@ -163,6 +179,8 @@ struct Run<U> {
     reasons: Vec<&'static str>,
     /// The parser's warnings over every attempt (for traces).
     warnings: u64,
+    /// The inspector's record of the request, when it is kept.
+    capture: Option<crate::inspect::Capture>,
 }
 
 /// What a judged attempt that did not go out leads to.
@@ -180,6 +198,7 @@ impl<U: Upstream> Run<U> {
         mut settings: Settings,
         metrics: Arc<Metrics>,
         req: ChatRequest,
+        capture: Option<crate::inspect::Capture>,
     ) -> Result<Run<U>, ApiError> {
         let engaged = !req.tools.is_empty();
         // A tool list the parser cannot hold is refused, never read as "any name goes".
@@ -221,6 +240,7 @@ impl<U: Upstream> Run<U> {
             plain: None,
             reasons: Vec::new(),
             warnings: 0,
+            capture,
         })
     }
 
@@ -240,6 +260,10 @@ impl<U: Upstream> Run<U> {
             self.native_format,
             self.with_grammar,
         );
+        if let Some(capture) = &self.capture {
+            let kind = if self.plain.is_some() { "plain" } else { "emulated" };
+            capture.prompt(kind, &request, self.feedback.is_some());
+        }
         let sent_format = request.response_format.is_some();
         let sent_grammar = request.grammar.is_some();
         let sent_tokens = prompt::estimate_tokens(&request.system, &request.turns);
@@ -257,18 +281,30 @@ impl<U: Upstream> Run<U> {
             // A grammar goes only to upstreams that decode under one; one that refuses it
             // anyway (an old server, a grammar it cannot compile) is asked without.
             Err(ApiError::UpstreamRejected { status: 400 | 422, message, by }) if sent_grammar => {
+                self.refused("the grammar", &message);
                 tracing::info!(message = %message, "the upstream refused the grammar; asking without it");
                 self.with_grammar = false;
                 self.grammar_refused = by;
                 Ok(None)
             }
             Err(ApiError::UpstreamRejected { status: 400 | 422, message, by }) if sent_format => {
+                self.refused("response_format", &message);
                 tracing::info!(message = %message, "the upstream refused response_format; asking for the format in the prompt");
                 self.native_format = false;
                 self.format_refused = by;
                 Ok(None)
             }
             Err(err) => Err(err),
+        }
+    }
+
+    /// The upstream refused `what` (its `message`): the attempt is made again without it.
+    fn refused(&self, what: &str, message: &str) {
+        if let Some(capture) = &self.capture {
+            let err =
+                ApiError::UpstreamRejected { status: 400, message: message.to_owned(), by: None };
+            capture.failed(&err, None);
+            capture.verdict(&format!("asked again without {what}"), None);
         }
     }
 
@@ -284,6 +320,9 @@ impl<U: Upstream> Run<U> {
         }
         if let Some(judge) = self.followups.judge(current, self.grounding.as_ref()) {
             shaper.judge_calls(judge);
+        }
+        if self.capture.is_some() {
+            shaper.keep_findings();
         }
         shaper
     }
@@ -313,7 +352,22 @@ impl<U: Upstream> Run<U> {
             self.metrics.guessed_calls(read.shaper.guesses().len());
         }
         let tries = Tries { attempt, max_retries, asked_plain: self.plain.is_some() };
-        match verdict(read, problem, tries, &self.req, truncated) {
+        let verdict = verdict(read, problem, tries, &self.req, truncated);
+        if let Some(capture) = &self.capture {
+            let (said, why) = match &verdict {
+                Verdict::Plain(why) => (crate::inspect::PLAIN_ANSWER, Some(why.to_string())),
+                Verdict::Retry(retry) => (crate::inspect::RETRY, retry.detail.clone()),
+                Verdict::Fail(err) => ("failed", Some(err.message())),
+                Verdict::Answer => ("answer", None),
+            };
+            let problem = match (problem, why) {
+                (Some(problem), Some(why)) => Some(format!("{}: {why}", problem.as_str())),
+                (Some(problem), None) => Some(problem.as_str().to_owned()),
+                (None, why) => why,
+            };
+            capture.verdict(said, problem.as_deref());
+        }
+        match verdict {
             Verdict::Plain(why) => {
                 tracing::info!(attempt, "{why}; asking for a plain answer");
                 self.reasons.push(problem.map_or("plain", RetryReason::as_str));

@@ -14,6 +14,7 @@ use crate::chat::grounding::{Grounding, HOLD_STRINGS, Hold};
 use crate::chat::types::{ChatEvent, ChatRequest, OutputFormat, RetryReason, ToolChoice, ToolSpec};
 use crate::config::{FormatFile, ReasoningCalls};
 use crate::error::ApiError;
+use crate::inspect::Finding;
 
 /// Text that could still turn out to be a refusal is held until it is this long.
 pub(crate) const REFUSAL_WINDOW: usize = 200;
@@ -243,7 +244,12 @@ pub(crate) struct Shaper {
     sent: Vec<Sent>,
     /// Calls the parser ended or rejected, whatever became of them.
     calls_ended: usize,
+    /// What the parser found, with its spans, for the inspector (`None`: not kept).
+    findings: Option<Vec<Finding>>,
 }
+
+/// The most findings kept of one reply.
+const MAX_FINDINGS: usize = 200;
 
 impl Shaper {
     pub(crate) fn new(
@@ -299,12 +305,35 @@ impl Shaper {
             stopped: None,
             sent: Vec::new(),
             calls_ended: 0,
+            findings: None,
         }
     }
 
     /// Holds every call until it ends, for `judge` to decide whether it goes out.
     pub(crate) fn judge_calls(&mut self, judge: Judge) {
         self.judge = Some(judge);
+    }
+
+    /// Keeps what the parser finds (for the inspector): `take_findings` hands it over.
+    pub(crate) fn keep_findings(&mut self) {
+        self.findings = Some(Vec::new());
+    }
+
+    pub(crate) fn take_findings(&mut self) -> Vec<Finding> {
+        self.findings.take().unwrap_or_default()
+    }
+
+    fn found(
+        &mut self,
+        kind: &'static str,
+        name: &str,
+        detail: &str,
+        span: &std::ops::Range<usize>,
+    ) {
+        if let Some(findings) = self.findings.as_mut().filter(|f| f.len() < MAX_FINDINGS) {
+            let (name, detail) = (name.to_owned(), detail.to_owned());
+            findings.push(Finding { kind, name, detail, span: [span.start, span.end] });
+        }
     }
 
     /// The calls dropped as guesses (`Judge::Grounding`).
@@ -437,6 +466,8 @@ impl Shaper {
                 }
                 Event::ArgsDelta { call_idx, json } => self.call_arguments(call_idx, &json, out),
                 Event::CallEnd { call_idx, call, .. } => {
+                    let kind = if call.complete { "call" } else { "incomplete_call" };
+                    self.found(kind, &call.name, &call.arguments, &call.span);
                     self.calls_ended += 1;
                     if !call.complete {
                         self.incomplete_call = true;
@@ -446,6 +477,7 @@ impl Shaper {
                     }
                 }
                 Event::Rejected(rejected) => {
+                    self.found("rejected", &rejected.name, &rejected.reason, &rejected.span);
                     self.calls_ended += 1;
                     tracing::debug!(name = %rejected.name, "the model called an unknown tool");
                     self.rejected += 1;
@@ -459,6 +491,7 @@ impl Shaper {
                         _ => {}
                     }
                     self.warnings += 1;
+                    self.found("warning", warning.code.as_str(), &warning.message, &warning.span);
                     tracing::debug!(code = warning.code.as_str(), message = %warning.message, "parse warning");
                 }
                 // Events a newer parser adds carry nothing the pipeline uses yet.

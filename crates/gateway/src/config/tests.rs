@@ -213,3 +213,25 @@ fn issue_27_a_malformed_key_table_names_the_file_and_line() {
     assert_eq!(ci.models, ["gpt-*"]);
     assert!(config.auth_on());
 }
+
+/// Issue 27: `[inspect]` needs an admin key, and its bounds are checked, each problem with
+/// its file and line.
+#[test]
+fn issue_27_the_inspector_needs_an_admin_key_and_sane_bounds() {
+    let text = "[upstream]\nurl = \"http://h\"\n[keys.app]\nkey = \"sk-app\"\n[inspect]\nenabled = true\nrequests = 0\nmax_bytes = 10\nkept = 3\n";
+    let (config, origins, mut problems) = Config::read_toml(text, "t.toml");
+    problems.extend(config.validate_from(&origins).unwrap_err());
+    for expected in [
+        "t.toml line 9: unknown key `inspect.kept`; the keys here are: enabled, requests, max_bytes",
+        "inspect.enabled: the inspector shows prompts and replies, so it needs a key with admin = true in a [keys.NAME] table to read it (from t.toml line 6)",
+        "inspect.requests: must be between 1 and 100000 (from t.toml line 7)",
+        "inspect.max_bytes: must be at least 65536 (64 KiB) (from t.toml line 8)",
+    ] {
+        assert!(problems.iter().any(|p| p.starts_with(expected)), "{expected} in {problems:#?}");
+    }
+    assert_eq!(problems.len(), 4, "{problems:#?}");
+    let text = "[upstream]\nurl = \"http://h\"\n[keys.ops]\nkey = \"sk-ops\"\nadmin = true\n[inspect]\nenabled = true\n";
+    let (config, _) = Config::from_toml(text, "t.toml").unwrap();
+    assert!(config.validate().is_ok());
+    assert_eq!(config.inspect, InspectConfig { enabled: true, ..InspectConfig::default() });
+}

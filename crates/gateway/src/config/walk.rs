@@ -36,7 +36,7 @@ pub(super) struct Walk<'a, 'p> {
 }
 
 /// The keys a config file may have at each level.
-const TOP_KEYS: &str = "listen, api_keys, mode, call_format, reasoning_calls, default_upstream, native_refusal_secs, max_retries, check_arguments, native_repair, continue_calls, check_grounding, body_limit_bytes, drain_timeout_secs, max_connections, header_read_timeout_secs, body_read_timeout_secs, keep_alive_timeout_secs, stream_keepalive_secs, readyz_cache_secs, [upstream], [upstreams.NAME], [models.NAME], [store], [keys.NAME], [traces]";
+const TOP_KEYS: &str = "listen, api_keys, mode, call_format, reasoning_calls, default_upstream, native_refusal_secs, max_retries, check_arguments, native_repair, continue_calls, check_grounding, body_limit_bytes, drain_timeout_secs, max_connections, header_read_timeout_secs, body_read_timeout_secs, keep_alive_timeout_secs, stream_keepalive_secs, readyz_cache_secs, [upstream], [upstreams.NAME], [models.NAME], [store], [keys.NAME], [traces], [inspect]";
 const STORE_KEYS: &str = "url, ttl_secs, max_bytes";
 const UPSTREAM_KEYS: &str = "url, api, api_key_env, connect_timeout_secs, first_byte_timeout_secs, idle_timeout_secs, max_reply_bytes, max_line_bytes, probe_timeout_secs, error_body_timeout_secs, constrain, prefill";
 const MODEL_KEYS: &str = "upstream, mode, call_format, reasoning_calls, format_file";
@@ -68,6 +68,7 @@ impl Walk<'_, '_> {
                     | ["keys"]
                     | ["keys", _]
                     | ["traces"]
+                    | ["inspect"]
             );
             match (table, item.get_ref()) {
                 (true, toml::de::DeValue::Table(inner)) => self.table(inner, at),
@@ -89,6 +90,7 @@ impl Walk<'_, '_> {
                             Some(&"upstreams") => NAMED_UPSTREAM_KEYS,
                             Some(&"keys") => super::keys::KEY_KEYS,
                             Some(&"traces") => "endpoint, service_name",
+                            Some(&"inspect") => super::inspect::INSPECT_KEYS,
                             _ => TOP_KEYS,
                         };
                         self.unknown(&dotted, line, keys);
@@ -128,6 +130,7 @@ impl Walk<'_, '_> {
                 stream_keepalive_secs, readyz_cache_secs, native_refusal_secs),
             ["store", key] => set!(config.store, *key, item; url, ttl_secs, max_bytes),
             ["traces", key] => set!(config.traces, *key, item; endpoint, service_name),
+            ["inspect", key] => set!(config.inspect, *key, item; enabled, requests, max_bytes),
             ["keys", name, field] => {
                 let key = config.keys.entry((*name).to_owned()).or_default();
                 set!(key, *field, item; key, key_env, models, rpm, tpm, tpd, concurrent, admin);

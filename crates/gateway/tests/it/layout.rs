@@ -134,17 +134,21 @@ fn no_task_is_spawned() {
 
 /// State lives in `AppState` (the refusal memories, the readiness probe) and in the response
 /// store (`store/`), never in a process-wide `static`: two gateways in one process share
-/// nothing, and a store is the one place that outlives a request.
+/// nothing, and a store is the one place that outlives a request. A `tokio::task_local!` is
+/// not process-wide (it holds a value only inside the future it scopes: the inspector's record
+/// of the request its handler serves), so it is allowed.
 #[test]
 fn no_global_state() {
     let mut found = Vec::new();
     for path in rust_files(&src()) {
+        let mut task_local = false;
         for (n, line) in code_lines(&path) {
             let item =
                 line.trim_start().trim_start_matches("pub(crate) ").trim_start_matches("pub ");
-            if item.starts_with("static ") || line.contains("thread_local!") {
+            if (item.starts_with("static ") && !task_local) || line.contains("thread_local!") {
                 found.push(format!("{}:{n}: {line}", path.display()));
             }
+            task_local = line.trim() == "tokio::task_local! {";
         }
     }
     assert!(found.is_empty(), "{found:#?}");

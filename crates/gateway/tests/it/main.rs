@@ -83,6 +83,7 @@ mod faults;
 mod finish;
 mod followups;
 mod images;
+mod inspect;
 mod integrity;
 mod keys;
 mod layout;

@@ -62,6 +62,7 @@ pub(crate) type CountTokens = Messages<true>;
 
 impl<const COUNT: bool> Family for Messages<COUNT> {
     const FRONT: Front = FRONT;
+    const NAME: &'static str = if COUNT { "count_tokens" } else { "messages" };
     type Request = wire::Parsed;
 
     const METERED: bool = !COUNT;

@@ -51,6 +51,7 @@ impl Family for ChatCompletions {
     /// The body as it came (for a passthrough) and as read.
     const FRONT: Front = Front { admit: authorize, not_json, error: |err, _| error::response(err) };
     type Request = (Value, wire::Parsed);
+    const NAME: &'static str = "chat_completions";
 
     fn parse(body: Value) -> Result<(Value, wire::Parsed), ApiError> {
         let parsed = wire::from_wire(&body)?;
@@ -120,6 +121,14 @@ async fn handle(state: AppState, value: Value, parsed: wire::Parsed) -> Result<R
         && !parsed.chat.tools.is_empty()
         && parsed.chat.tool_choice != ToolChoice::None)
         .then_some(Repair { parsed: &parsed, reasoning_calls: routed.settings.reasoning_calls });
+    let mode = match plan {
+        Plan::Native => "native",
+        Plan::TryNative => "native",
+        Plan::Plain if value.get("tools").is_none() => "passthrough",
+        Plan::Plain => "plain",
+        Plan::Emulate => "emulate",
+    };
+    crate::inspect::served(&routed.chain, mode);
     match plan {
         Plan::Native => {
             return passthrough(&state, &routed.chain, value, asked, allowed, repair).await;
@@ -128,6 +137,7 @@ async fn handle(state: AppState, value: Value, parsed: wire::Parsed) -> Result<R
         // takes them, and its refusal would be remembered against every native request.
         Plan::TryNative if !parsed.custom.is_empty() => {
             tracing::debug!(upstream = %first, "custom tools; emulating");
+            crate::inspect::served(&routed.chain, "emulate");
         }
         Plan::TryNative => {
             let native = try_native(&state, &routed.chain, &value, asked, allowed, repair).await?;
@@ -219,7 +229,9 @@ async fn passthrough(
     allowed: Option<AllowedCalls>,
     repair: Option<Repair<'_>>,
 ) -> Result<Response, ApiError> {
-    let payloads = chain.relay(&value).await?;
+    crate::inspect::relayed("passthrough", &value);
+    let payloads =
+        chain.relay(&value).await.inspect_err(|err| crate::inspect::failed(err, None))?;
     match repair {
         Some(repair) => repaired(state, chain, &value, payloads, repair).await,
         None => relay(state, chain, payloads, asked, allowed).await,
@@ -236,14 +248,21 @@ async fn try_native(
     allowed: Option<AllowedCalls>,
     repair: Option<Repair<'_>>,
 ) -> Result<Option<Response>, ApiError> {
+    crate::inspect::relayed("native", value);
     match chain.relay(value).await {
         Ok(payloads) => match repair {
             Some(repair) => repaired(state, chain, value, payloads, repair).await.map(Some),
             None => relay(state, chain, payloads, asked, allowed).await.map(Some),
         },
-        Err(err) => match crate::dispatch::after_refusal(chain, err) {
-            Some(err) => Err(err),
-            None => Ok(None),
+        Err(err) => match crate::dispatch::after_refusal(chain, err.clone()) {
+            Some(err) => {
+                crate::inspect::failed(&err, None);
+                Err(err)
+            }
+            None => {
+                crate::inspect::failed(&err, Some("emulate"));
+                Ok(None)
+            }
         },
     }
 }

@@ -19,6 +19,7 @@ use crate::state::AppState;
 pub(crate) struct Responses;
 
 impl Family for Responses {
+    const NAME: &'static str = "responses";
     const FRONT: Front = Front {
         admit: authorize,
         not_json: crate::api::openai::handlers::not_json,
