@@ -21,6 +21,7 @@ pub(crate) mod anthropic;
 pub(crate) mod family;
 pub(crate) mod fields;
 pub(crate) mod inspect;
+pub(crate) mod ollama;
 pub(crate) mod openai;
 pub(crate) mod responses;
 
@@ -158,6 +159,10 @@ pub(crate) trait StreamEncoder: Send + 'static {
     }
     /// The frames after the last event of a stream that ended well.
     fn end(&mut self, _out: &mut Vec<Bytes>) {}
+    /// The stream's media type.
+    fn content_type(&self) -> &'static str {
+        "text/event-stream; charset=utf-8"
+    }
     /// Whether an error that comes before the first event is still reported in-band, after
     /// the stream's first frames, instead of as an HTTP error (for errors a family's clients
     /// read only from the stream).
@@ -195,6 +200,7 @@ where
     E: StreamEncoder,
 {
     let cut = state.cut.clone();
+    let content_type = HeaderValue::from_static(encoder.content_type());
     let keepalive_every = crate::config::Config::secs(state.config.stream_keepalive_secs);
     let first = tokio::select! {
         next = tokio::time::timeout(keepalive_every, events.next()) => match next {
@@ -271,8 +277,7 @@ where
     };
     let mut response = Response::new(Body::from_stream(body));
     let headers = response.headers_mut();
-    headers
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream; charset=utf-8"));
+    headers.insert(header::CONTENT_TYPE, content_type);
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     response.extensions_mut().insert(in_band);
     Ok(response)

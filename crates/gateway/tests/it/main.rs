@@ -89,6 +89,7 @@ mod keys;
 mod layout;
 mod modes;
 mod native_families;
+mod ollama;
 mod openai;
 mod reasoning;
 mod requests;
