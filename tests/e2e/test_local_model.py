@@ -377,6 +377,37 @@ def test_anthropic_sdk_weather_round_trip(qwen: Rig, stream: bool) -> None:
     assert "18" in text, text
 
 
+@needs_qwen
+@pytest.mark.parametrize("stream", [False, True], ids=["complete", "stream"])
+def test_ollama_client_weather_round_trip(qwen: Rig, stream: bool) -> None:
+    """The Ollama API (docs/ollama.md) with the official `ollama` client, on the real model."""
+    import ollama
+
+    client = ollama.Client(host=qwen.gateway.root, timeout=REQUEST_TIMEOUT_S)
+    options = {"temperature": 0, "num_predict": MAX_TOKENS}
+
+    def turn(messages: list) -> tuple[str, list]:
+        if not stream:
+            reply = client.chat(model="qwen", messages=messages, tools=weather_tools(), options=options)
+            assert reply.done and reply.done_reason == "stop", reply
+            return reply.message.content or "", list(reply.message.tool_calls or [])
+        parts = list(client.chat(model="qwen", messages=messages, tools=weather_tools(), options=options, stream=True))
+        assert parts[-1].done, parts[-1]
+        text = "".join(p.message.content or "" for p in parts)
+        return text, [c for p in parts for c in (p.message.tool_calls or [])]
+
+    messages: list = [{"role": "user", "content": "What's the weather in Paris?"}]
+    text, calls = turn(messages)
+    assert_no_markup(text)
+    assert [c.function.name for c in calls] == ["get_weather"], (text, qwen.proxy.exchanges[-1].text)
+    assert "paris" in str(calls[0].function.arguments.get("city", "")).lower()
+    messages.append({"role": "assistant", "content": text, "tool_calls": [c.model_dump() for c in calls]})
+    messages.append({"role": "tool", "content": WEATHER_RESULT, "tool_name": "get_weather"})
+    text, calls = turn(messages)
+    assert_no_markup(text, names=("get_weather",))
+    assert not calls and "18" in text, (text, calls, qwen.proxy.exchanges[-1].text)
+
+
 def run_cases(rig_: Rig) -> list[Outcome]:
     client = openai_client(rig_.gateway)
     outcomes = []
