@@ -408,6 +408,49 @@ def test_ollama_client_weather_round_trip(qwen: Rig, stream: bool) -> None:
     assert not calls and "18" in text, (text, calls, qwen.proxy.exchanges[-1].text)
 
 
+@needs_qwen
+@pytest.mark.parametrize("stream", [False, True], ids=["complete", "stream"])
+def test_gemini_sdk_weather_round_trip(qwen: Rig, stream: bool) -> None:
+    """The Gemini API (docs/gemini.md) with the official `google-genai` SDK, on the real model."""
+    from google import genai
+    from google.genai import types
+
+    client = genai.Client(
+        api_key="local", http_options=types.HttpOptions(base_url=qwen.gateway.root, timeout=int(REQUEST_TIMEOUT_S * 1000))
+    )
+    declarations = [
+        types.FunctionDeclaration(name=t["function"]["name"], description=t["function"]["description"],
+                                  parameters_json_schema=t["function"]["parameters"])
+        for t in weather_tools()
+    ]
+    config = types.GenerateContentConfig(
+        tools=[types.Tool(function_declarations=declarations)], temperature=0, max_output_tokens=MAX_TOKENS,
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+    )
+
+    def turn(contents: list) -> tuple[str, list, list]:
+        if not stream:
+            reply = client.models.generate_content(model="qwen", contents=contents, config=config)
+            parts = list(reply.candidates[0].content.parts or [])
+        else:
+            chunks = list(client.models.generate_content_stream(model="qwen", contents=contents, config=config))
+            parts = [p for c in chunks for p in (c.candidates[0].content.parts or [])]
+        text = "".join(p.text or "" for p in parts if not p.thought)
+        return text, [p.function_call for p in parts if p.function_call], parts
+
+    contents: list = [types.Content(role="user", parts=[types.Part(text="What's the weather in Paris?")])]
+    text, calls, parts = turn(contents)
+    assert_no_markup(text)
+    assert [c.name for c in calls] == ["get_weather"], (text, qwen.proxy.exchanges[-1].text)
+    assert "paris" in str(calls[0].args.get("city", "")).lower()
+    contents.append(types.Content(role="model", parts=parts))
+    contents.append(types.Content(role="user", parts=[
+        types.Part.from_function_response(name="get_weather", response={"output": WEATHER_RESULT})]))
+    text, calls, _ = turn(contents)
+    assert_no_markup(text, names=("get_weather",))
+    assert not calls and "18" in text, (text, calls, qwen.proxy.exchanges[-1].text)
+
+
 def run_cases(rig_: Rig) -> list[Outcome]:
     client = openai_client(rig_.gateway)
     outcomes = []

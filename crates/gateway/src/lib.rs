@@ -83,6 +83,15 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/messages", post(handle::<Messages>))
         .route("/v1/messages/count_tokens", post(handle::<CountTokens>))
         .route("/admin/usage", get(api::admin::usage))
+        .route("/v1beta/models", get(api::gemini::handlers::models))
+        .route(
+            "/v1beta/models/{*rest}",
+            post(api::gemini::handlers::post).get(api::gemini::handlers::model),
+        )
+        .route(
+            "/v1/models/{*rest}",
+            post(api::gemini::handlers::post).get(api::gemini::handlers::model),
+        )
         .route("/api/chat", post(handle::<api::ollama::handlers::Ollama>))
         .route("/api/generate", post(handle::<api::ollama::handlers::Generate>))
         .route("/api/tags", get(api::ollama::handlers::tags))

@@ -39,6 +39,11 @@ pub(crate) trait Family: Send + Sync + 'static {
     const NAME: &'static str;
     /// The JSON body read as the family's request.
     fn parse(body: Value) -> Result<Self::Request, ApiError>;
+    /// The same, for a family that names the model and the method in the path (Gemini's).
+    fn parse_at(body: Value, target: Option<&Target>) -> Result<Self::Request, ApiError> {
+        let _ = target;
+        Self::parse(body)
+    }
     /// The client model the request names.
     fn model(request: &Self::Request) -> &str;
     /// The request served: native, emulated or passed through, as its route says
@@ -50,11 +55,31 @@ pub(crate) trait Family: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Response, ApiError>> + Send;
 }
 
+/// What a family that names its model and method in the path (Gemini's) read from it.
+#[derive(Debug, Clone)]
+pub(crate) struct Target {
+    pub(crate) model: String,
+    /// The method streams (`streamGenerateContent`).
+    pub(crate) stream: bool,
+    /// The stream is SSE (`alt=sse`), not a JSON array.
+    pub(crate) sse: bool,
+}
+
 /// The handler of a family's `POST` endpoint.
 pub(crate) async fn handle<F: Family>(
     State(state): State<AppState>,
     headers: HeaderMap,
     body: Body,
+) -> Response {
+    handle_at::<F>(state, headers, body, None).await
+}
+
+/// `handle`, for a request whose path named its `target`.
+pub(crate) async fn handle_at<F: Family>(
+    state: AppState,
+    headers: HeaderMap,
+    body: Body,
+    target: Option<Target>,
 ) -> Response {
     let front = F::FRONT;
     let mut capture = None;
@@ -79,8 +104,11 @@ pub(crate) async fn handle<F: Family>(
             capture.note(|record| record.request = text);
         }
         let value: Value = serde_json::from_slice(&body).map_err(|err| (front.not_json)(&err))?;
-        let stream = value.get("stream").and_then(Value::as_bool).unwrap_or(false);
-        let request = F::parse(value)?;
+        let stream = match &target {
+            Some(target) => target.stream,
+            None => value.get("stream").and_then(Value::as_bool).unwrap_or(false),
+        };
+        let request = F::parse_at(value, target.as_ref())?;
         if let Some(capture) = &capture {
             let model = F::model(&request).to_owned();
             capture.note(|record| (record.model, record.stream) = (model, stream));

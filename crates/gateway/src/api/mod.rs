@@ -20,6 +20,7 @@ pub(crate) mod admin;
 pub(crate) mod anthropic;
 pub(crate) mod family;
 pub(crate) mod fields;
+pub(crate) mod gemini;
 pub(crate) mod inspect;
 pub(crate) mod ollama;
 pub(crate) mod openai;
@@ -77,9 +78,15 @@ pub(crate) async fn reply<R: Render>(
 }
 
 /// `GET /v1/models`: Anthropic's list shape when the request carries `anthropic-version`,
-/// OpenAI's otherwise.
-pub(crate) async fn models(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if headers.contains_key("anthropic-version") {
+/// Gemini's when it carries Gemini's key, OpenAI's otherwise.
+pub(crate) async fn models(
+    State(state): State<AppState>,
+    axum::extract::Query(params): axum::extract::Query<gemini::handlers::Params>,
+    headers: HeaderMap,
+) -> Response {
+    if gemini::handlers::asks(&headers, &params) {
+        gemini::handlers::list(&state, headers, &params).await
+    } else if headers.contains_key("anthropic-version") {
         anthropic::handlers::models(&state, &headers).await
     } else {
         openai::handlers::models(State(state), headers).await

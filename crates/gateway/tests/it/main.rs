@@ -82,6 +82,7 @@ mod fail_closed;
 mod faults;
 mod finish;
 mod followups;
+mod gemini;
 mod images;
 mod inspect;
 mod integrity;

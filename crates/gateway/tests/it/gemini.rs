@@ -1,0 +1,71 @@
+//! The Gemini API (issue 28): `generateContent` and `streamGenerateContent` (SSE with
+//! `alt=sse`, a JSON array without) emulated against a scripted upstream, Gemini's key in
+//! `x-goog-api-key` or `?key=`, and its error shape. The official `google-genai` SDK drives it
+//! end to end in `tests/e2e/test_gemini.py`.
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::common::api::within;
+use crate::common::{MODEL, Reply, hermes, spawn_gateway};
+
+fn request() -> Value {
+    json!({"contents": [{"role": "user", "parts": [{"text": "Weather in Paris?"}]}],
+        "tools": [{"functionDeclarations": [{"name": "get_weather",
+            "parameters": {"type": "OBJECT", "properties": {"city": {"type": "STRING"}}}}]}]})
+}
+
+#[tokio::test]
+async fn issue_28_a_stream_without_alt_is_one_json_array() {
+    let gw = spawn_gateway(|_| {}).await;
+    gw.upstream.push(Reply::text(format!(
+        "Checking. {}",
+        hermes("get_weather", json!({"city": "Paris"}))
+    )));
+    let url = gw.url(&format!("/v1beta/models/{MODEL}:streamGenerateContent"));
+    let response = within(gw.http().post(url).json(&request()).send()).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let body: Value = serde_json::from_str(&within(response.text()).await.unwrap()).unwrap();
+    let chunks = body.as_array().unwrap();
+    let call = chunks
+        .iter()
+        .find_map(|c| c["candidates"][0]["content"]["parts"][0].get("functionCall"))
+        .unwrap();
+    assert_eq!(
+        (call["name"].clone(), call["args"].clone()),
+        (json!("get_weather"), json!({"city": "Paris"}))
+    );
+    let last = chunks.last().unwrap();
+    assert_eq!(last["candidates"][0]["finishReason"], "STOP");
+    assert!(last["usageMetadata"]["totalTokenCount"].as_u64().is_some(), "{last}");
+}
+
+#[tokio::test]
+async fn issue_28_geminis_key_and_errors() {
+    let gw = spawn_gateway(|config| config.api_keys = vec!["sk-gemini".into()]).await;
+    gw.upstream.push(Reply::text("Hello."));
+    gw.upstream.push(Reply::text("Hello again."));
+    let url = |rest: &str| gw.url(&format!("/v1beta/models/{MODEL}{rest}"));
+    let none =
+        within(gw.http().post(url(":generateContent")).json(&request()).send()).await.unwrap();
+    assert_eq!(none.status(), StatusCode::UNAUTHORIZED);
+    let error: Value = within(none.json()).await.unwrap();
+    assert_eq!(error["error"]["status"], "UNAUTHENTICATED", "{error}");
+    assert_eq!(error["error"]["code"], 401);
+    let header = gw.http().post(url(":generateContent")).header("x-goog-api-key", "sk-gemini");
+    assert_eq!(within(header.json(&request()).send()).await.unwrap().status(), StatusCode::OK);
+    let query = gw.http().post(url(":generateContent?key=sk-gemini"));
+    assert_eq!(within(query.json(&request()).send()).await.unwrap().status(), StatusCode::OK);
+    let listed = gw.http().get(gw.url("/v1/models?key=sk-gemini"));
+    let listed: Value = within(within(listed.send()).await.unwrap().json()).await.unwrap();
+    assert!(listed["models"].is_array(), "Gemini's list on /v1/models with Gemini's key: {listed}");
+    let bad = gw
+        .http()
+        .post(url(":generateContent?key=sk-gemini"))
+        .json(&json!({"contents": [{"role": "robot", "parts": [{"text": "x"}]}]}));
+    let bad = within(bad.send()).await.unwrap();
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+    let error: Value = within(bad.json()).await.unwrap();
+    assert_eq!(error["error"]["status"], "INVALID_ARGUMENT", "{error}");
+    assert_eq!(gw.upstream.pending(), 0);
+}
