@@ -69,3 +69,43 @@ async fn issue_28_geminis_key_and_errors() {
     assert_eq!(error["error"]["status"], "INVALID_ARGUMENT", "{error}");
     assert_eq!(gw.upstream.pending(), 0);
 }
+
+/// Natively (`native` and `auto`), the upstream gets the tools (as JSON Schema) and answers
+/// with a native call, which reaches the client as a `functionCall`, streamed and not.
+#[tokio::test]
+async fn issue_28_gemini_calls_tools_natively_in_native_and_auto() {
+    for mode in [toolshim_gateway::Mode::Native, toolshim_gateway::Mode::Auto] {
+        let gw = spawn_gateway(|config| config.mode = mode).await;
+        for method in ["generateContent", "streamGenerateContent?alt=sse"] {
+            let reply = crate::native_families::native_call("get_weather", r#"{"city": "Paris"}"#);
+            gw.upstream.push(reply);
+            let url = gw.url(&format!("/v1beta/models/{MODEL}:{method}"));
+            let text =
+                within(within(gw.http().post(url).json(&request()).send()).await.unwrap().text())
+                    .await
+                    .unwrap();
+            assert!(
+                text.contains(r#""functionCall":{"args":{"city":"Paris"}"#)
+                    || text.contains(r#""args":{"city":"Paris"}"#),
+                "{mode:?} {method}: {text}"
+            );
+            let sent = gw.upstream.requests().pop().unwrap();
+            let parameters = &sent["tools"][0]["function"]["parameters"];
+            assert_eq!(parameters["properties"]["city"]["type"], "string", "{sent}");
+        }
+    }
+}
+
+/// A model no route serves is Gemini's 404.
+#[tokio::test]
+async fn issue_28_a_model_no_route_serves_is_not_found() {
+    let gw = crate::ollama::serving_llama().await;
+    let url = gw.url("/v1beta/models/nope:generateContent");
+    let response = within(gw.http().post(url).json(&request()).send()).await.unwrap();
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    let error: Value = within(response.json()).await.unwrap();
+    assert_eq!(error["error"]["status"], "NOT_FOUND", "{error}");
+    assert!(error["error"]["message"].as_str().unwrap().contains("`nope`"), "{error}");
+    let model = within(gw.http().get(gw.url("/v1beta/models/llama3.2")).send()).await.unwrap();
+    assert_eq!(model.status(), StatusCode::OK);
+}

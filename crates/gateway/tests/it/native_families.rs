@@ -23,7 +23,7 @@ pub(crate) const FAMILIES: [Family; 3] = [Family::Chat, Family::Messages, Family
 
 /// A reply the mock streams as an upstream with native tool calling does: one call to
 /// `name`, its arguments in two pieces, then usage.
-fn native_call(name: &str, arguments: &str) -> Reply {
+pub(crate) fn native_call(name: &str, arguments: &str) -> Reply {
     let chunk = |delta: Value, finish: Option<&str>| {
         let chunk = json!({"id": "chatcmpl-up", "object": "chat.completion.chunk", "created": 1,
             "model": "up", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});

@@ -126,7 +126,7 @@ async fn issue_28_the_model_endpoints_answer_from_the_routes() {
 }
 
 /// A gateway whose one upstream serves `llama3.2` only: other names are a 404.
-async fn serving_llama() -> TestGateway {
+pub(crate) async fn serving_llama() -> TestGateway {
     let upstream = crate::common::MockUpstream::start().await;
     let mut config = crate::common::base_config("");
     let named = toolshim_gateway::NamedUpstream {
@@ -161,4 +161,27 @@ async fn issue_28_errors_are_ollamas_shape_and_status() {
     let unknown = post(&gw, "/api/show", &json!({"model": "nope"})).await;
     assert_eq!(unknown.status(), StatusCode::NOT_FOUND);
     assert_eq!(gw.upstream.pending(), 0);
+}
+
+/// Natively (`native` and `auto`), the upstream gets the tools and answers with a native call,
+/// which reaches the client as Ollama writes calls, streamed and not.
+#[tokio::test]
+async fn issue_28_ollama_calls_tools_natively_in_native_and_auto() {
+    for mode in [toolshim_gateway::Mode::Native, toolshim_gateway::Mode::Auto] {
+        let gw = spawn_gateway(|config| config.mode = mode).await;
+        for stream in [false, true] {
+            let reply = crate::native_families::native_call("get_weather", r#"{"city": "Paris"}"#);
+            gw.upstream.push(reply);
+            let body = json!({"model": MODEL, "stream": stream, "tools": weather(),
+                "messages": [{"role": "user", "content": "Weather in Paris?"}]});
+            let text = within(post(&gw, "/api/chat", &body).await.text()).await.unwrap();
+            let call = lines(&text)
+                .into_iter()
+                .find_map(|l| l["message"]["tool_calls"].get(0).cloned())
+                .unwrap_or_else(|| panic!("{mode:?} {stream}: {text}"));
+            assert_eq!(call["function"]["arguments"], json!({"city": "Paris"}), "{text}");
+            let sent = gw.upstream.requests().pop().unwrap();
+            assert_eq!(sent["tools"][0]["function"]["name"], "get_weather", "{sent}");
+        }
+    }
 }
