@@ -1,4 +1,5 @@
-"""The Ollama API (issue 28) through the official `ollama` Python client: chat with tools
+"""The Ollama API (issue 28) through the official `ollama` Python client (and `ollama` from npm,
+a tool round trip streamed and not): chat with tools
 (a schema and a Python function), streaming with tools, a two-turn round trip, `format` with a
 schema, `generate`, `list` and `show`, and Ollama's errors; against `toolshim serve` emulating
 tools in front of the scripted upstream.
@@ -7,12 +8,20 @@ tools in front of the scripted upstream.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
 
 import ollama
 import pytest
 from pydantic import BaseModel
 
+from conftest import REPO_ROOT
 from support import HTTP_TIMEOUT, MODEL, hermes
+
+OLLAMA_JS_DIR = Path(os.environ.get("OLLAMA_JS_DIR", REPO_ROOT / "target" / "ollama-js"))
+SCRIPT = Path(__file__).with_name("ollama_js_chat.mjs")
 
 WEATHER = {
     "type": "function",
@@ -105,3 +114,19 @@ def test_list_show_and_errors(client, upstream):
     with pytest.raises(ollama.ResponseError) as bad:
         client.chat(model=MODEL, messages=[{"role": "robot", "content": "Hi"}])
     assert bad.value.status_code == 400 and "unknown role `robot`" in bad.value.error
+
+
+@pytest.mark.parametrize("mode", ["complete", "stream"])
+def test_the_ollama_package_from_npm(gateway, upstream, mode):
+    if not (OLLAMA_JS_DIR / "node_modules" / "ollama").is_dir():
+        pytest.fail(f"ollama-js is not installed in {OLLAMA_JS_DIR}: see .ci/run for the pinned `npm install`", pytrace=False)
+    # Node resolves the package from the script's folder.
+    script = OLLAMA_JS_DIR / SCRIPT.name
+    shutil.copyfile(SCRIPT, script)
+    upstream.script([hermes("get_weather", {"city": "Paris"}), "It is 18 degrees in Paris."])
+    env = {"PATH": os.environ.get("PATH", ""), "GATEWAY_URL": gateway.root, "MODEL": MODEL}
+    done = subprocess.run(["node", str(script), mode], cwd=OLLAMA_JS_DIR, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, f"node exited {done.returncode}\nstdout: {done.stdout}\nstderr: {done.stderr}"
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result == {"calls": [["get_weather", {"city": "Paris"}]], "text": "It is 18 degrees in Paris.", "done": True}
+    assert "18 degrees" in json.dumps(upstream.requests[1])
