@@ -58,6 +58,16 @@ TIME_TOOL = {
 
 TOOLS = [WEATHER_TOOL, TIME_TOOL]
 
+# The same tool as clients that know no `strict` write it (Ollama's, and most).
+PLAIN_WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather in a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
+
 USER_WEATHER = [{"role": "user", "content": "What's the weather in Paris?"}]
 
 # -- how the upstream model writes calls (the gateway must understand every dialect) ----------

@@ -2,8 +2,8 @@
 chat-only upstream (issue 28).
 
 The Gemini CLI speaks only the Gemini API. Here it works in a temp folder, with
-`GOOGLE_GEMINI_BASE_URL` pointing at the gateway and an API key: the upstream has it write a
-file with its `write_file` tool, then run a shell command with `run_shell_command`, and the test
+`GOOGLE_GEMINI_BASE_URL` pointing at the gateway and an API key: the upstream (chat-only, text
+answers: the gateway emulates tools) has it write a file with its `write_file` tool, then run a shell command with `run_shell_command`, and the test
 checks the files. Its usage statistics are off, and its home is the temp folder.
 
 The binary comes from `GEMINI_CLI_BIN`, else `target/gemini-cli/node_modules/.bin/gemini`
@@ -12,16 +12,15 @@ The binary comes from `GEMINI_CLI_BIN`, else `target/gemini-cli/node_modules/.bi
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import subprocess
-import threading
 from pathlib import Path
 
 import pytest
 
 from conftest import REPO_ROOT
+from test_native_agents import NativeUpstream
 
 GEMINI_BIN = Path(
     os.environ.get("GEMINI_CLI_BIN", REPO_ROOT / "target" / "gemini-cli" / "node_modules" / ".bin" / "gemini")
@@ -32,54 +31,15 @@ WRITTEN = "made_by_gemini.txt"
 SHELL_FILE = "made_by_shell.txt"
 
 
-class ScriptedUpstream:
-    """A chat-only OpenAI-compatible upstream that answers by looking at the conversation: the
+def script(work: Path):
+    """The upstream's answers, by the conversation (it is chat-only; the gateway emulates): the
     task gets a `write_file` call, its result a shell command, the shell's result the final
     answer; side requests get what they ask for (the CLI's JSON checks) or "ok"."""
 
-    def __init__(self, work: Path) -> None:
-        self.requests: list[dict] = []
-        self.work = work
-        upstream = self
+    def call(name: str, arguments: dict) -> str:
+        return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-            def do_GET(self) -> None:
-                body = b'{"object": "list", "data": []}'
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length", 0))
-                body = json.loads(self.rfile.read(length))
-                upstream.requests.append(body)
-                reply = upstream.reply(body)
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                self.send_header("connection", "close")
-                self.end_headers()
-                for i in range(0, len(reply), 16):
-                    self._send({"choices": [{"index": 0, "delta": {"content": reply[i : i + 16]}, "finish_reason": None}]})
-                self._send({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-                self.wfile.write(b"data: [DONE]\n\n")
-                self.wfile.flush()
-
-            def _send(self, obj: dict) -> None:
-                self.wfile.write(f"data: {json.dumps(obj)}\n\n".encode())
-                self.wfile.flush()
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def reply(self, body: dict) -> str:
+    def answer(body: dict) -> str:
         everything = json.dumps(body.get("messages", []))
         if "# Tools" not in everything:
             # The CLI's own checks ask for JSON (who speaks next, which model to use).
@@ -88,18 +48,13 @@ class ScriptedUpstream:
             if "json" in everything.lower() or "response_format" in body:
                 return json.dumps({"reasoning": "simple", "model_choice": "flash", "complexity": "simple"})
             return "ok"
-
-        def call(name: str, arguments: dict) -> str:
-            return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
-
         if "(run_shell_command)" in everything:
             return f"Done: {WRITTEN} and {SHELL_FILE} are in place."
         if "(write_file)" in everything:
             return call("run_shell_command", {"command": f"printf shell-ok > {SHELL_FILE}", "description": "write a file"})
-        return call("write_file", {"file_path": str(self.work / WRITTEN), "content": "Hello from Gemini CLI\n"})
+        return call("write_file", {"file_path": str(work / WRITTEN), "content": "Hello from Gemini CLI\n"})
 
-    def close(self) -> None:
-        self.server.shutdown()
+    return answer
 
 
 def test_gemini_cli_writes_a_file_and_runs_a_shell_command(gateway_factory, tmp_path: Path) -> None:
@@ -116,7 +71,7 @@ def test_gemini_cli_writes_a_file_and_runs_a_shell_command(gateway_factory, tmp_
     (settings / "settings.json").write_text(
         json.dumps({"privacy": {"usageStatisticsEnabled": False}, "security": {"auth": {"selectedType": "gemini-api-key"}}})
     )
-    upstream = ScriptedUpstream(work)
+    upstream = NativeUpstream(script(work))
     try:
         gw = gateway_factory(upstream_url=upstream.base_url)
         env = {

@@ -18,7 +18,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from support import HTTP_TIMEOUT, MODEL, hermes
+from support import HTTP_TIMEOUT, MODEL, PLAIN_WEATHER_TOOL, hermes
 
 MAX_BYTES = 1 << 19
 
@@ -38,14 +38,7 @@ max_bytes = {MAX_BYTES}
 
 SCRIPT = "<script>document.title = 'pwned'; document.body.innerHTML = 'pwned'</script>"
 
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "The weather in a city.",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-    },
-}
+WEATHER = PLAIN_WEATHER_TOOL
 
 
 def chromium() -> str:

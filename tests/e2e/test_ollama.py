@@ -18,19 +18,12 @@ import pytest
 from pydantic import BaseModel
 
 from conftest import REPO_ROOT
-from support import HTTP_TIMEOUT, MODEL, hermes
+from support import HTTP_TIMEOUT, MODEL, PLAIN_WEATHER_TOOL, hermes
 
 OLLAMA_JS_DIR = Path(os.environ.get("OLLAMA_JS_DIR", REPO_ROOT / "target" / "ollama-js"))
 SCRIPT = Path(__file__).with_name("ollama_js_chat.mjs")
 
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "The weather in a city.",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-    },
-}
+WEATHER = PLAIN_WEATHER_TOOL
 
 
 def get_time(timezone: str) -> str:
