@@ -185,3 +185,23 @@ async fn issue_28_ollama_calls_tools_natively_in_native_and_auto() {
         }
     }
 }
+
+/// A request with nothing to answer loads the model, as Ollama's clients use it: answered at
+/// once with `done_reason: "load"`, and nothing goes upstream.
+#[tokio::test]
+async fn issue_28_an_empty_request_loads_the_model() {
+    let gw = spawn_gateway(|_| {}).await;
+    let chat =
+        post(&gw, "/api/chat", &json!({"model": MODEL, "messages": [], "stream": false})).await;
+    let chat: Value = within(chat.json()).await.unwrap();
+    assert_eq!(
+        (chat["done"].clone(), chat["done_reason"].clone()),
+        (json!(true), json!("load")),
+        "{chat}"
+    );
+    let generate = post(&gw, "/api/generate", &json!({"model": MODEL})).await;
+    let lines = lines(&within(generate.text()).await.unwrap());
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["done_reason"], "load");
+    assert!(gw.upstream.requests().is_empty());
+}

@@ -59,6 +59,20 @@ impl<const GENERATE: bool> Family for Ollama<GENERATE> {
         parsed: Parsed,
     ) -> Result<Response, ApiError> {
         let kind = if GENERATE { Kind::Generate } else { Kind::Chat };
+        // Nothing to answer (no message, or an empty prompt) is how Ollama's clients load a
+        // model: Ollama answers at once with `done_reason: "load"`, and so does the gateway.
+        let empty =
+            |m: &crate::chat::Message| matches!(m, crate::chat::Message::User(t) if t.is_empty());
+        if parsed.chat.messages.iter().all(empty) {
+            let line = crate::api::ollama::reply::loaded(kind, &parsed.chat.model);
+            return Ok(if parsed.stream {
+                let mut text = line.to_string();
+                text.push('\n');
+                ([(axum::http::header::CONTENT_TYPE, "application/x-ndjson")], text).into_response()
+            } else {
+                axum::Json(line).into_response()
+            });
+        }
         let render = Render { kind, model: parsed.chat.model.clone(), started: Instant::now() };
         let api = if GENERATE { "ollama generate" } else { "ollama chat" };
         crate::api::family::serve(&state, api, parsed.chat, parsed.stream, &[], render).await

@@ -96,6 +96,15 @@ impl Render {
     }
 }
 
+/// The answer to a request with nothing to answer: the model is "loaded".
+pub(crate) fn loaded(kind: Kind, model: &str) -> Value {
+    let render = Render { kind, model: model.to_owned(), started: Instant::now() };
+    let mut object = render.object("", "", Vec::new());
+    object.insert("done".into(), json!(true));
+    object.insert("done_reason".into(), json!("load"));
+    Value::Object(object)
+}
+
 impl crate::api::Render for Render {
     type Encoder = Encoder;
 
