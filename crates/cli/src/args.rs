@@ -37,16 +37,19 @@ pub(crate) struct HealthArgs {
     pub(crate) timeout: f64,
 }
 
-/// Serve an OpenAI-compatible API that gives a chat-only model tool calling
+/// Serve the OpenAI, Anthropic, Gemini and Ollama APIs, giving a chat-only model tool calling
 ///
-/// Listens for OpenAI Chat Completions requests (`POST /v1/chat/completions`, streaming or
-/// not) and forwards them to an upstream OpenAI-compatible chat endpoint (llama.cpp server,
-/// Ollama, vLLM, LM Studio, a hosted API). In `emulate` mode the tools are described in the
+/// Listens for OpenAI Chat Completions (`POST /v1/chat/completions`) and Responses
+/// (`/v1/responses`), Anthropic Messages (`/v1/messages`), Gemini
+/// (`/v1beta/models/NAME:generateContent`, `:streamGenerateContent`) and Ollama (`/api/chat`,
+/// `/api/generate`) requests, streaming or not, and forwards them to an upstream
+/// OpenAI-compatible (or Anthropic) chat endpoint (llama.cpp server, Ollama, vLLM, LM Studio,
+/// a hosted API). In `emulate` mode the tools are described in the
 /// prompt, earlier calls and results are rendered as text, the reply is parsed for tool calls
 /// in any dialect, `tool_choice` is enforced, bad replies are retried, and the client gets real
 /// `tool_calls`. `native` sends the tools to the upstream natively; `auto` (the default) tries
 /// native and falls back to emulation when the upstream rejects tools, on every API
-/// (Messages and Responses requests are translated to Chat Completions with their tools).
+/// (the other APIs' requests are translated to Chat Completions with their tools).
 /// Also serves `GET /v1/models`,
 /// `GET /healthz` (liveness), `GET /readyz` (the upstream answers) and `GET /metrics`. The first
 /// line on standard error is
