@@ -88,10 +88,7 @@ pub fn router(state: AppState) -> Router {
             "/v1beta/models/{*rest}",
             post(api::gemini::handlers::post).get(api::gemini::handlers::model),
         )
-        .route(
-            "/v1/models/{*rest}",
-            post(api::gemini::handlers::post).get(api::gemini::handlers::model),
-        )
+        .route("/v1/models/{*rest}", post(api::gemini::handlers::post).get(api::model))
         .route("/api/chat", post(handle::<api::ollama::handlers::Ollama>))
         .route("/api/generate", post(handle::<api::ollama::handlers::Generate>))
         .route("/api/tags", get(api::ollama::handlers::tags))

@@ -7,7 +7,7 @@ use std::time::Instant;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, header};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 
@@ -90,6 +90,32 @@ pub(crate) async fn models(
         anthropic::handlers::models(&state, &headers).await
     } else {
         openai::handlers::models(State(state), headers).await
+    }
+}
+
+/// `GET /v1/models/{model}`: Gemini's model when the request carries Gemini's key, else
+/// OpenAI's (`client.models.retrieve`); a 404 in the caller's shape for a model no route serves.
+pub(crate) async fn model(
+    State(state): State<AppState>,
+    axum::extract::Path(name): axum::extract::Path<String>,
+    axum::extract::Query(params): axum::extract::Query<gemini::handlers::Params>,
+    headers: HeaderMap,
+) -> Response {
+    if gemini::handlers::asks(&headers, &params) {
+        return gemini::handlers::model(
+            State(state),
+            axum::extract::Path(name),
+            axum::extract::Query(params),
+            headers,
+        )
+        .await;
+    }
+    if let Err(err) = openai::handlers::authorize(&state, &headers) {
+        return openai::error::response(err);
+    }
+    match state.route(&name) {
+        Ok(_) => axum::Json(serde_json::json!({"id": name, "object": "model", "created": 0, "owned_by": "toolshim"})).into_response(),
+        Err(err) => openai::error::response(err),
     }
 }
 

@@ -108,4 +108,18 @@ async fn issue_28_a_model_no_route_serves_is_not_found() {
     assert!(error["error"]["message"].as_str().unwrap().contains("`nope`"), "{error}");
     let model = within(gw.http().get(gw.url("/v1beta/models/llama3.2")).send()).await.unwrap();
     assert_eq!(model.status(), StatusCode::OK);
+    // `/v1/models/NAME` is OpenAI's retrieve without Gemini's key, Gemini's with it.
+    let openai = within(gw.http().get(gw.url("/v1/models/llama3.2")).send()).await.unwrap();
+    let openai: Value = within(openai.json()).await.unwrap();
+    assert_eq!(
+        (openai["id"].clone(), openai["object"].clone()),
+        (json!("llama3.2"), json!("model"))
+    );
+    let gemini = gw.http().get(gw.url("/v1/models/llama3.2?key=k"));
+    let gemini: Value = within(within(gemini.send()).await.unwrap().json()).await.unwrap();
+    assert_eq!(gemini["name"], "models/llama3.2", "{gemini}");
+    let missing = within(gw.http().get(gw.url("/v1/models/nope")).send()).await.unwrap();
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    let missing: Value = within(missing.json()).await.unwrap();
+    assert_eq!(missing["error"]["code"], "model_not_found", "{missing}");
 }

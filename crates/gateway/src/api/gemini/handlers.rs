@@ -17,7 +17,7 @@ use crate::state::AppState;
 #[derive(Debug, Default, serde::Deserialize)]
 pub(crate) struct Params {
     alt: Option<String>,
-    key: Option<String>,
+    pub(crate) key: Option<String>,
 }
 
 /// Gemini's key (`x-goog-api-key`, or `?key=`) as the `x-api-key` the gateway reads.
