@@ -104,12 +104,13 @@ pub(crate) async fn handle_at<F: Family>(
             capture.note(|record| record.request = text);
         }
         let value: Value = serde_json::from_slice(&body).map_err(|err| (front.not_json)(&err))?;
-        let stream = match &target {
+        // Read for the inspector only, before the body is consumed.
+        let stream = capture.as_ref().map(|_| match &target {
             Some(target) => target.stream,
             None => value.get("stream").and_then(Value::as_bool).unwrap_or(false),
-        };
+        });
         let request = F::parse_at(value, target.as_ref())?;
-        if let Some(capture) = &capture {
+        if let (Some(capture), Some(stream)) = (&capture, stream) {
             let model = F::model(&request).to_owned();
             capture.note(|record| (record.model, record.stream) = (model, stream));
         }

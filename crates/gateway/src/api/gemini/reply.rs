@@ -46,10 +46,16 @@ pub(crate) fn error(err: ApiError) -> Response {
     response
 }
 
+/// A call as a `functionCall` part. Calls the parser read always have an object as
+/// arguments; a native call whose arguments are not one is said in the log with its text, and
+/// goes out with `{}`.
 fn function_call(id: &str, name: &str, arguments: &str) -> Value {
     let args = match serde_json::from_str::<Value>(arguments) {
         Ok(Value::Object(args)) => Value::Object(args),
-        _ => Value::Object(Map::new()),
+        _ => {
+            tracing::warn!(arguments = %arguments, "a call's arguments are not a JSON object; sent as {{}}");
+            Value::Object(Map::new())
+        }
     };
     json!({"functionCall": {"id": id, "name": name, "args": args}})
 }

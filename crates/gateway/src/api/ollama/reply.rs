@@ -37,11 +37,15 @@ fn created_at() -> String {
     format!("{}Z", crate::inspect::page::time(ms).replacen(' ', "T", 1))
 }
 
-/// A call's arguments as an object (an incomplete call's closed JSON, or `{}`).
+/// A call's arguments as an object. Calls the parser read always are one; a native call whose
+/// arguments are not one is said in the log with its text, and goes out with `{}`.
 fn arguments(json: &str) -> Value {
     match serde_json::from_str::<Value>(json) {
         Ok(Value::Object(object)) => Value::Object(object),
-        _ => Value::Object(Map::new()),
+        _ => {
+            tracing::warn!(arguments = %json, "a call's arguments are not a JSON object; sent as {{}}");
+            Value::Object(Map::new())
+        }
     }
 }
 
