@@ -280,7 +280,7 @@ impl Ticket {
     pub(crate) fn settle_with(self, response: Response) -> Response {
         let spent = response.extensions().get::<Spent>().cloned();
         let span = tracing::Span::current();
-        response.map(|body| Body::new(OnEnd::new(body, span, move || self.settle(spent))))
+        response.map(|body| Body::new(OnEnd::hook(body, span, move || self.settle(spent))))
     }
 
     /// Counts the usage; dropping the ticket then gives its place back.

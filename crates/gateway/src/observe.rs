@@ -102,7 +102,7 @@ pub(crate) async fn observe(
     let in_band = response.extensions().get::<InBandError>().cloned();
     let done =
         Done { metrics: Arc::clone(&state.metrics), route, status, started, head_error, in_band };
-    response.map(|inner| Body::new(OnEnd::new(inner, span, move || done.record())))
+    response.map(|inner| Body::new(OnEnd::hook(inner, span, move || done.record())))
 }
 
 /// What is recorded when a response body ends.

@@ -547,7 +547,7 @@ impl Serve {
                 // The request ends when its response body was sent whole, or dropped.
                 response.map(|response| {
                     response.map(|inner| {
-                        OnEnd::new(inner, tracing::Span::none(), move || {
+                        OnEnd::hook(inner, tracing::Span::none(), move || {
                             activity.request_ended();
                             drop(guard);
                         })

@@ -83,37 +83,66 @@ fn status(status: Option<u16>, in_flight: bool) -> String {
     }
 }
 
+/// The labels of a request's facts, in the order of `facts`: the list's columns, and the
+/// detail page's first lines.
+const FACTS: [&str; 10] = [
+    "time (UTC)",
+    "key",
+    "API",
+    "model",
+    "route",
+    "mode",
+    "status",
+    "outcome",
+    "latency",
+    "retries",
+];
+
+/// A request's facts as HTML, in the order of `FACTS`.
+fn facts(s: &Summary) -> [String; 10] {
+    let retries = if s.retries > 0 {
+        format!("<span class=\"warn\">{}</span>", s.retries)
+    } else {
+        "0".into()
+    };
+    [
+        time(s.started_ms),
+        opt(&s.key),
+        esc(s.family),
+        esc(&s.model),
+        opt(&s.route),
+        opt(&s.mode),
+        status(s.status, s.in_flight),
+        opt(&s.outcome),
+        s.latency_ms.map_or_else(|| "—".into(), |ms| format!("{ms} ms")),
+        retries,
+    ]
+}
+
 /// The list of kept requests, newest first.
 pub(crate) fn list(summaries: &[Summary], totals: &Totals) -> String {
     let mut body = format!(
         "<p class=\"muted\">{} requests kept (at most {}), {} of {} bytes. Newest first. The same list as JSON: <code>Accept: application/json</code>.</p>",
         totals.kept, totals.max_requests, totals.bytes, totals.max_bytes
     );
-    body.push_str("<table><tr><th>#</th><th>time (UTC)</th><th>key</th><th>API</th><th>model</th><th>route</th><th>mode</th><th>status</th><th>outcome</th><th>latency</th><th>attempts</th><th>retries</th></tr>");
+    body.push_str("<table><tr><th>#</th>");
+    for label in FACTS.iter().chain(&["attempts"]) {
+        let _ = write!(body, "<th>{label}</th>");
+    }
+    body.push_str("</tr>");
     for s in summaries {
-        let retries = if s.retries > 0 {
-            format!("<span class=\"warn\">{}</span>", s.retries)
-        } else {
-            "0".into()
-        };
-        let _ = write!(
-            body,
-            "<tr><td><a href=\"/inspect/{id}\">{id}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{retries}</td></tr>",
-            time(s.started_ms),
-            opt(&s.key),
-            esc(s.family),
-            esc(&s.model),
-            opt(&s.route),
-            opt(&s.mode),
-            status(s.status, s.in_flight),
-            opt(&s.outcome),
-            s.latency_ms.map_or_else(|| "—".into(), |ms| format!("{ms} ms")),
-            s.attempts,
-            id = s.id,
-        );
+        let _ = write!(body, "<tr><td><a href=\"/inspect/{id}\">{id}</a></td>", id = s.id);
+        for value in facts(s) {
+            let _ = write!(body, "<td>{value}</td>");
+        }
+        let _ = write!(body, "<td>{}</td></tr>", s.attempts);
     }
     if summaries.is_empty() {
-        body.push_str("<tr><td colspan=\"12\" class=\"muted\">No request yet.</td></tr>");
+        let _ = write!(
+            body,
+            "<tr><td colspan=\"{}\" class=\"muted\">No request yet.</td></tr>",
+            FACTS.len() + 2
+        );
     }
     body.push_str("</table>");
     page("requests", &body)
@@ -121,22 +150,11 @@ pub(crate) fn list(summaries: &[Summary], totals: &Totals) -> String {
 
 /// One request: its facts, its attempts side by side, what the client sent and received.
 pub(crate) fn detail(record: &Record) -> String {
-    let mut body = String::new();
-    let _ = write!(
-        body,
-        "<dl><dt>time (UTC)</dt><dd>{}</dd><dt>key</dt><dd>{}</dd><dt>API</dt><dd>{}</dd><dt>model</dt><dd>{}</dd><dt>route</dt><dd>{}</dd><dt>mode</dt><dd>{}</dd><dt>stream</dt><dd>{}</dd><dt>status</dt><dd>{}</dd><dt>outcome</dt><dd>{}</dd><dt>latency</dt><dd>{}</dd><dt>retries</dt><dd>{}</dd></dl>",
-        time(record.started_ms),
-        opt(&record.key),
-        esc(record.family),
-        esc(&record.model),
-        opt(&record.route),
-        opt(&record.mode),
-        record.stream,
-        status(record.status, record.in_flight),
-        opt(&record.outcome),
-        record.latency_ms.map_or_else(|| "—".into(), |ms| format!("{ms} ms")),
-        record.retries(),
-    );
+    let mut body = String::from("<dl>");
+    for (label, value) in FACTS.iter().zip(facts(&record.summary())) {
+        let _ = write!(body, "<dt>{label}</dt><dd>{value}</dd>");
+    }
+    let _ = write!(body, "<dt>stream</dt><dd>{}</dd></dl>", record.stream);
     let _ = write!(body, "<h2>Attempts ({})</h2>", record.attempts.len());
     if record.attempts.is_empty() {
         body.push_str("<p class=\"muted\">No request reached an upstream.</p>");
