@@ -173,6 +173,15 @@ impl NativeReply {
                 tracing::warn!(tool = %call.name, "dropped a native call to a tool the request did not declare");
                 continue;
             }
+            let Some(arguments) = object_arguments(&call.name, &call.arguments, &self.declared)
+            else {
+                // No object can be read from them: the call is no call, and what the
+                // upstream wrote stays visible instead of reaching a tool as `{}`.
+                tracing::warn!(tool = %call.name, arguments = %call.arguments,
+                    "a native call's arguments are no JSON object; sent as text");
+                out.push(ChatEvent::Text(unusable_call_text(&call.name, &call.arguments)));
+                continue;
+            };
             let index = n_calls;
             n_calls += 1;
             out.push(ChatEvent::CallStart {
@@ -180,8 +189,6 @@ impl NativeReply {
                 id: call.id.unwrap_or_else(new_call_id),
                 name: call.name,
             });
-            let arguments =
-                if call.arguments.trim().is_empty() { "{}".to_owned() } else { call.arguments };
             out.push(ChatEvent::CallArgs { index, json: arguments });
             out.push(ChatEvent::CallEnd { index, complete: true });
         }
@@ -227,6 +234,49 @@ impl NativeReply {
         let grounding = self.grounding.as_ref()?;
         Follow::new(&self.raw, sent, Arc::clone(grounding), self.followups.continue_calls)
     }
+}
+
+/// A native call's arguments as a JSON object: as the upstream sent them when they are one,
+/// `{}` when they are empty, else as the parser repairs them (a double-encoded object,
+/// single quotes, a trailing comma…, coerced to the tool's schema); `None` when no whole
+/// object can be read from them (arguments cut off, or a value that is no object).
+fn object_arguments(name: &str, raw: &str, declared: &DeclaredTools) -> Option<String> {
+    let trimmed = raw.trim();
+    if trimmed.is_empty() {
+        return Some("{}".to_owned());
+    }
+    if let Ok(serde_json::Value::Object(_)) = serde_json::from_str(trimmed) {
+        return Some(raw.to_owned());
+    }
+    let name_json = serde_json::Value::String(name.to_owned()).to_string();
+    let text =
+        format!("<tool_call>{{\"name\": {name_json}, \"arguments\": {trimmed}}}</tool_call>");
+    let mut config = toolshim_parse::Config::default();
+    config.tools = declared.tool_set().cloned();
+    let parsed = toolshim_parse::parse(&text, &config);
+    match parsed.calls.as_slice() {
+        // Arguments the parser ignores (a value that is no object) are none to run.
+        [call]
+            if call.complete
+                && parsed.incomplete.is_empty()
+                && !parsed
+                    .warnings
+                    .iter()
+                    .any(|w| w.code == toolshim_parse::WarningCode::InvalidArguments) =>
+        {
+            tracing::warn!(tool = %name, arguments = %raw, repaired = %call.arguments,
+                "repaired a native call's arguments that were no JSON object");
+            Some(call.arguments.clone())
+        }
+        _ => None,
+    }
+}
+
+/// The visible text of a native call whose arguments are no JSON object: the call as the
+/// upstream gave it.
+fn unusable_call_text(name: &str, raw: &str) -> String {
+    let name_json = serde_json::Value::String(name.to_owned()).to_string();
+    format!("{{\"name\": {name_json}, \"arguments\": {raw}}}")
 }
 
 #[cfg(test)]
@@ -342,5 +392,48 @@ mod tests {
             out.last(),
             Some(ChatEvent::Done(Outcome { finish: Finish::Length, .. }))
         ));
+    }
+
+    fn native_call(arguments: &str) -> Vec<UpstreamEvent> {
+        vec![
+            UpstreamEvent::Call(CallDelta {
+                index: 0,
+                id: Some("call_1".into()),
+                name: Some("get_weather".into()),
+                arguments: arguments.into(),
+            }),
+            UpstreamEvent::Finish(FinishReason::Other),
+        ]
+    }
+
+    fn arguments(events: &[ChatEvent]) -> Vec<String> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                ChatEvent::CallArgs { json, .. } => Some(json.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn native_arguments_that_are_no_object_are_repaired_or_kept_as_text() {
+        // An object, and nothing: as they are, and `{}`.
+        assert_eq!(arguments(&fold(native_call("{\"city\": \"Oslo\"}"))), ["{\"city\": \"Oslo\"}"]);
+        assert_eq!(arguments(&fold(native_call(" "))), ["{}"]);
+        // Repairable: an object encoded twice, single quotes and a trailing comma.
+        let twice = fold(native_call("\"{\\\"city\\\": \\\"Oslo\\\"}\""));
+        assert_eq!(arguments(&twice), ["{\"city\":\"Oslo\"}"], "{twice:?}");
+        let loose = fold(native_call("{'city': 'Oslo',}"));
+        assert_eq!(arguments(&loose), ["{\"city\":\"Oslo\"}"], "{loose:?}");
+        // Not an object, or cut off: no call, and the upstream's words stay visible.
+        for raw in ["42", "{\"city\": \"Os"] {
+            let events = fold(native_call(raw));
+            assert!(arguments(&events).is_empty(), "{raw}: {events:?}");
+            assert!(text(&events).contains(raw), "{raw}: {events:?}");
+            assert!(text(&events).contains("get_weather"), "{raw}: {events:?}");
+            let Some(ChatEvent::Done(outcome)) = events.last() else { panic!("{events:?}") };
+            assert!(!matches!(outcome.finish, Finish::ToolCalls { .. }), "{raw}: {events:?}");
+        }
     }
 }

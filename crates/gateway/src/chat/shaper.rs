@@ -140,6 +140,11 @@ impl DeclaredTools {
     pub(crate) fn declares(&self, name: &str) -> bool {
         self.specs.contains_key(name)
     }
+
+    /// The parser's view of the tools, when there are any.
+    pub(crate) fn tool_set(&self) -> Option<&Arc<ToolSet>> {
+        self.set.as_ref()
+    }
 }
 
 /// A call the parser has begun. Its arguments are kept to be checked when it ends. A call to

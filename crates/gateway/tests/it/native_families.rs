@@ -184,6 +184,29 @@ async fn issue_25_every_family_calls_tools_natively_in_native_and_auto_and_emula
     }
 }
 
+/// A native call whose arguments are no JSON object never reaches a tool as `{}`: an object
+/// encoded twice is read as the object on every family, and arguments from which no object
+/// can be read stay visible as text, with no call.
+#[tokio::test]
+async fn native_call_arguments_that_are_no_object_are_repaired_or_shown() {
+    let gw = spawn_gateway(|config| config.mode = Mode::Native).await;
+    for family in FAMILIES {
+        for stream in [false, true] {
+            gw.upstream.push(native_call("get_weather", r#""{\"city\": \"Paris\"}""#));
+            let (calls, _) = family.calls(&gw, &family.request("Weather in Paris?", stream)).await;
+            assert_eq!(calls, weather_call(), "{family:?} stream={stream}");
+            gw.upstream.push(native_call("get_weather", r#"{"city": "Par"#));
+            let (calls, text) =
+                family.calls(&gw, &family.request("Weather in Paris?", stream)).await;
+            assert!(calls.is_empty(), "{family:?} stream={stream}: {calls:?}");
+            assert!(
+                text.contains("get_weather") && text.contains(r#"{"city": "Par"#),
+                "{family:?} stream={stream}: {text}"
+            );
+        }
+    }
+}
+
 /// Messages natively: the history's `tool_use` and `tool_result` blocks reach the upstream
 /// as `tool_calls` and `tool` messages, an error result says so, the tool choice and the
 /// sampling options are translated, and the upstream's usage is reported.
