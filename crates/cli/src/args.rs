@@ -93,6 +93,14 @@ pub(crate) struct ServeArgs {
     /// (shared by replicas, with the limits of named keys) [default: auto]
     #[arg(long, value_name = "URL")]
     pub(crate) store: Option<String>,
+
+    /// Threads that serve requests, 1 to 1024 [default: one per CPU the process may use]
+    ///
+    /// On a small host shared with other work (or the model), 1 answers a lone client faster
+    /// (no handing a request between threads) and many clients at once slower
+    /// (docs/operations.md measures both).
+    #[arg(long, value_name = "N", value_parser = workers)]
+    pub(crate) workers: Option<NonZeroUsize>,
 }
 
 /// Print the tool calls, text and warnings in one model output as JSON
@@ -249,6 +257,7 @@ Environment (overridden by flags):
   TOOLSHIM_MAX_RETRIES       like --max-retries
   TOOLSHIM_STORE             like --store
   TOOLSHIM_CONFIG            the config file, when --config is not given
+  TOOLSHIM_WORKERS           like --workers
   OTEL_EXPORTER_OTLP_ENDPOINT  a collector's OTLP/HTTP base URL: traces are sent there
                              (also OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_SERVICE_NAME,
                              OTEL_EXPORTER_OTLP_HEADERS; docs/operations.md)
@@ -351,6 +360,19 @@ fn chunk_size(text: &str) -> Result<NonZeroUsize, String> {
     NonZeroUsize::new(n).ok_or_else(|| "must be at least 1 character per chunk".to_owned())
 }
 
+/// The most threads `--workers` (and `TOOLSHIM_WORKERS`) may ask for.
+pub(crate) const MAX_WORKERS: usize = 1024;
+
+/// `--workers` and `TOOLSHIM_WORKERS`: a whole number of threads from 1 to `MAX_WORKERS`.
+pub(crate) fn workers(text: &str) -> Result<NonZeroUsize, String> {
+    let n: usize = text.trim().parse().map_err(|_| {
+        format!("expected a whole number of threads from 1 to {MAX_WORKERS}, not `{text}`")
+    })?;
+    NonZeroUsize::new(n)
+        .filter(|n| n.get() <= MAX_WORKERS)
+        .ok_or_else(|| format!("must be from 1 to {MAX_WORKERS} threads, not {n}"))
+}
+
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
@@ -360,6 +382,14 @@ mod tests {
     #[test]
     fn command_line_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn workers_must_be_a_whole_number_from_one_to_the_cap() {
+        assert_eq!(workers("2"), Ok(NonZeroUsize::new(2).unwrap()));
+        assert!(workers("0").unwrap_err().contains("from 1 to 1024"));
+        assert!(workers("1025").unwrap_err().contains("from 1 to 1024"));
+        assert!(workers("two").unwrap_err().contains("not `two`"));
     }
 
     #[test]

@@ -36,10 +36,11 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<()> {
         .with_target(false)
         .with_filter(filter);
     tracing_subscriber::registry().with(logs).with(traces).init();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(workers) = workers(args)? {
+        runtime.worker_threads(workers.get());
+    }
+    let runtime = runtime.enable_all().build().context("cannot start the async runtime")?;
     let report = runtime
         .block_on(async {
             let token = CancellationToken::new();
@@ -143,5 +144,19 @@ async fn shutdown_signal() {
     tokio::select! {
         () = ctrl_c => {}
         () = terminate => {}
+    }
+}
+
+/// The runtime's worker threads: `--workers`, else `TOOLSHIM_WORKERS`, else tokio's default
+/// (one per CPU the process may use).
+fn workers(args: &ServeArgs) -> Result<Option<std::num::NonZeroUsize>, UsageError> {
+    if args.workers.is_some() {
+        return Ok(args.workers);
+    }
+    match std::env::var("TOOLSHIM_WORKERS") {
+        Ok(text) => crate::args::workers(&text)
+            .map(Some)
+            .map_err(|err| UsageError::new(format!("TOOLSHIM_WORKERS: {err}"))),
+        Err(_) => Ok(None),
     }
 }

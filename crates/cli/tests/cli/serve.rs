@@ -18,6 +18,7 @@ pub(crate) fn serve(args: &[&str]) -> TestCommand {
         "TOOLSHIM_MAX_RETRIES",
         "TOOLSHIM_STORE",
         "TOOLSHIM_CONFIG",
+        "TOOLSHIM_WORKERS",
     ] {
         command.cmd.env_remove(var);
     }
@@ -552,6 +553,40 @@ fn serve_withstands_attempts_without_a_key() {
     });
     let served_after = served_after.expect("/healthz was not served within 3 s of the burst");
     assert!(served_after < Duration::from_secs(2), "/healthz first served after {served_after:?}");
+}
+
+/// `--workers` (or `TOOLSHIM_WORKERS`) sets the threads that serve requests: one serves a
+/// stream end to end, five are five threads beside the main one; 0, too many or a word is a
+/// usage error that names where it came from.
+#[test]
+fn serve_runs_on_the_workers_asked_for() {
+    let upstream = slow_upstream(vec!["Hello".into(), " there".into()], Duration::from_millis(1));
+    let one = Server::start_with(
+        "serve_runs_on_the_workers_asked_for",
+        "",
+        &["--upstream", &format!("http://{upstream}"), "--workers", "1"],
+        &[],
+    );
+    let (mut stream, mut received) = start_stream(one.addr);
+    stream.read_to_end(&mut received).unwrap();
+    let body = chunked_body(&received);
+    assert!(body.contains("Hello") && body.contains(" there") && body.contains("[DONE]"), "{body}");
+    let upstream = slow_upstream(vec!["hi".into()], Duration::from_millis(1));
+    let five = Server::start_with(
+        "serve_runs_on_the_workers_asked_for_5",
+        "",
+        &["--upstream", &format!("http://{upstream}")],
+        &[("TOOLSHIM_WORKERS", "5")],
+    );
+    let pid = five.child.as_ref().expect("running").id();
+    let threads = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().count();
+    assert!(threads > 5, "{threads} threads with TOOLSHIM_WORKERS=5");
+    let stderr = serve(&["--workers", "0"]).usage_error();
+    assert!(stderr.contains("--workers") && stderr.contains("from 1 to 1024"), "{stderr}");
+    let mut command = serve(&["--upstream", "http://127.0.0.1:9", "--listen", "127.0.0.1:0"]);
+    command.cmd.env("TOOLSHIM_WORKERS", "many");
+    let stderr = command.usage_error();
+    assert!(stderr.contains("TOOLSHIM_WORKERS") && stderr.contains("not `many`"), "{stderr}");
 }
 
 /// `toolshim health`, the container image's health check: 0 for a ready gateway, 1 when
