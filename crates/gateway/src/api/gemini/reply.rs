@@ -46,9 +46,9 @@ pub(crate) fn error(err: ApiError) -> Response {
     response
 }
 
-/// A call as a `functionCall` part. Calls the parser read always have an object as
-/// arguments; a native call whose arguments are not one is said in the log with its text, and
-/// goes out with `{}`.
+/// A call as a `functionCall` part. A call's arguments are always an object (the parser's
+/// calls, and native ones after `chat::native`'s fold); were one ever not, it is said in the
+/// log with its text, and goes out with `{}`.
 fn function_call(id: &str, name: &str, arguments: &str) -> Value {
     let args = match serde_json::from_str::<Value>(arguments) {
         Ok(Value::Object(args)) => Value::Object(args),

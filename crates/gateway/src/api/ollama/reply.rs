@@ -37,8 +37,9 @@ fn created_at() -> String {
     format!("{}Z", crate::inspect::page::time(ms).replacen(' ', "T", 1))
 }
 
-/// A call's arguments as an object. Calls the parser read always are one; a native call whose
-/// arguments are not one is said in the log with its text, and goes out with `{}`.
+/// A call's arguments as an object. They always are one (the parser's calls, and native ones
+/// after `chat::native`'s fold); were they ever not, it is said in the log with their text, and
+/// `{}` goes out.
 fn arguments(json: &str) -> Value {
     match serde_json::from_str::<Value>(json) {
         Ok(Value::Object(object)) => Value::Object(object),
