@@ -15,6 +15,7 @@ use crate::config::{CallFormat, Config, Engine, UpstreamConfig, endpoints};
 use crate::error::{ApiError, UpstreamFault};
 use crate::metrics::Metrics;
 use crate::upstream::constrain::{self, Dialect};
+use crate::upstream::direct::{self, Direct};
 use crate::upstream::reply::{self, Payload, ReplyLimits};
 use crate::upstream::wire::Wire;
 use crate::upstream::{Unreadable, Upstream, UpstreamEvent, UpstreamRequest, UpstreamStream};
@@ -29,6 +30,9 @@ const MAX_ERROR_BODY: usize = 64 << 10;
 #[derive(Debug, Clone)]
 pub(crate) struct UpstreamClient {
     http: reqwest::Client,
+    /// Connections driven by the request that uses them, for a plain-HTTP upstream reached
+    /// without a proxy (`upstream::direct`); otherwise every request goes through `http`.
+    direct: Option<Direct>,
     wire: Wire,
     /// Where chat requests go.
     endpoint: Url,
@@ -97,8 +101,15 @@ pub(crate) fn cause(err: &reqwest::Error) -> String {
         source = next.source();
     }
     let text = chain.join(": ");
+    let class =
+        classify(&text, err.is_timeout(), err.is_connect(), err.is_body() || err.is_decode());
+    if text.is_empty() { class.to_owned() } else { format!("{class}: {text}") }
+}
+
+/// What kind of failure an error's text and flags tell.
+fn classify(text: &str, timeout: bool, connect: bool, reading: bool) -> &'static str {
     let lower = text.to_ascii_lowercase();
-    let class = if err.is_timeout() {
+    if timeout {
         "timeout"
     } else if lower.contains("dns error") || lower.contains("failed to lookup") {
         "DNS lookup failed"
@@ -107,21 +118,51 @@ pub(crate) fn cause(err: &reqwest::Error) -> String {
     } else if lower.contains("certificate") || lower.contains("tls") || lower.contains("handshake")
     {
         "TLS failed"
-    } else if err.is_connect() {
+    } else if connect {
         "cannot connect"
-    } else if err.is_body() || err.is_decode() {
+    } else if reading {
         "reading the reply failed"
     } else {
         "request failed"
-    };
-    if text.is_empty() { class.to_owned() } else { format!("{class}: {text}") }
+    }
 }
 
-/// Whether a request failed on a connection that was open but closed before any answer (a
-/// kept-alive connection the upstream had just closed): not a timeout, not a failure to
-/// connect, and no status. Nothing reached the model, so the request may go again.
-fn is_stale_connection(err: &reqwest::Error) -> bool {
-    !err.is_timeout() && !err.is_connect() && err.status().is_none() && err.is_request()
+/// Why a request got no answer, from whichever client sent it.
+enum Unanswered {
+    Client(reqwest::Error),
+    Direct(direct::Failure),
+}
+
+impl Unanswered {
+    fn is_timeout(&self) -> bool {
+        match self {
+            Unanswered::Client(err) => err.is_timeout(),
+            Unanswered::Direct(failure) => failure.is_timeout(),
+        }
+    }
+
+    /// Whether the request failed on a connection that was open but closed before any
+    /// answer (a kept-alive connection the upstream had just closed): not a timeout, not a
+    /// failure to connect, and no status. Nothing reached the model, so it may go again.
+    fn is_stale_connection(&self) -> bool {
+        match self {
+            Unanswered::Client(err) => {
+                !err.is_timeout() && !err.is_connect() && err.status().is_none() && err.is_request()
+            }
+            Unanswered::Direct(failure) => failure.is_stale(),
+        }
+    }
+
+    fn cause(&self) -> String {
+        match self {
+            Unanswered::Client(err) => cause(err),
+            Unanswered::Direct(failure) => {
+                let text = failure.chain();
+                let class = classify(&text, failure.is_timeout(), failure.is_connect(), false);
+                format!("{class}: {text}")
+            }
+        }
+    }
 }
 
 /// The message of an error body: `error.message`, `message`, `detail` or `error` (a string),
@@ -186,8 +227,10 @@ impl UpstreamClient {
             .map_err(|err| format!("cannot build the HTTP client: {err}"))?;
         let (endpoint, models) = endpoints(&config.url, config.api)?;
         let key = std::env::var(&config.api_key_env).ok().filter(|k| !k.is_empty());
+        let direct = Direct::for_url(&endpoint, Config::secs(config.connect_timeout_secs));
         Ok(UpstreamClient {
             http,
+            direct,
             wire: Wire::of(config.api),
             shown: shown(&endpoint),
             endpoint,
@@ -259,8 +302,8 @@ impl UpstreamClient {
     }
 
     /// A request that got no answer, as an error for the client and a cause for the log.
-    fn unanswered(&self, err: &reqwest::Error, what: &str) -> ApiError {
-        let cause = self.redact(&cause(err));
+    fn unanswered(&self, err: &Unanswered, what: &str) -> ApiError {
+        let cause = self.redact(&err.cause());
         if err.is_timeout() {
             return ApiError::UpstreamTimeout {
                 detail: format!("{}: {what}: {cause}", self.shown),
@@ -272,15 +315,31 @@ impl UpstreamClient {
         }
     }
 
-    /// Sends a request and waits for the head of its answer until `started + within` (a
-    /// timeout is a reqwest timeout error).
+    /// Sends a request and waits for the head of its answer until `started + within`: on a
+    /// direct connection when the request goes to a plain-HTTP upstream, else through the
+    /// general client.
     async fn head(
         &self,
         request: reqwest::RequestBuilder,
         started: Instant,
         within: Duration,
-    ) -> Result<Result<reqwest::Response, reqwest::Error>, tokio::time::error::Elapsed> {
-        tokio::time::timeout_at(started + within, request.send()).await
+    ) -> Result<Result<reqwest::Response, Unanswered>, tokio::time::error::Elapsed> {
+        let deadline = started + within;
+        let Some(direct) = &self.direct else {
+            let sent = tokio::time::timeout_at(deadline, request.send()).await;
+            return sent.map(|r| r.map_err(Unanswered::Client));
+        };
+        let request = match request.build() {
+            Ok(request) if direct.serves(request.url()) => request,
+            Ok(request) => {
+                let sent = tokio::time::timeout_at(deadline, self.http.execute(request)).await;
+                return sent.map(|r| r.map_err(Unanswered::Client));
+            }
+            Err(err) => return Ok(Err(Unanswered::Client(err))),
+        };
+        // Boxed: the exchange's state (a connection being opened) is large.
+        let sent = tokio::time::timeout_at(deadline, Box::pin(direct.send(request))).await;
+        sent.map(|r| r.map_err(Unanswered::Direct))
     }
 
     /// Sends a request and waits for the head of the answer (within the first-byte
@@ -296,8 +355,8 @@ impl UpstreamClient {
         // A copy to send again on a new connection when a kept-alive one turns out closed.
         let again = request.try_clone();
         let response = match self.head(request, started, head_within).await {
-            Ok(Err(err)) if is_stale_connection(&err) && again.is_some() => {
-                tracing::info!(upstream = %self.shown, cause = %self.redact(&cause(&err)),
+            Ok(Err(err)) if err.is_stale_connection() && again.is_some() => {
+                tracing::info!(upstream = %self.shown, cause = %self.redact(&err.cause()),
                     "the upstream closed the connection before answering; sending again on a new one");
                 match again {
                     Some(again) => self.head(again, started, head_within).await,
@@ -522,7 +581,9 @@ impl UpstreamClient {
                     });
                 }
                 Ok(None) => break,
-                Ok(Some(Err(err))) => return Err(self.unanswered(&err, "model list broke off")),
+                Ok(Some(Err(err))) => {
+                    return Err(self.unanswered(&Unanswered::Client(err), "model list broke off"));
+                }
                 Ok(Some(Ok(chunk))) => body.extend_from_slice(&chunk),
             }
             if body.len() > self.limits.max_reply {

@@ -466,10 +466,12 @@ fn chunked_body(response: &[u8]) -> Vec<u8> {
 /// as fast as the client reads, with bounded buffers in between (on loopback the kernel's
 /// own socket buffers hold several MiB, so the reply is much larger than that). When the
 /// client reads again the reply resumes, in order and without gaps, and when it hangs up
-/// the upstream request is cancelled.
+/// the upstream request is cancelled. The kernel sizes loopback buffers as it sees fit
+/// (receive buffers grow to `tcp_rmem`'s maximum, 32 MiB on some hosts), so the reply is
+/// larger than all of them together and the reply cap is out of the way.
 #[tokio::test]
 async fn slow_reader_holds_the_upstream_back() {
-    let gw = spawn_gateway(|_| {}).await;
+    let gw = spawn_gateway(|config| config.upstream.max_reply_bytes = 2 * SLOW_READER_BYTES).await;
     let piece: String = ('a'..='z').cycle().take(64 * 1024 - 1).chain(['\n']).collect();
     let frame = Bytes::from(content_frame(&piece));
     let mut parts = vec![Bytes::from(role_frame())];
@@ -520,8 +522,9 @@ async fn slow_reader_holds_the_upstream_back() {
     assert!(gw.upstream.wait_dropped(DEADLINE).await, "the upstream request was not cancelled");
 }
 
-/// 64 MiB of text in 64 KiB deltas.
-const SLOW_READER_PIECES: usize = 1024;
+/// 128 MiB of text in 64 KiB deltas.
+const SLOW_READER_PIECES: usize = 2048;
+const SLOW_READER_BYTES: usize = SLOW_READER_PIECES << 16;
 
 /// Anthropic: a body over the limit is a 413 `request_too_large`, whether its length is
 /// announced or it comes chunked; OpenAI's chunked case too (its announced case is in

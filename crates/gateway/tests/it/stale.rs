@@ -1,6 +1,8 @@
-//! Issue 24: an upstream that closes a kept-alive connection just as the gateway sends on it
-//! (llama.cpp's server did, between an emulated attempt and its retry) costs the client
-//! nothing: the request goes again on a new connection.
+//! Kept-alive upstream connections. Issue 24: an upstream that closes one just as the gateway
+//! sends on it (llama.cpp's server did, between an emulated attempt and its retry) costs the
+//! client nothing: the request goes again on a new connection. Issue 25: a streamed reply
+//! read to its `[DONE]` leaves its connection to the next request, whether the body's last
+//! chunk came with it or later.
 
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -19,14 +21,16 @@ fn completion(text: &str) -> String {
     )
 }
 
-/// Reads one request (head and a body of `content-length` bytes).
-async fn read_request(stream: &mut tokio::net::TcpStream) -> bool {
+/// Reads one request (head and a body of `content-length` bytes): whether one came, and
+/// whether it was a `GET`.
+async fn read_request_line(stream: &mut tokio::net::TcpStream) -> Option<bool> {
     let mut data = Vec::new();
+    let get = |data: &[u8]| data.starts_with(b"GET ");
     let mut buf = [0; 8192];
     loop {
-        let Ok(n) = stream.read(&mut buf).await else { return false };
+        let Ok(n) = stream.read(&mut buf).await else { return None };
         if n == 0 {
-            return false;
+            return None;
         }
         data.extend_from_slice(&buf[..n]);
         let text = String::from_utf8_lossy(&data);
@@ -40,10 +44,81 @@ async fn read_request(stream: &mut tokio::net::TcpStream) -> bool {
                 })
                 .unwrap_or(0);
             if data.len() >= end + 4 + length {
-                return true;
+                return Some(get(&data));
             }
         }
     }
+}
+
+/// Reads one request (head and a body of `content-length` bytes).
+async fn read_request(stream: &mut tokio::net::TcpStream) -> bool {
+    read_request_line(stream).await.is_some()
+}
+
+/// One HTTP/1.1 chunk.
+fn chunk(data: &str) -> String {
+    format!("{:x}\r\n{data}\r\n", data.len())
+}
+
+#[tokio::test]
+async fn issue_25_streamed_replies_leave_their_connection_to_the_next_request() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (seen_tx, mut seen_rx) = tokio::sync::mpsc::unbounded_channel::<usize>();
+    let _server = crate::common::spawn(async move {
+        let mut connection = 0;
+        while let Ok((mut stream, _)) = listener.accept().await {
+            connection += 1;
+            let seen = seen_tx.clone();
+            crate::common::spawn(async move {
+                let mut answered = 0;
+                while let Some(get) = read_request_line(&mut stream).await {
+                    let _ = seen.send(connection);
+                    answered += 1;
+                    if get {
+                        let list = r#"{"object":"list","data":[{"id":"m","object":"model"}]}"#;
+                        let head = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                            list.len()
+                        );
+                        let _ = stream.write_all(format!("{head}{list}").as_bytes()).await;
+                        continue;
+                    }
+                    let mut reply = String::from(
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n",
+                    );
+                    for event in [
+                        r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":"It is "}}]}"#,
+                        r#"{"choices":[{"index":0,"delta":{"content":"sunny."},"finish_reason":"stop"}]}"#,
+                    ] {
+                        reply.push_str(&chunk(&format!("data: {event}\n\n")));
+                    }
+                    reply.push_str(&chunk("data: [DONE]\n\n"));
+                    let _ = stream.write_all(reply.as_bytes()).await;
+                    // Every other reply's last chunk comes a moment after its `[DONE]`.
+                    if answered % 2 == 0 {
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    }
+                    let _ = stream.write_all(b"0\r\n\r\n").await;
+                }
+            });
+        }
+    });
+    let gw = serve_config(MockUpstream::start().await, base_config(&url)).await;
+    let plain = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+    for _ in 0..4 {
+        let (status, body) = gw.chat(&plain).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["choices"][0]["message"]["content"], "It is sunny.");
+        // Time for a late last chunk to be read before the next request.
+        tokio::time::sleep(std::time::Duration::from_millis(120)).await;
+    }
+    let mut seen = Vec::new();
+    while let Ok(n) = seen_rx.try_recv() {
+        seen.push(n);
+    }
+    assert!(seen.len() >= 4, "{seen:?}");
+    assert!(seen.iter().all(|&c| c == 1), "every request on the first connection: {seen:?}");
 }
 
 #[tokio::test]

@@ -1,0 +1,334 @@
+//! Plain-HTTP upstream connections driven by the request that uses them.
+//!
+//! A general HTTP client runs each connection as a task of its own and hands a reply's body to
+//! the request through a channel that holds one chunk: an upstream reply of N chunks (a
+//! streamed reply has one per event) costs N hand-overs between two tasks, often on two
+//! threads. Here the connection is polled by whoever polls the reply — the request's own
+//! task — so a reply is read where it is used, with no hand-over. Idle connections wait in a
+//! small pool of their own.
+//!
+//! Only for `http://` upstreams reached without a proxy (`UpstreamClient::new` decides); TLS
+//! and proxies stay with the general client.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+
+mod leg;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper_util::rt::TokioIo;
+use reqwest::Url;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use self::leg::{Leg, Raw};
+
+type Conn = http1::Connection<TokioIo<TcpStream>, Full<Bytes>>;
+
+/// An idle connection is dropped after this long unused (the upstream may have closed it).
+const IDLE_FOR: Duration = Duration::from_secs(90);
+/// At most this many idle connections are kept per upstream; more are closed when done.
+const MAX_IDLE: usize = 1024;
+
+/// Why a request got no answer on a direct connection.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// Connecting took longer than `connect_timeout_secs`.
+    ConnectTimeout,
+    /// Connecting failed (refused, unreachable, no such name).
+    Connect(std::io::Error),
+    /// The HTTP exchange failed before the head of an answer; `reused` says whether the
+    /// connection had served a request before (and may have been closed by the upstream).
+    Exchange { err: hyper::Error, reused: bool },
+    /// The upstream closed the connection before the head of an answer.
+    Closed { reused: bool },
+}
+
+impl Failure {
+    pub(crate) fn is_timeout(&self) -> bool {
+        matches!(self, Failure::ConnectTimeout)
+    }
+
+    pub(crate) fn is_connect(&self) -> bool {
+        matches!(self, Failure::ConnectTimeout | Failure::Connect(_))
+    }
+
+    /// A kept-alive connection that turned out closed before any answer: nothing reached
+    /// the model (the head of an answer was not read), so the request may go again.
+    pub(crate) fn is_stale(&self) -> bool {
+        match self {
+            Failure::Exchange { err, reused } => *reused && !err.is_parse(),
+            Failure::Closed { reused } => *reused,
+            Failure::ConnectTimeout | Failure::Connect(_) => false,
+        }
+    }
+
+    /// The error and its causes, as one line.
+    pub(crate) fn chain(&self) -> String {
+        let err: &(dyn std::error::Error + 'static) = match self {
+            Failure::ConnectTimeout => return "connecting timed out".to_owned(),
+            Failure::Closed { .. } => {
+                return "the upstream closed the connection before answering".to_owned();
+            }
+            Failure::Connect(err) => err,
+            Failure::Exchange { err, .. } => err,
+        };
+        let mut chain = vec![err.to_string()];
+        let mut source = err.source();
+        while let Some(next) = source {
+            chain.push(next.to_string());
+            source = next.source();
+        }
+        chain.join(": ")
+    }
+}
+
+/// The idle connections to one upstream, and where to open new ones.
+#[derive(Clone)]
+pub(crate) struct Direct {
+    /// `host:port` to connect to (brackets taken off an IPv6 literal).
+    host: String,
+    port: u16,
+    /// The `host` header: the URL's host, and its port when it is not the default.
+    authority: String,
+    connect_within: Duration,
+    idle: Arc<Mutex<Vec<Idle>>>,
+}
+
+impl std::fmt::Debug for Direct {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Direct").field("authority", &self.authority).finish_non_exhaustive()
+    }
+}
+
+struct Idle {
+    sender: SendRequest<Full<Bytes>>,
+    conn: Pin<Box<Conn>>,
+    since: Instant,
+}
+
+/// Whether the environment names a proxy the general client would use for `http://`.
+fn proxied() -> bool {
+    ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"]
+        .iter()
+        .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()))
+}
+
+impl Direct {
+    /// Direct connections to `url`'s server, when it is plain HTTP and no proxy is set.
+    pub(crate) fn for_url(url: &Url, connect_within: Duration) -> Option<Direct> {
+        if url.scheme() != "http" || proxied() {
+            return None;
+        }
+        let shown = url.host_str()?;
+        let port = url.port_or_known_default()?;
+        let authority = match url.port() {
+            Some(port) => format!("{shown}:{port}"),
+            None => shown.to_owned(),
+        };
+        let host = shown.trim_start_matches('[').trim_end_matches(']').to_owned();
+        Some(Direct { host, port, authority, connect_within, idle: Arc::default() })
+    }
+
+    /// Whether a request to `url` goes to this server.
+    pub(crate) fn serves(&self, url: &Url) -> bool {
+        url.scheme() == "http"
+            && url.port_or_known_default() == Some(self.port)
+            && url.host_str().map(|h| h.trim_start_matches('[').trim_end_matches(']'))
+                == Some(self.host.as_str())
+    }
+
+    /// Sends `request` (its URL one this server `serves`) and waits for the head of the
+    /// answer. The answer's body reads on the same connection, polled by whoever reads it;
+    /// the connection goes back to the pool when the body has been read to its end.
+    pub(crate) async fn send(
+        &self,
+        request: reqwest::Request,
+    ) -> Result<reqwest::Response, Failure> {
+        let request = self.to_hyper(request);
+        let (mut sender, mut conn, reused) = self.ready().await?;
+        let answer = sender.send_request(request);
+        let response = head(answer, &mut conn, reused).await?;
+        let (mut parts, body) = response.into_parts();
+        let decoder = leg::Decoder::for_head(&mut parts.headers);
+        let leg = Leg::new(Raw { body, conn, sender }, decoder, self.clone());
+        Ok(reqwest::Response::from(http::Response::from_parts(
+            parts,
+            reqwest::Body::wrap_stream(leg),
+        )))
+    }
+
+    /// The request as hyper sends it on a connection: origin-form target, a `host` header.
+    fn to_hyper(&self, request: reqwest::Request) -> http::Request<Full<Bytes>> {
+        let url = request.url();
+        let mut target = url.path().to_owned();
+        if let Some(query) = url.query() {
+            target.push('?');
+            target.push_str(query);
+        }
+        let method = request.method().clone();
+        let mut headers = request.headers().clone();
+        if let Ok(host) = http::HeaderValue::from_str(&self.authority) {
+            headers.insert(http::header::HOST, host);
+        }
+        let body = request.body().and_then(reqwest::Body::as_bytes).map(Bytes::copy_from_slice);
+        let mut out = http::Request::new(Full::new(body.unwrap_or_default()));
+        *out.method_mut() = method;
+        *out.headers_mut() = headers;
+        if let Ok(uri) = target.parse() {
+            *out.uri_mut() = uri;
+        }
+        out
+    }
+
+    /// A connection ready to send on: an idle one that is still open, else a new one.
+    async fn ready(&self) -> Result<(SendRequest<Full<Bytes>>, Pin<Box<Conn>>, bool), Failure> {
+        while let Some(Idle { mut sender, mut conn, .. }) = self.take() {
+            if ready(&mut sender, &mut conn, true).await.is_ok() {
+                return Ok((sender, conn, true));
+            }
+        }
+        let tcp = tokio::time::timeout(
+            self.connect_within,
+            TcpStream::connect((self.host.as_str(), self.port)),
+        )
+        .await
+        .map_err(|_| Failure::ConnectTimeout)?
+        .map_err(Failure::Connect)?;
+        // Events are small writes that must go out at once.
+        let _ = tcp.set_nodelay(true);
+        let (mut sender, conn) = http1::handshake(TokioIo::new(tcp))
+            .await
+            .map_err(|err| Failure::Exchange { err, reused: false })?;
+        let mut conn = Box::pin(conn);
+        ready(&mut sender, &mut conn, false).await?;
+        Ok((sender, conn, false))
+    }
+
+    /// The most recently used idle connection that has not been idle too long.
+    fn take(&self) -> Option<Idle> {
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        idle.retain(|c| now.duration_since(c.since) < IDLE_FOR && !c.sender.is_closed());
+        idle.pop()
+    }
+
+    /// A connection whose answer has been read to its end: kept for the next request when
+    /// it can take one.
+    fn give_back(&self, raw: Raw) {
+        let Raw { mut conn, sender, .. } = raw;
+        // One more poll lets the connection finish the message and wait for the next one
+        // (whoever takes it polls it again with their own waker).
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        if conn.as_mut().poll(&mut cx).is_ready() || sender.is_closed() {
+            return;
+        }
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        if idle.len() < MAX_IDLE {
+            idle.push(Idle { sender, conn, since: Instant::now() });
+        }
+    }
+}
+
+/// Polls the connection until it takes a request.
+async fn ready(
+    sender: &mut SendRequest<Full<Bytes>>,
+    conn: &mut Pin<Box<Conn>>,
+    reused: bool,
+) -> Result<(), Failure> {
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(done) = sender.poll_ready(cx) {
+            return Poll::Ready(done.map_err(|err| Failure::Exchange { err, reused }));
+        }
+        match conn.as_mut().poll(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Ok(())) => Poll::Ready(Err(Failure::Closed { reused })),
+            Poll::Ready(Err(err)) => Poll::Ready(Err(Failure::Exchange { err, reused })),
+        }
+    })
+    .await
+}
+
+/// Polls the answer and the connection together until the head of the answer is read.
+async fn head(
+    answer: impl Future<Output = hyper::Result<http::Response<Incoming>>>,
+    conn: &mut Pin<Box<Conn>>,
+    reused: bool,
+) -> Result<http::Response<Incoming>, Failure> {
+    let mut answer = std::pin::pin!(answer);
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(done) = answer.as_mut().poll(cx) {
+            return Poll::Ready(done.map_err(|err| Failure::Exchange { err, reused }));
+        }
+        let end = match conn.as_mut().poll(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(end) => end,
+        };
+        // The connection ended: the answer is either read now or never.
+        if let Poll::Ready(done) = answer.as_mut().poll(cx) {
+            return Poll::Ready(done.map_err(|err| Failure::Exchange { err, reused }));
+        }
+        Poll::Ready(Err(match end {
+            Ok(()) => Failure::Closed { reused },
+            Err(err) => Failure::Exchange { err, reused },
+        }))
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url(text: &str) -> Url {
+        Url::parse(text).unwrap_or_else(|err| panic!("{text}: {err}"))
+    }
+
+    #[test]
+    fn only_plain_http_goes_direct_with_the_host_as_written() {
+        let within = Duration::from_secs(1);
+        assert!(Direct::for_url(&url("https://api.example.com/v1"), within).is_none());
+        // The environment may name a proxy here (then nothing goes direct, rightly).
+        let Some(plain) = Direct::for_url(&url("http://localhost:8080/v1/chat"), within) else {
+            assert!(proxied());
+            return;
+        };
+        assert_eq!(
+            (plain.host.as_str(), plain.port, plain.authority.as_str()),
+            ("localhost", 8080, "localhost:8080")
+        );
+        assert!(plain.serves(&url("http://localhost:8080/v1/models")));
+        assert!(!plain.serves(&url("http://localhost:8081/v1/models")));
+        assert!(!plain.serves(&url("https://localhost:8080/v1/models")));
+        let default_port = Direct::for_url(&url("http://model.internal/v1"), within);
+        let default_port = default_port.map(|d| (d.port, d.authority));
+        assert_eq!(default_port, Some((80, "model.internal".to_owned())));
+        let v6 =
+            Direct::for_url(&url("http://[::1]:9000/v1"), within).map(|d| (d.host, d.authority));
+        assert_eq!(v6, Some(("::1".to_owned(), "[::1]:9000".to_owned())));
+    }
+
+    #[test]
+    fn the_request_target_is_the_path_and_query_with_the_host_header() {
+        let Some(direct) =
+            Direct::for_url(&url("http://127.0.0.1:7000/v1"), Duration::from_secs(1))
+        else {
+            return;
+        };
+        let mut request = reqwest::Request::new(
+            http::Method::POST,
+            url("http://127.0.0.1:7000/v1/chat/completions?api-version=2"),
+        );
+        *request.body_mut() = Some(reqwest::Body::from("{}"));
+        let sent = direct.to_hyper(request);
+        assert_eq!(sent.uri().to_string(), "/v1/chat/completions?api-version=2");
+        assert_eq!(sent.headers()["host"], "127.0.0.1:7000");
+        assert_eq!(sent.method(), http::Method::POST);
+    }
+}
