@@ -11,7 +11,7 @@ use futures::{Stream, StreamExt};
 use serde_json::Value;
 
 use crate::chat::continuation::Follow;
-use crate::chat::native::{Followups, NativeReply, Next};
+use crate::chat::native::{Again, Followups, NativeReply, Next};
 use crate::chat::shaper::DeclaredTools;
 use crate::chat::{ChatEvent, ChatRequest, Outcome, ToolChoice};
 use crate::config::{Mode, ReasoningCalls};
@@ -263,7 +263,9 @@ pub(crate) fn repaired(
     } else {
         Followups::NONE
     };
-    let mut fold = NativeReply::new(chat, &declared, native.reasoning_calls, followups, repair);
+    let may_ask_again = state.config.max_retries > 0;
+    let mut fold =
+        NativeReply::new(chat, &declared, native.reasoning_calls, followups, repair, may_ask_again);
     let shown = chain.first().map_or("upstream", |(_, client, _)| client.shown()).to_owned();
     let mut reply = native_reply(payloads, shown.clone(), native.wire);
     let after = After { state: state.clone(), chain: chain.clone(), native, declared, shown };
@@ -280,6 +282,22 @@ pub(crate) fn repaired(
         for event in out { yield Ok(event); }
         match next {
             Next::Done => {}
+            Next::Again(again) => {
+                let (mut fold, mut reply) = match after.again(&again).await {
+                    Ok(asked) => asked,
+                    Err(err) => { yield Err(err); return; }
+                };
+                while let Some(read) = step(&mut fold, &mut reply).await {
+                    match read {
+                        Ok(out) => for event in out { yield Ok(event); },
+                        Err(err) => { yield Err(err); return; }
+                    }
+                }
+                let mut out = Vec::new();
+                let (answered, _) = fold.finish(&mut out);
+                for event in out { yield Ok(event); }
+                outcome = instead(outcome, answered);
+            }
             Next::Plain => {
                 let (mut fold, mut reply) = match after.plain().await {
                     Ok(plain) => plain,
@@ -378,6 +396,27 @@ impl After {
             &DeclaredTools::default(),
             self.native.reasoning_calls,
             Followups::NONE,
+            false,
+            false,
+        );
+        Ok((fold, native_reply(payloads, self.shown.clone(), wire)))
+    }
+
+    /// The reply's only calls broke their tools' schemas: the same conversation with the
+    /// reply and what is wrong with it, natively again; its fold (calls read from its text
+    /// go out as written this time) and its reply.
+    async fn again(&self, again: &Again) -> Result<(NativeReply, UpstreamStream), ApiError> {
+        self.state.metrics.retry("invalid_arguments", true);
+        let wire = self.native.wire;
+        let correction = crate::chat::prompt::invalid_arguments(&again.faults);
+        let body = wire.corrected(&self.native.body, &again.reply, &correction);
+        let payloads = self.chain.relay_native(&body, wire).await?;
+        let fold = NativeReply::new(
+            &self.native.chat,
+            &self.declared,
+            self.native.reasoning_calls,
+            Followups::NONE,
+            true,
             false,
         );
         Ok((fold, native_reply(payloads, self.shown.clone(), wire)))

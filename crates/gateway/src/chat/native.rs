@@ -2,9 +2,10 @@
 //! is folded into chat events. Its own calls pass as they are; its text goes through the
 //! shaper, so call syntax the upstream's parser missed (a small model that writes its calls
 //! as fenced or bare JSON instead of its template's tags) becomes calls too, under the same
-//! policy as emulated ones. Nothing is asked for again here; what may follow the reply (a
-//! plain answer for one that only guessed, continuations for one whose calls were read from
-//! its text) is `finish`'s answer, for the caller to send.
+//! policy as emulated ones. Nothing is asked for again here; what may follow the reply (the
+//! reply again, for one whose only calls were read from its text and break their tools'
+//! schemas; a plain answer for one that only guessed; continuations for one whose calls were
+//! read from its text) is `finish`'s answer, for the caller to send.
 
 use std::sync::Arc;
 
@@ -57,6 +58,16 @@ pub(crate) enum Next {
     Plain,
     /// The reply's calls were read from its text: continuations may add more.
     Continue(Follow),
+    /// The reply's only calls were read from its text and break their tools' schemas (held,
+    /// nothing shown): the reply is asked for again, natively, with what is wrong.
+    Again(Again),
+}
+
+/// A reply to ask for again: what the model wrote, and what is wrong with its calls.
+#[derive(Debug)]
+pub(crate) struct Again {
+    pub(crate) reply: String,
+    pub(crate) faults: String,
 }
 
 /// The most text of a reply kept for a continuation to start from; a longer reply is not
@@ -87,23 +98,30 @@ pub(crate) struct NativeReply {
     followups: Followups,
     grounding: Option<Arc<Grounding>>,
     req: ChatRequest,
+    /// Whether a reply whose calls break their schemas may be asked for again.
+    may_ask_again: bool,
 }
 
 impl NativeReply {
+    /// The fold of a native reply; with `may_ask_again`, calls read from its text that break
+    /// their tools' schemas are held, for `Next::Again` when nothing else went out.
     pub(crate) fn new(
         req: &ChatRequest,
         declared: &DeclaredTools,
         reasoning_calls: ReasoningCalls,
         followups: Followups,
         repair: bool,
+        may_ask_again: bool,
     ) -> NativeReply {
         let engaged = repair && !req.tools.is_empty() && req.tool_choice != ToolChoice::None;
         // A model answering natively has its own parser upstream: the calls it leaves in the
         // text are read in every format (unless `repair` is off: then its text is text).
         let mut shaper = Shaper::new(req, declared, engaged, reasoning_calls, None);
-        // No retry: a repaired call that breaks its schema goes out as written, except to a
-        // strict tool.
-        shaper.check_arguments(false);
+        // A repaired call that breaks its schema is held for the reply to be asked for
+        // again; without that (or when something else went out), it goes out as written,
+        // except to a strict tool.
+        let may_ask_again = may_ask_again && engaged;
+        shaper.check_arguments(may_ask_again);
         let grounding = followups.grounding(req);
         if let Some(judge) = followups.judge(req, grounding.as_ref()) {
             shaper.judge_calls(judge);
@@ -120,6 +138,7 @@ impl NativeReply {
             followups,
             grounding,
             req: req.clone(),
+            may_ask_again,
         }
     }
 
@@ -166,6 +185,13 @@ impl NativeReply {
     /// outcome once what comes after has run.
     pub(crate) fn finish(&mut self, out: &mut Vec<ChatEvent>) -> (Outcome, Next) {
         self.shaper.finish(out);
+        if let Some(again) = self.again() {
+            tracing::info!(faults = %again.faults, "the reply's calls break their tools' schemas; asking again");
+            let outcome =
+                Outcome { finish: Finish::Stop, usage: self.usage, retried: Usage::default() };
+            return (outcome, Next::Again(again));
+        }
+        self.shaper.release_held(out);
         let native_calls = !self.calls.is_empty();
         let mut n_calls = self.shaper.n_calls();
         for (_, call) in std::mem::take(&mut self.calls) {
@@ -215,6 +241,21 @@ impl NativeReply {
             Next::Done
         };
         (outcome, next)
+    }
+
+    /// The reply to ask for again: its only calls were held for breaking their schemas, and
+    /// nothing else went out (no call, native or read, no text).
+    fn again(&self) -> Option<Again> {
+        let alone = self.shaper.n_calls() == 0
+            && self.calls.is_empty()
+            && self.shaper.nothing_shown()
+            && !self.shaper.incomplete_call()
+            && self.raw.len() <= MAX_CONTINUED_REPLY;
+        if !(self.may_ask_again && self.shaper.holds_back() && alone) {
+            return None;
+        }
+        let faults = self.shaper.problem_detail()?;
+        Some(Again { reply: self.raw.clone(), faults })
     }
 
     /// How many calls were dropped as guesses so far.
@@ -294,7 +335,7 @@ mod tests {
         let req = request();
         let declared = DeclaredTools::new(&req.tools).unwrap();
         let mut reply =
-            NativeReply::new(&req, &declared, ReasoningCalls::Ignore, Followups::NONE, true);
+            NativeReply::new(&req, &declared, ReasoningCalls::Ignore, Followups::NONE, true, false);
         let mut out = Vec::new();
         for event in events {
             reply.feed(event, &mut out);
@@ -302,6 +343,69 @@ mod tests {
         let (outcome, _) = reply.finish(&mut out);
         out.push(ChatEvent::Done(outcome));
         out
+    }
+
+    /// A reply written as text, through a fold that judges its calls (as by default) and
+    /// may ask again: what went out, and what comes next.
+    fn fold_judged(reply: &str, may_ask_again: bool) -> (Vec<ChatEvent>, Next) {
+        let schema = serde_json::json!({"type": "object",
+            "properties": {"city": {"type": "string"}}, "required": ["city"]});
+        let tools = vec![ToolSpec::named("get_weather", Some(schema))];
+        let req = ChatRequest::asking("Weather in Paris?", tools);
+        let declared = DeclaredTools::new(&req.tools).unwrap();
+        let followups = Followups { check_grounding: true, continue_calls: 0 };
+        let mut fold = NativeReply::new(
+            &req,
+            &declared,
+            ReasoningCalls::Ignore,
+            followups,
+            true,
+            may_ask_again,
+        );
+        let mut out = Vec::new();
+        for piece in reply.as_bytes().chunks(7) {
+            fold.feed(UpstreamEvent::Text(String::from_utf8_lossy(piece).into()), &mut out);
+        }
+        fold.feed(UpstreamEvent::Finish(FinishReason::Stop), &mut out);
+        let (_, next) = fold.finish(&mut out);
+        (out, next)
+    }
+
+    #[test]
+    fn issue_24_a_call_read_from_the_text_that_copies_the_schema_is_asked_for_again() {
+        let copied = r#"{"name": "get_weather", "arguments": {"city": {"type": "string"}}}"#;
+        let (out, next) = fold_judged(copied, true);
+        assert!(out.is_empty(), "nothing goes out of a reply asked for again: {out:?}");
+        let Next::Again(again) = next else { panic!("{next:?}") };
+        assert_eq!(again.reply, copied);
+        assert!(
+            again.faults.contains("`get_weather`: city holds a piece of the schema"),
+            "{}",
+            again.faults
+        );
+
+        // When it may not be asked for again, the call goes out as written (as before).
+        let (out, next) = fold_judged(copied, false);
+        assert!(matches!(next, Next::Done), "{next:?}");
+        assert!(
+            matches!(&out[0], ChatEvent::CallStart { name, .. } if name == "get_weather"),
+            "{out:?}"
+        );
+
+        // Nor when text went out with it: the call follows the text, as written.
+        let (out, next) = fold_judged(&format!("Checking the weather.\n{copied}"), true);
+        assert!(matches!(next, Next::Done), "{next:?}");
+        assert_eq!(text(&out).trim(), "Checking the weather.");
+        assert!(out.iter().any(|e| matches!(e, ChatEvent::CallStart { .. })), "{out:?}");
+
+        // A call that fits goes out whatever may follow.
+        let (out, next) =
+            fold_judged(r#"{"name": "get_weather", "arguments": {"city": "Paris"}}"#, true);
+        assert!(matches!(next, Next::Done), "{next:?}");
+        assert!(
+            matches!(&out[0], ChatEvent::CallStart { name, .. } if name == "get_weather"),
+            "{out:?}"
+        );
     }
 
     fn text(events: &[ChatEvent]) -> String {

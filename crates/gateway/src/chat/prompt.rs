@@ -536,6 +536,13 @@ fn compact_schema(schema: Option<&Value>) -> Value {
 }
 
 /// The stricter message that goes with a retry.
+/// What a model is told when its call's arguments break the tool's schema (`faults`).
+pub(crate) fn invalid_arguments(faults: &str) -> String {
+    format!(
+        "The arguments of your tool call do not fit the tool's parameters: {faults}. Call the tool again with arguments that fit: real values for the request, the parameters' exact names, nothing the schema does not declare."
+    )
+}
+
 fn correction(req: &ChatRequest, retry: &Retry, format: CallFormat) -> String {
     if retry.reason == RetryReason::InvalidOutput {
         let detail = retry.detail.as_deref().unwrap_or("it is not the JSON asked for");
@@ -581,10 +588,9 @@ fn correction(req: &ChatRequest, retry: &Retry, format: CallFormat) -> String {
             "Your reply was cut off in the middle of a tool call. Write the call again, shorter."
                 .to_owned()
         }
-        RetryReason::InvalidArguments => format!(
-            "The arguments of your tool call do not fit the tool's parameters: {}. Call the tool again with arguments that fit: real values for the request, the parameters' exact names, nothing the schema does not declare.",
-            retry.detail.as_deref().unwrap_or("they break its schema")
-        ),
+        RetryReason::InvalidArguments => {
+            invalid_arguments(retry.detail.as_deref().unwrap_or("they break its schema"))
+        }
         RetryReason::GuessedArguments => {
             "Your tool call holds values that appear nowhere in the conversation: a call needs the values the user gave. If the request does not give them, or no tool fits it, answer in plain text."
                 .to_owned()

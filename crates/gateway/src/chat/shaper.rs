@@ -215,6 +215,9 @@ pub(crate) struct Shaper {
     check: ArgumentCheck,
     /// What was wrong with the arguments of calls held back for a retry.
     argument_faults: Vec<String>,
+    /// The calls held back for a retry, kept to go out as written if none comes
+    /// (`release_held`).
+    held_back: Vec<(Pending, std::ops::Range<usize>)>,
     /// Visible text so far (bounded), for refusal detection.
     text: String,
     /// The model wrote reasoning (so an answer without text was not an empty reply).
@@ -293,6 +296,7 @@ impl Shaper {
             n_calls: 0,
             check: ArgumentCheck::Off,
             argument_faults: Vec::new(),
+            held_back: Vec::new(),
             text: String::new(),
             reasoned: false,
             show_reasoning: req.show_reasoning,
@@ -366,6 +370,20 @@ impl Shaper {
     /// again; otherwise it goes out as written, except to a strict tool.
     pub(crate) fn check_arguments(&mut self, may_retry: bool) {
         self.check = if may_retry { ArgumentCheck::Retry } else { ArgumentCheck::Final };
+    }
+
+    /// Whether calls are held back for a retry (`check_arguments(true)`).
+    pub(crate) fn holds_back(&self) -> bool {
+        !self.held_back.is_empty()
+    }
+
+    /// No retry comes after all: the calls held back for one are judged as final (one to a
+    /// strict tool that breaks its schema is dropped; any other goes out as written).
+    pub(crate) fn release_held(&mut self, out: &mut Vec<ChatEvent>) {
+        self.committed();
+        for (call, span) in std::mem::take(&mut self.held_back) {
+            self.end_call(call, true, span, out);
+        }
     }
 
     /// Output has gone to the client: this reply will not be asked for again.
@@ -583,6 +601,8 @@ impl Shaper {
                 if self.check == ArgumentCheck::Final {
                     tracing::warn!(tool = %call.name, "dropped a call that breaks its strict tool's schema");
                     self.rejected += 1;
+                } else {
+                    self.held_back.push((call, span));
                 }
                 return;
             }

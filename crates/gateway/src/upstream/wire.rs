@@ -109,6 +109,26 @@ impl Wire {
         }
     }
 
+    /// A native body with the model's reply and a correction of it added, to ask again.
+    pub(crate) fn corrected(self, body: &Value, reply: &str, correction: &str) -> Value {
+        let (assistant, user) = match self {
+            Wire::OpenAi => (
+                serde_json::json!({"role": "assistant", "content": reply}),
+                serde_json::json!({"role": "user", "content": correction}),
+            ),
+            Wire::Anthropic => (
+                serde_json::json!({"role": "assistant", "content": [{"type": "text", "text": reply}]}),
+                serde_json::json!({"role": "user", "content": [{"type": "text", "text": correction}]}),
+            ),
+        };
+        let mut body = body.clone();
+        if let Some(messages) = body.get_mut("messages").and_then(Value::as_array_mut) {
+            messages.push(assistant);
+            messages.push(user);
+        }
+        body
+    }
+
     /// The bytes of model output in one relayed payload, counted against
     /// `upstream.max_reply_bytes`.
     pub(crate) fn output_bytes(self, value: &Value) -> usize {

@@ -281,3 +281,73 @@ async fn issue_24_a_long_call_streams_as_it_is_written() {
         .count();
     assert!(deltas > 10, "{deltas} argument fragments");
 }
+
+#[tokio::test]
+async fn issue_24_a_native_reply_whose_call_copies_the_schema_is_asked_for_again_natively() {
+    let gw = gateway(Mode::Auto, Engine::Off).await;
+    let copied = fenced("get_weather", json!({"city": {"type": "string"}}));
+    gw.upstream.push(Reply::text(copied.clone()));
+    gw.upstream.push(Reply::text(fenced("get_weather", json!({"city": "Paris"}))));
+    for stream in [false, true] {
+        let mut body = request("What is the weather in Paris?");
+        body["stream"] = json!(stream);
+        if stream {
+            gw.upstream.push(Reply::text(copied.clone()));
+            gw.upstream.push(Reply::text(fenced("get_weather", json!({"city": "Paris"}))));
+            let folded = crate::common::api::Api::OpenAi.fold(&gw.stream_ok(&body).await);
+            let sent: Vec<(String, Value)> = folded
+                .calls
+                .iter()
+                .map(|(name, arguments)| (name.clone(), serde_json::from_str(arguments).unwrap()))
+                .collect();
+            // The schema copy never went out: only the call asked for again.
+            assert_eq!(sent, vec![("get_weather".to_owned(), json!({"city": "Paris"}))]);
+        } else {
+            let completion = gw.complete(&body).await;
+            assert_eq!(
+                calls(&completion),
+                vec![("get_weather".to_owned(), json!({"city": "Paris"}))]
+            );
+            // Both replies' tokens are counted.
+            assert_eq!(
+                completion["usage"]["completion_tokens"],
+                json!(2 * UPSTREAM_COMPLETION_TOKENS),
+                "{completion:#}"
+            );
+        }
+    }
+    let requests = gw.upstream.requests();
+    assert_eq!(requests.len(), 4);
+    for again in [&requests[1], &requests[3]] {
+        assert!(again.get("tools").is_some(), "asked again natively, with the tools");
+        let messages = again["messages"].as_array().unwrap();
+        let reply = &messages[messages.len() - 2];
+        assert_eq!(
+            (reply["role"].as_str(), reply["content"].as_str()),
+            (Some("assistant"), Some(copied.as_str()))
+        );
+        let correction = last_message(again);
+        assert_eq!(correction["role"], "user");
+        let correction = correction["content"].as_str().unwrap();
+        assert!(
+            correction.contains("`get_weather`: city holds a piece of the schema"),
+            "{correction}"
+        );
+    }
+    let metrics = gw.http().get(gw.url("/metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains(r#"reason="invalid_arguments""#), "{metrics}");
+
+    // With no retries, the call goes out as written, in one request.
+    let gw = spawn_gateway(|config| {
+        config.mode = Mode::Auto;
+        config.max_retries = 0;
+    })
+    .await;
+    gw.upstream.push(Reply::text(copied));
+    let completion = gw.complete(&request("What is the weather in Paris?")).await;
+    assert_eq!(
+        calls(&completion),
+        vec![("get_weather".to_owned(), json!({"city": {"type": "string"}}))]
+    );
+    assert_eq!(gw.upstream.requests().len(), 1);
+}
