@@ -282,25 +282,13 @@ pub(crate) fn repaired(
         for event in out { yield Ok(event); }
         match next {
             Next::Done => {}
-            Next::Again(again) => {
-                let (mut fold, mut reply) = match after.again(&again).await {
-                    Ok(asked) => asked,
-                    Err(err) => { yield Err(err); return; }
+            asked @ (Next::Again(_) | Next::Plain) => {
+                let asked = match &asked {
+                    Next::Again(again) => after.again(again).await,
+                    _ => after.plain().await,
                 };
-                while let Some(read) = step(&mut fold, &mut reply).await {
-                    match read {
-                        Ok(out) => for event in out { yield Ok(event); },
-                        Err(err) => { yield Err(err); return; }
-                    }
-                }
-                let mut out = Vec::new();
-                let (answered, _) = fold.finish(&mut out);
-                for event in out { yield Ok(event); }
-                outcome = instead(outcome, answered);
-            }
-            Next::Plain => {
-                let (mut fold, mut reply) = match after.plain().await {
-                    Ok(plain) => plain,
+                let (mut fold, mut reply) = match asked {
+                    Ok(asked) => asked,
                     Err(err) => { yield Err(err); return; }
                 };
                 while let Some(read) = step(&mut fold, &mut reply).await {

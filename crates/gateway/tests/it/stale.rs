@@ -60,17 +60,46 @@ fn chunk(data: &str) -> String {
     format!("{:x}\r\n{data}\r\n", data.len())
 }
 
-#[tokio::test]
-async fn issue_25_streamed_replies_leave_their_connection_to_the_next_request() {
+/// A raw HTTP/1.1 upstream on 127.0.0.1: each connection it accepts (numbered from 1) is
+/// served by `serve`, which sends the connection's number for each request it reads. Its URL,
+/// and a reader of those numbers.
+async fn raw_upstream<F, Fut>(serve: F) -> (String, Seen)
+where
+    F: Fn(usize, tokio::net::TcpStream, Sender<usize>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    let (seen_tx, mut seen_rx) = tokio::sync::mpsc::unbounded_channel::<usize>();
-    let _server = crate::common::spawn(async move {
+    let (seen_tx, seen_rx) = tokio::sync::mpsc::unbounded_channel::<usize>();
+    crate::common::spawn(async move {
         let mut connection = 0;
-        while let Ok((mut stream, _)) = listener.accept().await {
+        while let Ok((stream, _)) = listener.accept().await {
             connection += 1;
-            let seen = seen_tx.clone();
-            crate::common::spawn(async move {
+            crate::common::spawn(serve(connection, stream, seen_tx.clone()));
+        }
+    });
+    (url, Seen(seen_rx))
+}
+
+type Sender<T> = tokio::sync::mpsc::UnboundedSender<T>;
+
+/// The numbers of the connections requests came on.
+struct Seen(tokio::sync::mpsc::UnboundedReceiver<usize>);
+
+impl Seen {
+    /// Those so far, in order.
+    fn so_far(&mut self) -> Vec<usize> {
+        let mut seen = Vec::new();
+        while let Ok(n) = self.0.try_recv() {
+            seen.push(n);
+        }
+        seen
+    }
+}
+
+#[tokio::test]
+async fn issue_25_streamed_replies_leave_their_connection_to_the_next_request() {
+    let (url, mut seen) = raw_upstream(|connection, mut stream, seen| async move {
                 let mut answered = 0;
                 while let Some(get) = read_request_line(&mut stream).await {
                     let _ = seen.send(connection);
@@ -101,9 +130,8 @@ async fn issue_25_streamed_replies_leave_their_connection_to_the_next_request() 
                     }
                     let _ = stream.write_all(b"0\r\n\r\n").await;
                 }
-            });
-        }
-    });
+    })
+    .await;
     let gw = serve_config(MockUpstream::start().await, base_config(&url)).await;
     let plain = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
     for _ in 0..4 {
@@ -113,40 +141,27 @@ async fn issue_25_streamed_replies_leave_their_connection_to_the_next_request() 
         // Time for a late last chunk to be read before the next request.
         tokio::time::sleep(std::time::Duration::from_millis(120)).await;
     }
-    let mut seen = Vec::new();
-    while let Ok(n) = seen_rx.try_recv() {
-        seen.push(n);
-    }
+    let seen = seen.so_far();
     assert!(seen.len() >= 4, "{seen:?}");
     assert!(seen.iter().all(|&c| c == 1), "every request on the first connection: {seen:?}");
 }
 
 #[tokio::test]
 async fn issue_24_a_kept_alive_connection_the_upstream_closed_is_not_an_error() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let (seen_tx, mut seen_rx) = tokio::sync::mpsc::unbounded_channel::<usize>();
-    let _server = crate::common::spawn(async move {
-        let mut connection = 0;
-        while let Ok((mut stream, _)) = listener.accept().await {
-            connection += 1;
-            let first = connection == 1;
-            let seen = seen_tx.clone();
-            crate::common::spawn(async move {
-                // The first connection answers once, keeps the connection open, then takes
-                // the next request and closes without an answer; later ones answer.
-                let mut answered = 0;
-                while read_request(&mut stream).await {
-                    let _ = seen.send(connection);
-                    if first && answered == 1 {
-                        return;
-                    }
-                    answered += 1;
-                    let _ = stream.write_all(completion("It is sunny.").as_bytes()).await;
-                }
-            });
+    // The first connection answers once, keeps the connection open, then takes the next
+    // request and closes without an answer; later ones answer.
+    let (url, mut seen) = raw_upstream(|connection, mut stream, seen| async move {
+        let mut answered = 0;
+        while read_request(&mut stream).await {
+            let _ = seen.send(connection);
+            if connection == 1 && answered == 1 {
+                return;
+            }
+            answered += 1;
+            let _ = stream.write_all(completion("It is sunny.").as_bytes()).await;
         }
-    });
+    })
+    .await;
     // The mock is only the helpers' handle: the gateway's upstream is the server above.
     let gw = serve_config(MockUpstream::start().await, base_config(&url)).await;
     let plain = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
@@ -155,12 +170,36 @@ async fn issue_24_a_kept_alive_connection_the_upstream_closed_is_not_an_error() 
         assert_eq!(status, 200, "{body}");
         assert_eq!(body["choices"][0]["message"]["content"], "It is sunny.");
     }
-    let mut seen = Vec::new();
-    while let Ok(n) = seen_rx.try_recv() {
-        seen.push(n);
-    }
+    let seen = seen.so_far();
     // The first connection answered once (the startup probe or the first chat) and closed on
     // the next request, which went again on a new connection.
     assert_eq!(seen.iter().filter(|&&c| c == 1).count(), 2, "{seen:?}");
     assert!(seen.contains(&2), "a second connection was opened: {seen:?}");
+}
+
+#[tokio::test]
+async fn issue_25_idle_connections_the_upstream_closed_are_not_errors() {
+    // As llama.cpp's server does (after 5 s): a connection idle for 100 ms is closed.
+    let (url, mut seen) = raw_upstream(|connection, mut stream, seen| async move {
+        let idle = std::time::Duration::from_millis(100);
+        while let Ok(true) = tokio::time::timeout(idle, read_request(&mut stream)).await {
+            let _ = seen.send(connection);
+            // Slow enough for requests at once to need a connection each.
+            tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+            let _ = stream.write_all(completion("It is sunny.").as_bytes()).await;
+        }
+    })
+    .await;
+    let gw = serve_config(MockUpstream::start().await, base_config(&url)).await;
+    let plain = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+    for round in 0..3 {
+        // Three at once leave three idle connections, which the upstream then closes.
+        let answers = futures::future::join_all((0..3).map(|_| gw.chat(&plain))).await;
+        for (status, body) in answers {
+            assert_eq!(status, 200, "round {round}: {body}");
+            assert_eq!(body["choices"][0]["message"]["content"], "It is sunny.");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    assert!(seen.so_far().len() >= 9);
 }

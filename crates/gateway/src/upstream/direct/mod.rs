@@ -147,14 +147,32 @@ impl Direct {
     /// Sends `request` (its URL one this server `serves`) and waits for the head of the
     /// answer. The answer's body reads on the same connection, polled by whoever reads it;
     /// the connection goes back to the pool when the body has been read to its end.
+    ///
+    /// A kept-alive connection the upstream closed (llama.cpp's server closes one idle for 5
+    /// s) may only show it when the request goes out; nothing reached the model then, and the
+    /// request goes again, once, on a new connection.
     pub(crate) async fn send(
         &self,
         request: reqwest::Request,
     ) -> Result<reqwest::Response, Failure> {
-        let request = self.to_hyper(request);
-        let (mut sender, mut conn, reused) = self.ready().await?;
-        let answer = sender.send_request(request);
-        let response = head(answer, &mut conn, reused).await?;
+        let (head, body) = self.to_hyper(request).into_parts();
+        let again = (head.method.clone(), head.uri.clone(), head.headers.clone(), body.clone());
+        let (mut sender, mut conn, reused) = self.ready(true).await?;
+        let answer = sender.send_request(http::Request::from_parts(head, body));
+        let response = match answer_head(answer, &mut conn, reused).await {
+            Err(failure) if failure.is_stale() => {
+                tracing::info!(upstream = %self.authority, cause = %failure.chain(),
+                    "the upstream closed a kept-alive connection before answering; sending again on a new one");
+                let (method, uri, headers, body) = again;
+                let mut request = http::Request::new(body);
+                *request.method_mut() = method;
+                *request.uri_mut() = uri;
+                *request.headers_mut() = headers;
+                (sender, conn, _) = self.ready(false).await?;
+                answer_head(sender.send_request(request), &mut conn, false).await?
+            }
+            other => other?,
+        };
         let (mut parts, body) = response.into_parts();
         let decoder = leg::Decoder::for_head(&mut parts.headers);
         let leg = Leg::new(Raw { body, conn, sender }, decoder, self.clone());
@@ -187,9 +205,13 @@ impl Direct {
         out
     }
 
-    /// A connection ready to send on: an idle one that is still open, else a new one.
-    async fn ready(&self) -> Result<(SendRequest<Full<Bytes>>, Pin<Box<Conn>>, bool), Failure> {
-        while let Some(Idle { mut sender, mut conn, .. }) = self.take() {
+    /// A connection ready to send on: an idle one that is still open (with `pooled`), else a
+    /// new one; and whether it was idle.
+    async fn ready(
+        &self,
+        pooled: bool,
+    ) -> Result<(SendRequest<Full<Bytes>>, Pin<Box<Conn>>, bool), Failure> {
+        while let Some(Idle { mut sender, mut conn, .. }) = self.take().filter(|_| pooled) {
             if ready(&mut sender, &mut conn, true).await.is_ok() {
                 return Ok((sender, conn, true));
             }
@@ -236,27 +258,23 @@ impl Direct {
     }
 }
 
-/// Polls the connection until it takes a request.
+/// Polls the connection until it takes a request. The connection first: one the upstream
+/// closed while it was idle reads the end here (when its news has come).
 async fn ready(
     sender: &mut SendRequest<Full<Bytes>>,
     conn: &mut Pin<Box<Conn>>,
     reused: bool,
 ) -> Result<(), Failure> {
-    std::future::poll_fn(|cx| {
-        if let Poll::Ready(done) = sender.poll_ready(cx) {
-            return Poll::Ready(done.map_err(|err| Failure::Exchange { err, reused }));
-        }
-        match conn.as_mut().poll(cx) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(Ok(())) => Poll::Ready(Err(Failure::Closed { reused })),
-            Poll::Ready(Err(err)) => Poll::Ready(Err(Failure::Exchange { err, reused })),
-        }
+    std::future::poll_fn(|cx| match conn.as_mut().poll(cx) {
+        Poll::Ready(Ok(())) => Poll::Ready(Err(Failure::Closed { reused })),
+        Poll::Ready(Err(err)) => Poll::Ready(Err(Failure::Exchange { err, reused })),
+        Poll::Pending => sender.poll_ready(cx).map_err(|err| Failure::Exchange { err, reused }),
     })
     .await
 }
 
 /// Polls the answer and the connection together until the head of the answer is read.
-async fn head(
+async fn answer_head(
     answer: impl Future<Output = hyper::Result<http::Response<Incoming>>>,
     conn: &mut Pin<Box<Conn>>,
     reused: bool,
