@@ -243,15 +243,16 @@ impl NativeReply {
         (outcome, next)
     }
 
-    /// The reply to ask for again: its only calls were held for breaking their schemas, and
-    /// nothing else went out (no call, native or read, no text).
+    /// The reply to ask for again: its only calls were held for breaking their schemas (one
+    /// of them no guess: a reply of guesses gives way to a plain answer instead), and nothing
+    /// else went out (no call, native or read, no text).
     fn again(&self) -> Option<Again> {
         let alone = self.shaper.n_calls() == 0
             && self.calls.is_empty()
             && self.shaper.nothing_shown()
             && !self.shaper.incomplete_call()
             && self.raw.len() <= MAX_CONTINUED_REPLY;
-        if !(self.may_ask_again && self.shaper.holds_back() && alone) {
+        if !(self.may_ask_again && self.shaper.holds_back_a_call() && alone) {
             return None;
         }
         let faults = self.shaper.problem_detail()?;
@@ -397,6 +398,12 @@ mod tests {
         assert!(matches!(next, Next::Done), "{next:?}");
         assert_eq!(text(&out).trim(), "Checking the weather.");
         assert!(out.iter().any(|e| matches!(e, ChatEvent::CallStart { .. })), "{out:?}");
+
+        // A call that is a guess as well (London appears nowhere) gives way to a plain
+        // answer, as any guess does.
+        let guess = r#"{"name": "get_weather", "arguments": {"city": "London", "days": 3}}"#;
+        let (out, next) = fold_judged(guess, true);
+        assert!(matches!(next, Next::Plain), "{next:?}: {out:?}");
 
         // A call that fits goes out whatever may follow.
         let (out, next) =

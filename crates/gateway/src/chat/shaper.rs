@@ -372,9 +372,17 @@ impl Shaper {
         self.check = if may_retry { ArgumentCheck::Retry } else { ArgumentCheck::Final };
     }
 
-    /// Whether calls are held back for a retry (`check_arguments(true)`).
-    pub(crate) fn holds_back(&self) -> bool {
-        !self.held_back.is_empty()
+    /// Whether a call held back for a retry (`check_arguments(true)`) is one the judge would
+    /// let go: not a guess (a guess is dropped as one when the calls are released).
+    pub(crate) fn holds_back_a_call(&self) -> bool {
+        self.held_back.iter().any(|(call, _)| {
+            match (&self.judge, self.declared.specs.get(&call.name)) {
+                (Some(Judge::Grounding(grounding)), Some(spec)) => {
+                    grounding.guessed(spec, &call.arguments).is_empty()
+                }
+                _ => true,
+            }
+        })
     }
 
     /// No retry comes after all: the calls held back for one are judged as final (one to a
