@@ -254,18 +254,14 @@ impl Decoder {
         Ok(None)
     }
 
-    /// The end of the input: what is left to inflate, or an error if the body was cut off.
+    /// The end of the input (all of it inflated: the body ends only after `step` has taken
+    /// every piece): what the decoder still holds, or an error if the body was cut off.
     fn finish(mut self) -> std::io::Result<Bytes> {
-        let mut out = Vec::new();
-        while let Some(piece) = self.step()? {
-            out.extend_from_slice(&piece);
-        }
         match &mut self.inflate {
             Inflate::Gzip(d) => d.try_finish()?,
             Inflate::Zlib(d) => d.try_finish()?,
         }
-        out.append(self.output());
-        Ok(Bytes::from(out))
+        Ok(Bytes::from(std::mem::take(self.output())))
     }
 
     fn output(&mut self) -> &mut Vec<u8> {

@@ -156,11 +156,13 @@ impl Direct {
         request: reqwest::Request,
     ) -> Result<reqwest::Response, Failure> {
         let (head, body) = self.to_hyper(request).into_parts();
-        let again = (head.method.clone(), head.uri.clone(), head.headers.clone(), body.clone());
         let (mut sender, mut conn, reused) = self.ready(true).await?;
+        // A copy to send again, only where it may be needed: on a kept-alive connection.
+        let again = reused
+            .then(|| (head.method.clone(), head.uri.clone(), head.headers.clone(), body.clone()));
         let answer = sender.send_request(http::Request::from_parts(head, body));
-        let response = match answer_head(answer, &mut conn, reused).await {
-            Err(failure) if failure.is_stale() => {
+        let response = match (answer_head(answer, &mut conn, reused).await, again) {
+            (Err(failure), Some(again)) if failure.is_stale() => {
                 tracing::info!(upstream = %self.authority, cause = %failure.chain(),
                     "the upstream closed a kept-alive connection before answering; sending again on a new one");
                 let (method, uri, headers, body) = again;
@@ -171,7 +173,7 @@ impl Direct {
                 (sender, conn, _) = self.ready(false).await?;
                 answer_head(sender.send_request(request), &mut conn, false).await?
             }
-            other => other?,
+            (other, _) => other?,
         };
         let (mut parts, body) = response.into_parts();
         let decoder = leg::Decoder::for_head(&mut parts.headers);
@@ -183,7 +185,8 @@ impl Direct {
     }
 
     /// The request as hyper sends it on a connection: origin-form target, a `host` header.
-    fn to_hyper(&self, request: reqwest::Request) -> http::Request<Full<Bytes>> {
+    fn to_hyper(&self, mut request: reqwest::Request) -> http::Request<Full<Bytes>> {
+        let mut headers = std::mem::take(request.headers_mut());
         let url = request.url();
         let mut target = url.path().to_owned();
         if let Some(query) = url.query() {
@@ -191,7 +194,6 @@ impl Direct {
             target.push_str(query);
         }
         let method = request.method().clone();
-        let mut headers = request.headers().clone();
         if let Ok(host) = http::HeaderValue::from_str(&self.authority) {
             headers.insert(http::header::HOST, host);
         }
