@@ -10,7 +10,10 @@ engine in each configuration. The cases, the tool conversion and the checkers ar
 
 Without --engine it uses the Qwen2.5-Coder-0.5B server `scripts/local-model` runs (starting
 it if needed). It writes, under --out (default target/bfcl/<date>-seed<seed>):
-results.json (every request), table.md (the table below), and chart.png with --chart.
+results.json (every request), table.md (the table below), and chart.png with --chart; and,
+as it goes, results.jsonl (a case a line), from which --resume goes on with a run that was
+cut short. --merge DIR... sends nothing: it makes one table (and chart) of several runs, such
+as a full run made a category at a time.
 With --floor FILE it exits 1 when an arm's accuracy on a category is below the floor the file
 gives (CI's regression check). docs/accuracy.md has the figures and how they were made.
 """
@@ -37,6 +40,8 @@ from score import as_execution, check_multi_turn, check_single, execute  # noqa:
 
 # BFCL's limit on steps in one multi-turn turn.
 MAX_STEPS = 20
+# Each case's result, a line each, written as the run goes (what --resume reads).
+PARTIAL = "results.jsonl"
 
 
 @dataclass
@@ -139,6 +144,56 @@ def run_multi_turn(target: Target, args: argparse.Namespace, arm: str, case: Cas
     return result
 
 
+def result_of(record: dict[str, Any]) -> Result:
+    return Result(**{**record, "requests": [Request(**q) for q in record.get("requests", [])]})
+
+
+def read_partial(path: Path) -> list[Result]:
+    """The cases a run wrote one a line as it went. A run killed while writing leaves its last
+    line torn: that case is dropped (and run again on --resume)."""
+    if not path.exists():
+        return []
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    results = []
+    for n, line in enumerate(lines):
+        try:
+            results.append(result_of(json.loads(line)))
+        except (json.JSONDecodeError, TypeError) as err:
+            if n != len(lines) - 1:
+                raise SystemExit(f"{path} line {n + 1} is not a case's result ({err})") from err
+    return results
+
+
+def read_run(folder: Path) -> tuple[dict[str, Any], list[Result]]:
+    """A run's meta and results: its results.json, or the results.jsonl of a run cut short."""
+    whole = folder / "results.json"
+    if whole.exists():
+        data = json.loads(whole.read_text())
+        return data["meta"], [result_of(r) for r in data["results"]]
+    if (folder / PARTIAL).exists():
+        return {}, read_partial(folder / PARTIAL)
+    raise SystemExit(f"{folder}: no results.json or {PARTIAL} (not a bench/bfcl/run.py results folder)")
+
+
+def merge(args: argparse.Namespace) -> int:
+    """One table of several runs (a full run made category by category, say): the results are
+    taken as they are; a case two runs both have counts once, from the later folder given."""
+    by_key: dict[tuple[str, str, str], Result] = {}
+    metas = []
+    for folder in args.merge:
+        meta, results = read_run(folder)
+        metas.append({"folder": str(folder), **{k: v for k, v in meta.items() if k != "cases"}})
+        by_key.update({(r.arm, r.category, r.id): r for r in results})
+    results = list(by_key.values())
+    arm_names = list(dict.fromkeys(r.arm for r in results))
+    categories = [c for c in CATEGORIES if any(r.category == c for r in results)]
+    first = next((m for m in metas if "model" in m), {})
+    meta = {"date": time.strftime("%Y-%m-%d"), "model": first.get("model", "?"), "seed": first.get("seed", "?"),
+            "merged": metas, "seconds": round(sum(m.get("seconds", 0) for m in metas), 1)}
+    args.out.mkdir(parents=True, exist_ok=True)
+    return report(args.out, meta, results, arm_names, categories, args)
+
+
 def parse_limits(values: list[str]) -> tuple[int, dict[str, int]]:
     default, per = 0, {}
     for value in values:
@@ -175,7 +230,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, help="results folder (default: target/bfcl/DATE-seedSEED)")
     parser.add_argument("--chart", type=Path, help="write a bar chart per category (PNG) here")
     parser.add_argument("--floor", type=Path, help="JSON {arm: {category: lowest accuracy in %%}}: exit 1 below it")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the cases a run cut short already wrote to --out (results.jsonl) and run the rest")
+    parser.add_argument("--merge", type=Path, nargs="+", metavar="DIR",
+                        help="send nothing: one table (and --chart) of these runs' results, written to --out")
     args = parser.parse_args(argv)
+    if args.merge:
+        if not args.out:
+            parser.error("--merge needs --out, the folder the merged results go to")
+        return merge(args)
 
     arm_names = [a for a in args.arms.split(",") if a]
     for name in arm_names:
@@ -194,36 +257,61 @@ def main(argv: list[str]) -> int:
     total = sum(len(v) for v in chosen.values()) * len(arm_names)
     print(f"bfcl: {total} cases ({', '.join(f'{c} {len(v)}' for c, v in chosen.items())}) x arms "
           f"{', '.join(arm_names)}; engine {engine}; results in {out}", file=sys.stderr)
+    kept = {(r.arm, r.category, r.id): r for r in read_partial(out / PARTIAL)} if args.resume else {}
+    if kept:
+        print(f"bfcl: {len(kept)} cases kept from {out / PARTIAL}", file=sys.stderr)
     results: list[Result] = []
     started = time.monotonic()
-    for name in arm_names:
-        target = Target(ARMS[name], engine)
-        try:
-            for category, cases in chosen.items():
-                for case in cases:
-                    run = run_multi_turn if category == "multi_turn_base" else run_single
-                    res = run(target, args, name, case)
-                    results.append(res)
-                    done = len(results)
-                    eta = (time.monotonic() - started) / done * (total - done)
-                    print(f"bfcl: [{done}/{total}] {name} {case.id}: {'right' if res.valid else 'wrong'}"
-                          f"{'' if res.valid else ' (' + res.reason[:120] + ')'}; about {eta / 60:.0f} min left",
-                          file=sys.stderr, flush=True)
-        finally:
-            target.close()
+    ran = 0
+    # Written anew: the kept cases first (a torn last line is gone), then each case as it ends.
+    with (out / PARTIAL).open("w") as partial:
+        for name in arm_names:
+            todo = {c: [case for case in v if (name, c, case.id) not in kept] for c, v in chosen.items()}
+            for key in [(name, c, case.id) for c, v in chosen.items() for case in v]:
+                if key in kept:
+                    results.append(kept[key])
+                    partial.write(json.dumps(asdict(kept[key])) + "\n")
+            partial.flush()
+            if not any(todo.values()):
+                continue
+            target = Target(ARMS[name], engine)
+            try:
+                for category, cases in todo.items():
+                    for case in cases:
+                        run = run_multi_turn if category == "multi_turn_base" else run_single
+                        res = run(target, args, name, case)
+                        results.append(res)
+                        partial.write(json.dumps(asdict(res)) + "\n")
+                        partial.flush()
+                        ran += 1
+                        done = len(results)
+                        eta = (time.monotonic() - started) / ran * (total - done)
+                        print(f"bfcl: [{done}/{total}] {name} {case.id}: {'right' if res.valid else 'wrong'}"
+                              f"{'' if res.valid else ' (' + res.reason[:120] + ')'}; about {eta / 60:.0f} min left",
+                              file=sys.stderr, flush=True)
+            finally:
+                target.close()
 
     meta = {
         "date": time.strftime("%Y-%m-%d"), "engine": engine, "model": args.model, "seed": args.seed,
         "cases": {c: [case.id for case in v] for c, v in chosen.items()}, "arms": arm_names,
         "seconds": round(time.monotonic() - started, 1), "command": " ".join([Path(sys.argv[0]).name, *argv]),
     }
+    if kept:
+        meta["kept"] = len(kept)
+    return report(out, meta, results, arm_names, categories, args)
+
+
+def report(out: Path, meta: dict[str, Any], results: list[Result], arm_names: list[str], categories: list[str],
+           args: argparse.Namespace) -> int:
+    """results.json, table.md and the chart of a run; with --floor, exit 1 below it."""
     (out / "results.json").write_text(json.dumps({"meta": meta, "results": [asdict(r) for r in results]}, indent=1))
     rows = summarize(results, arm_names, categories)
-    text = table(rows, {n: ARMS[n].what for n in arm_names})
+    text = table(rows, {n: ARMS[n].what if n in ARMS else "(an arm this runner no longer has)" for n in arm_names})
     (out / "table.md").write_text(text)
     print(text)
     if args.chart:
-        chart(rows, arm_names, categories, args.chart, title=f"BFCL v4, {args.model}, seed {args.seed}")
+        chart(rows, arm_names, categories, args.chart, title=f"BFCL v4, {meta['model']}, seed {meta['seed']}")
     if args.floor:
         floors = json.loads(args.floor.read_text())
         failed = []

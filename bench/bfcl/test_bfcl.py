@@ -102,3 +102,49 @@ def test_samples_are_seeded_and_stable() -> None:
     assert a == [c.id for c in sample(cases, 10, seed=3)]
     assert a != [c.id for c in sample(cases, 10, seed=4)]
     assert len(sample(cases, 0, seed=3)) == len(cases)
+
+
+def _result(arm: str, category: str, case_id: str, valid: bool) -> dict:
+    request = {"seconds": 1.5, "prompt_tokens": 100, "completion_tokens": 20, "calls": 1, "retries": 0,
+               "continuations": 0, "error": ""}
+    return {"arm": arm, "category": category, "id": case_id, "valid": valid, "reason": "" if valid else "wrong",
+            "requests": [request], "replies": []}
+
+
+def test_a_run_cut_short_goes_on_where_it_stopped(tmp_path: Path) -> None:
+    import run
+
+    ids = [c.id for c in sample(load("simple_python"), 3, seed=1)]
+    lines = [json.dumps(_result("auto", "simple_python", i, n != 1)) for n, i in enumerate(ids)]
+    # The run was killed while writing a fourth line.
+    (tmp_path / run.PARTIAL).write_text("\n".join(lines) + "\n" + lines[0][:40])
+    # Every chosen case is kept, so nothing is sent (the engine's address is never used).
+    code = run.main(["--engine", "http://127.0.0.1:9/v1", "--arms", "auto", "--categories", "simple_python",
+                     "--limit", "3", "--seed", "1", "--out", str(tmp_path), "--resume"])
+    assert code == 0
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert [r["id"] for r in data["results"]] == ids and data["meta"]["kept"] == 3
+    assert "| simple_python | auto | 2/3 | 66.7% |" in (tmp_path / "table.md").read_text()
+    # The torn line is gone from the partial file, which now holds exactly the kept cases.
+    assert [json.loads(line)["id"] for line in (tmp_path / run.PARTIAL).read_text().splitlines()] == ids
+
+
+def test_runs_made_apart_are_merged_into_one_table(tmp_path: Path) -> None:
+    import run
+
+    first, second, merged = tmp_path / "a", tmp_path / "b", tmp_path / "merged"
+    first.mkdir()
+    second.mkdir()
+    meta = {"model": "m", "seed": 1, "seconds": 10}
+    (first / "results.json").write_text(json.dumps({"meta": meta, "results": [
+        _result("auto", "irrelevance", "irrelevance_0", False), _result("auto", "irrelevance", "irrelevance_1", True)]}))
+    # A run cut short has only its partial file; a case both runs have counts once.
+    (second / run.PARTIAL).write_text("\n".join(json.dumps(r) for r in [
+        _result("auto", "irrelevance", "irrelevance_1", True), _result("auto", "simple_python", "simple_python_0", True)]))
+    assert run.main(["--merge", str(first), str(second), "--out", str(merged)]) == 0
+    table = (merged / "table.md").read_text()
+    assert table.index("| simple_python | auto | 1/1 | 100.0% |") < table.index("| irrelevance | auto | 1/2 | 50.0% |")
+    data = json.loads((merged / "results.json").read_text())
+    assert len(data["results"]) == 3 and [m["folder"] for m in data["meta"]["merged"]] == [str(first), str(second)]
+    with pytest.raises(SystemExit):
+        run.main(["--merge", str(tmp_path / "nowhere"), "--out", str(merged)])
