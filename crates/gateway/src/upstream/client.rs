@@ -141,15 +141,17 @@ impl Unanswered {
         }
     }
 
-    /// Whether the request failed on a connection that was open but closed before any
-    /// answer (a kept-alive connection the upstream had just closed): not a timeout, not a
-    /// failure to connect, and no status. Nothing reached the model, so it may go again.
+    /// Whether the general client's request failed on a connection that was open but closed
+    /// before any answer (a kept-alive connection the upstream had just closed): not a
+    /// timeout, not a failure to connect, and no status. Whether it reached the model is
+    /// judged by when it failed (`direct::STALE_WITHIN`). Direct connections judge that
+    /// themselves and have sent the request again already.
     fn is_stale_connection(&self) -> bool {
         match self {
             Unanswered::Client(err) => {
                 !err.is_timeout() && !err.is_connect() && err.status().is_none() && err.is_request()
             }
-            Unanswered::Direct(failure) => failure.is_stale(),
+            Unanswered::Direct(_) => false,
         }
     }
 
@@ -354,8 +356,13 @@ impl UpstreamClient {
         let request = self.authorize(request);
         // A copy to send again on a new connection when a kept-alive one turns out closed.
         let again = request.try_clone();
+        let sent = Instant::now();
         let response = match self.head(request, started, head_within).await {
-            Ok(Err(err)) if err.is_stale_connection() && again.is_some() => {
+            Ok(Err(err))
+                if err.is_stale_connection()
+                    && again.is_some()
+                    && sent.elapsed() < direct::STALE_WITHIN =>
+            {
                 tracing::info!(upstream = %self.shown, cause = %self.redact(&err.cause()),
                     "the upstream closed the connection before answering; sending again on a new one");
                 match again {

@@ -2,7 +2,8 @@
 //! sends on it (llama.cpp's server did, between an emulated attempt and its retry) costs the
 //! client nothing: the request goes again on a new connection. Issue 25: a streamed reply
 //! read to its `[DONE]` leaves its connection to the next request, whether the body's last
-//! chunk came with it or later.
+//! chunk came with it or later; and a request the upstream dropped after working on it is not
+//! sent twice.
 
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -21,11 +22,9 @@ fn completion(text: &str) -> String {
     )
 }
 
-/// Reads one request (head and a body of `content-length` bytes): whether one came, and
-/// whether it was a `GET`.
-async fn read_request_line(stream: &mut tokio::net::TcpStream) -> Option<bool> {
+/// Reads one request (head and a body of `content-length` bytes): its text, if one came.
+async fn read_request_text(stream: &mut tokio::net::TcpStream) -> Option<String> {
     let mut data = Vec::new();
-    let get = |data: &[u8]| data.starts_with(b"GET ");
     let mut buf = [0; 8192];
     loop {
         let Ok(n) = stream.read(&mut buf).await else { return None };
@@ -44,10 +43,15 @@ async fn read_request_line(stream: &mut tokio::net::TcpStream) -> Option<bool> {
                 })
                 .unwrap_or(0);
             if data.len() >= end + 4 + length {
-                return Some(get(&data));
+                return Some(text.into_owned());
             }
         }
     }
+}
+
+/// Reads one request: whether one came, and whether it was a `GET`.
+async fn read_request_line(stream: &mut tokio::net::TcpStream) -> Option<bool> {
+    read_request_text(stream).await.map(|text| text.starts_with("GET "))
 }
 
 /// Reads one request (head and a body of `content-length` bytes).
@@ -202,4 +206,33 @@ async fn issue_25_idle_connections_the_upstream_closed_are_not_errors() {
         tokio::time::sleep(std::time::Duration::from_millis(250)).await;
     }
     assert!(seen.so_far().len() >= 9);
+}
+
+#[tokio::test]
+async fn issue_25_a_request_dropped_after_a_while_is_not_sent_again() {
+    // Every request is answered at once but one asking about Mars, which the upstream works
+    // on for longer than a stale connection takes to show, then drops with its connection.
+    let (url, mut seen) = raw_upstream(|connection, mut stream, seen| async move {
+        while let Some(text) = read_request_text(&mut stream).await {
+            if text.contains("Mars") {
+                let _ = seen.send(connection);
+                tokio::time::sleep(std::time::Duration::from_millis(1300)).await;
+                return;
+            }
+            let _ = stream.write_all(completion("It is sunny.").as_bytes()).await;
+        }
+    })
+    .await;
+    let gw = serve_config(MockUpstream::start().await, base_config(&url)).await;
+    let plain = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+    let (status, body) = gw.chat(&plain).await;
+    assert_eq!(status, 200, "{body}");
+    // On the kept-alive connection the first request left.
+    let mars = json!({"model": "m", "messages": [{"role": "user", "content": "Weather on Mars?"}]});
+    let (status, body) = gw.chat(&mars).await;
+    assert_eq!(status, 502, "{body}");
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(seen.so_far().len(), 1, "the model got the request once");
+    let (status, body) = gw.chat(&plain).await;
+    assert_eq!(status, 200, "the next request is served: {body}");
 }

@@ -144,7 +144,7 @@ impl Stream for Leg {
             };
             match (next, this.decoder.as_mut()) {
                 (Some(Ok(data)), None) => return Poll::Ready(Some(Ok(data))),
-                (Some(Ok(data)), Some(decoder)) => decoder.pending = data,
+                (Some(Ok(data)), Some(decoder)) => decoder.feed(data),
                 (Some(Err(err)), _) => return Poll::Ready(Some(Err(err))),
                 (None, _) => {
                     return match this.decoder.take().map(Decoder::finish) {
@@ -205,6 +205,8 @@ pub(super) struct Decoder {
     inflate: Inflate,
     /// Compressed input not inflated yet.
     pending: Bytes,
+    /// Whether any input came (an empty body is empty, not a cut-off stream).
+    fed: bool,
 }
 
 enum Inflate {
@@ -228,16 +230,28 @@ impl Decoder {
             };
         headers.remove(http::header::CONTENT_ENCODING);
         headers.remove(http::header::CONTENT_LENGTH);
-        Some(Decoder { inflate, pending: Bytes::new() })
+        Some(Decoder { inflate, pending: Bytes::new(), fed: false })
+    }
+
+    /// Compressed input, to be inflated by `step`.
+    fn feed(&mut self, data: Bytes) {
+        self.fed |= !data.is_empty();
+        self.pending = data;
     }
 
     /// Inflates pending input until some output comes: `None` when the input ran out first.
+    /// Each step's output is flushed out of the decoder at once (it would otherwise wait in
+    /// the decoder's buffer for the next input: a streamed event a chunk late).
     fn step(&mut self) -> std::io::Result<Option<Bytes>> {
         while !self.pending.is_empty() {
             let step = self.pending.len().min(INFLATE_STEP);
             let used = match &mut self.inflate {
-                Inflate::Gzip(d) => d.write(&self.pending[..step])?,
-                Inflate::Zlib(d) => d.write(&self.pending[..step])?,
+                Inflate::Gzip(d) => {
+                    d.write(&self.pending[..step]).and_then(|n| d.flush().map(|()| n))?
+                }
+                Inflate::Zlib(d) => {
+                    d.write(&self.pending[..step]).and_then(|n| d.flush().map(|()| n))?
+                }
             };
             if used == 0 {
                 return Err(std::io::Error::new(
@@ -257,6 +271,9 @@ impl Decoder {
     /// The end of the input (all of it inflated: the body ends only after `step` has taken
     /// every piece): what the decoder still holds, or an error if the body was cut off.
     fn finish(mut self) -> std::io::Result<Bytes> {
+        if !self.fed {
+            return Ok(Bytes::new());
+        }
         match &mut self.inflate {
             Inflate::Gzip(d) => d.try_finish()?,
             Inflate::Zlib(d) => d.try_finish()?,
@@ -269,5 +286,61 @@ impl Decoder {
             Inflate::Gzip(d) => d.get_mut(),
             Inflate::Zlib(d) => d.get_mut(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gzip_decoder() -> Decoder {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(http::header::CONTENT_ENCODING, http::HeaderValue::from_static("gzip"));
+        headers.insert(http::header::CONTENT_LENGTH, http::HeaderValue::from_static("10"));
+        let decoder = Decoder::for_head(&mut headers);
+        assert!(headers.is_empty(), "the encoding and the compressed length are taken off");
+        decoder.unwrap_or_else(|| panic!("gzip is read"))
+    }
+
+    /// Everything `step` gives for one piece of input.
+    fn inflated(decoder: &mut Decoder, data: &[u8]) -> Vec<u8> {
+        decoder.feed(Bytes::copy_from_slice(data));
+        let mut out = Vec::new();
+        while let Some(piece) = decoder.step().unwrap_or_else(|err| panic!("{err}")) {
+            out.extend_from_slice(&piece);
+        }
+        out
+    }
+
+    #[test]
+    fn each_compressed_event_comes_out_when_its_bytes_do() {
+        let first = b"data: {\"choices\":[{\"delta\":{\"content\":\"It is \"}}]}\n\n";
+        let second = b"data: [DONE]\n\n";
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        let flushed = encoder.write_all(first).and_then(|()| encoder.flush());
+        assert!(flushed.is_ok());
+        let cut = encoder.get_ref().len();
+        assert!(encoder.write_all(second).is_ok());
+        let whole = encoder.finish().unwrap_or_default();
+        let mut decoder = gzip_decoder();
+        // The first event is out before any byte of the second arrives.
+        assert_eq!(inflated(&mut decoder, &whole[..cut]), first);
+        assert_eq!(inflated(&mut decoder, &whole[cut..]), second);
+        assert_eq!(decoder.finish().ok(), Some(Bytes::new()));
+    }
+
+    #[test]
+    fn an_empty_body_is_empty_and_a_cut_one_is_an_error() {
+        assert_eq!(gzip_decoder().finish().ok(), Some(Bytes::new()));
+        // Bytes that do not compress, so that half the body is half the stream.
+        let text: Vec<u8> =
+            (0u32..4096).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        assert!(encoder.write_all(&text).is_ok());
+        let whole = encoder.finish().unwrap_or_default();
+        let mut decoder = gzip_decoder();
+        let out = inflated(&mut decoder, &whole[..whole.len() / 2]);
+        assert_eq!(out[..], text[..out.len()]);
+        assert!(decoder.finish().is_err(), "a body cut off is not taken as whole");
     }
 }

@@ -12,7 +12,8 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::task::{Context, Poll};
 
 mod leg;
@@ -21,6 +22,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
+use hyper::client::conn::TrySendError;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use reqwest::Url;
@@ -30,11 +32,19 @@ use tokio::time::Instant;
 use self::leg::{Leg, Raw};
 
 type Conn = http1::Connection<TokioIo<TcpStream>, Full<Bytes>>;
+type Request = http::Request<Full<Bytes>>;
 
 /// An idle connection is dropped after this long unused (the upstream may have closed it).
 const IDLE_FOR: Duration = Duration::from_secs(90);
 /// At most this many idle connections are kept per upstream; more are closed when done.
 const MAX_IDLE: usize = 1024;
+/// While connections are idle, they are looked at this often: one the upstream closed, or
+/// one idle too long, is closed on the gateway's side too (no socket is left half-closed).
+const SWEEP_EVERY: Duration = Duration::from_secs(5);
+/// A request on a kept-alive connection that failed this soon after it went out, with no
+/// answer, met a connection the upstream had just closed: it goes again on a new one. One
+/// that fails later may have reached the model, and is not sent twice.
+pub(crate) const STALE_WITHIN: Duration = Duration::from_secs(1);
 
 /// Why a request got no answer on a direct connection.
 #[derive(Debug)]
@@ -59,9 +69,9 @@ impl Failure {
         matches!(self, Failure::ConnectTimeout | Failure::Connect(_))
     }
 
-    /// A kept-alive connection that turned out closed before any answer: nothing reached
-    /// the model (the head of an answer was not read), so the request may go again.
-    pub(crate) fn is_stale(&self) -> bool {
+    /// A kept-alive connection that turned out closed before any answer (whether the
+    /// request reached the model is for the caller to judge, by when it failed).
+    fn is_stale(&self) -> bool {
         match self {
             Failure::Exchange { err, reused } => *reused && !err.is_parse(),
             Failure::Closed { reused } => *reused,
@@ -98,7 +108,14 @@ pub(crate) struct Direct {
     /// The `host` header: the URL's host, and its port when it is not the default.
     authority: String,
     connect_within: Duration,
-    idle: Arc<Mutex<Vec<Idle>>>,
+    pool: Arc<Pool>,
+}
+
+/// The idle connections, and whether a task is looking after them.
+#[derive(Default)]
+struct Pool {
+    idle: Mutex<Vec<Idle>>,
+    swept: AtomicBool,
 }
 
 impl std::fmt::Debug for Direct {
@@ -133,7 +150,7 @@ impl Direct {
             None => shown.to_owned(),
         };
         let host = shown.trim_start_matches('[').trim_end_matches(']').to_owned();
-        Some(Direct { host, port, authority, connect_within, idle: Arc::default() })
+        Some(Direct { host, port, authority, connect_within, pool: Arc::default() })
     }
 
     /// Whether a request to `url` goes to this server.
@@ -148,9 +165,10 @@ impl Direct {
     /// answer. The answer's body reads on the same connection, polled by whoever reads it;
     /// the connection goes back to the pool when the body has been read to its end.
     ///
-    /// A kept-alive connection the upstream closed (llama.cpp's server closes one idle for 5
-    /// s) may only show it when the request goes out; nothing reached the model then, and the
-    /// request goes again, once, on a new connection.
+    /// A request goes again, once, on a new connection when it never went out (the
+    /// connection closed first), or when a kept-alive connection failed within
+    /// `STALE_WITHIN` of it going out, with no answer: the upstream had closed it (llama.cpp's
+    /// server closes one idle for 5 s). Nothing else is sent twice.
     pub(crate) async fn send(
         &self,
         request: reqwest::Request,
@@ -160,20 +178,21 @@ impl Direct {
         // A copy to send again, only where it may be needed: on a kept-alive connection.
         let again = reused
             .then(|| (head.method.clone(), head.uri.clone(), head.headers.clone(), body.clone()));
-        let answer = sender.send_request(http::Request::from_parts(head, body));
-        let response = match (answer_head(answer, &mut conn, reused).await, again) {
-            (Err(failure), Some(again)) if failure.is_stale() => {
+        let sent = Instant::now();
+        let answer = sender.try_send_request(http::Request::from_parts(head, body));
+        let response = match answer_head(answer, &mut conn, reused).await {
+            Ok(response) => response,
+            Err(NoAnswer { failure, unsent }) => {
+                let quick = failure.is_stale() && sent.elapsed() < STALE_WITHIN;
+                let Some(request) = unsent.or_else(|| again.filter(|_| quick).map(rebuilt)) else {
+                    return Err(failure);
+                };
                 tracing::info!(upstream = %self.authority, cause = %failure.chain(),
-                    "the upstream closed a kept-alive connection before answering; sending again on a new one");
-                let (method, uri, headers, body) = again;
-                let mut request = http::Request::new(body);
-                *request.method_mut() = method;
-                *request.uri_mut() = uri;
-                *request.headers_mut() = headers;
+                    "the upstream closed the connection before answering; sending again on a new one");
                 (sender, conn, _) = self.ready(false).await?;
-                answer_head(sender.send_request(request), &mut conn, false).await?
+                let answer = sender.try_send_request(request);
+                answer_head(answer, &mut conn, false).await.map_err(|no| no.failure)?
             }
-            (other, _) => other?,
         };
         let (mut parts, body) = response.into_parts();
         let decoder = leg::Decoder::for_head(&mut parts.headers);
@@ -213,7 +232,7 @@ impl Direct {
         &self,
         pooled: bool,
     ) -> Result<(SendRequest<Full<Bytes>>, Pin<Box<Conn>>, bool), Failure> {
-        while let Some(Idle { mut sender, mut conn, .. }) = self.take().filter(|_| pooled) {
+        while let Some(Idle { mut sender, mut conn, .. }) = pooled.then(|| self.take()).flatten() {
             if ready(&mut sender, &mut conn, true).await.is_ok() {
                 return Ok((sender, conn, true));
             }
@@ -237,7 +256,7 @@ impl Direct {
 
     /// The most recently used idle connection that has not been idle too long.
     fn take(&self) -> Option<Idle> {
-        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut idle = self.pool.idle.lock().unwrap_or_else(PoisonError::into_inner);
         let now = Instant::now();
         idle.retain(|c| now.duration_since(c.since) < IDLE_FOR && !c.sender.is_closed());
         idle.pop()
@@ -253,10 +272,79 @@ impl Direct {
         if conn.as_mut().poll(&mut cx).is_ready() || sender.is_closed() {
             return;
         }
-        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut idle = self.pool.idle.lock().unwrap_or_else(PoisonError::into_inner);
         if idle.len() < MAX_IDLE {
             idle.push(Idle { sender, conn, since: Instant::now() });
         }
+        drop(idle);
+        if !self.pool.swept.swap(true, Ordering::AcqRel) {
+            sweep_while_idle(Arc::downgrade(&self.pool));
+        }
+    }
+}
+
+impl Pool {
+    /// Closes the idle connections the upstream closed (their end is read here) or that
+    /// were idle too long; whether any is left.
+    fn sweep(&self) -> bool {
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        idle.retain_mut(|c| {
+            now.duration_since(c.since) < IDLE_FOR
+                && !c.sender.is_closed()
+                && c.conn.as_mut().poll(&mut cx).is_pending()
+        });
+        !idle.is_empty()
+    }
+}
+
+/// A task that sweeps the pool every `SWEEP_EVERY` while it holds idle connections, and ends
+/// when none is left (the next one given back starts another) or the pool is gone.
+fn sweep_while_idle(pool: Weak<Pool>) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        if let Some(pool) = pool.upgrade() {
+            pool.swept.store(false, Ordering::Release);
+        }
+        return;
+    };
+    runtime.spawn(async move {
+        loop {
+            tokio::time::sleep(SWEEP_EVERY).await;
+            let Some(pool) = pool.upgrade() else { return };
+            if !pool.sweep() {
+                pool.swept.store(false, Ordering::Release);
+                // One given back between the sweep and the store found the flag still set.
+                if pool.sweep() && !pool.swept.swap(true, Ordering::AcqRel) {
+                    continue;
+                }
+                return;
+            }
+        }
+    });
+}
+
+/// The request a kept-alive connection took before it failed, made again from its parts.
+fn rebuilt(
+    (method, uri, headers, body): (http::Method, http::Uri, http::HeaderMap, Full<Bytes>),
+) -> Request {
+    let mut request = http::Request::new(body);
+    *request.method_mut() = method;
+    *request.uri_mut() = uri;
+    *request.headers_mut() = headers;
+    request
+}
+
+/// Why no answer came, and the request when it never went out (hyper gives it back).
+struct NoAnswer {
+    failure: Failure,
+    unsent: Option<Request>,
+}
+
+impl NoAnswer {
+    fn of(mut err: TrySendError<Request>, reused: bool) -> NoAnswer {
+        let unsent = err.take_message();
+        NoAnswer { failure: Failure::Exchange { err: err.into_error(), reused }, unsent }
     }
 }
 
@@ -277,14 +365,14 @@ async fn ready(
 
 /// Polls the answer and the connection together until the head of the answer is read.
 async fn answer_head(
-    answer: impl Future<Output = hyper::Result<http::Response<Incoming>>>,
+    answer: impl Future<Output = Result<http::Response<Incoming>, TrySendError<Request>>>,
     conn: &mut Pin<Box<Conn>>,
     reused: bool,
-) -> Result<http::Response<Incoming>, Failure> {
+) -> Result<http::Response<Incoming>, NoAnswer> {
     let mut answer = std::pin::pin!(answer);
     std::future::poll_fn(|cx| {
         if let Poll::Ready(done) = answer.as_mut().poll(cx) {
-            return Poll::Ready(done.map_err(|err| Failure::Exchange { err, reused }));
+            return Poll::Ready(done.map_err(|err| NoAnswer::of(err, reused)));
         }
         let end = match conn.as_mut().poll(cx) {
             Poll::Pending => return Poll::Pending,
@@ -292,12 +380,13 @@ async fn answer_head(
         };
         // The connection ended: the answer is either read now or never.
         if let Poll::Ready(done) = answer.as_mut().poll(cx) {
-            return Poll::Ready(done.map_err(|err| Failure::Exchange { err, reused }));
+            return Poll::Ready(done.map_err(|err| NoAnswer::of(err, reused)));
         }
-        Poll::Ready(Err(match end {
+        let failure = match end {
             Ok(()) => Failure::Closed { reused },
             Err(err) => Failure::Exchange { err, reused },
-        }))
+        };
+        Poll::Ready(Err(NoAnswer { failure, unsent: None }))
     })
     .await
 }
@@ -350,5 +439,51 @@ mod tests {
         assert_eq!(sent.uri().to_string(), "/v1/chat/completions?api-version=2");
         assert_eq!(sent.headers()["host"], "127.0.0.1:7000");
         assert_eq!(sent.method(), http::Method::POST);
+    }
+
+    /// A server on 127.0.0.1 that answers one request on its first connection with `ok`,
+    /// then closes that connection 50 ms later.
+    async fn answers_once_then_closes() -> std::net::SocketAddr {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await;
+        let listener = listener.unwrap_or_else(|err| panic!("{err}"));
+        let addr = listener.local_addr().unwrap_or_else(|err| panic!("{err}"));
+        tokio::runtime::Handle::current().spawn(async move {
+            let Ok((mut stream, _)) = listener.accept().await else { return };
+            let mut head = Vec::new();
+            let mut buf = [0; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn idle_connections_the_upstream_closed_are_swept() {
+        let addr = answers_once_then_closes().await;
+        let Some(direct) =
+            Direct::for_url(&url(&format!("http://{addr}/v1")), Duration::from_secs(1))
+        else {
+            return;
+        };
+        let request =
+            reqwest::Request::new(http::Method::GET, url(&format!("http://{addr}/v1/models")));
+        let body = match direct.send(request).await {
+            Ok(response) => response.bytes().await.ok(),
+            Err(failure) => panic!("{}", failure.chain()),
+        };
+        assert_eq!(body.as_deref(), Some(&b"ok"[..]));
+        // Read to its end, the connection waits in the pool, and a sweeper looks after it.
+        assert!(direct.pool.swept.load(Ordering::Acquire));
+        assert!(direct.pool.sweep(), "still open: kept");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(!direct.pool.sweep(), "closed by the upstream: closed here too");
+        assert!(direct.take().is_none());
     }
 }
