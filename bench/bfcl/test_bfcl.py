@@ -4,6 +4,7 @@ receive them, score right; wrong ones score wrong; the tool conversion follows B
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -148,3 +149,16 @@ def test_runs_made_apart_are_merged_into_one_table(tmp_path: Path) -> None:
     assert len(data["results"]) == 3 and [m["folder"] for m in data["meta"]["merged"]] == [str(first), str(second)]
     with pytest.raises(SystemExit):
         run.main(["--merge", str(tmp_path / "nowhere"), "--out", str(merged)])
+
+
+def test_the_odds_of_opening_with_a_call_follow_the_gateway_s_rule() -> None:
+    from odds import first_token_odds
+
+    def top(*pairs: tuple[str, float]) -> dict:
+        tokens = [{"token": t, "logprob": math.log(p)} for t, p in pairs]
+        return {"content": [{"token": pairs[0][0], "logprob": tokens[0]["logprob"], "top_logprobs": tokens}]}
+
+    opens, odds = first_token_odds(top(("```", 0.6), ('{"', 0.1), ("The", 0.3)))
+    assert opens and abs(odds - 0.7) < 1e-9
+    assert first_token_odds(top(("The", 0.9), (" {", 0.1)))[0] is False
+    assert first_token_odds(None) is None and first_token_odds({"content": []}) is None
