@@ -40,6 +40,8 @@ ARMS = {
         Arm("auto-no-repair", "auto without native repair (`native_repair = false`: the engine's reply relayed)",
             (), "native_repair = false\n"),
         Arm("auto-no-continue", "auto without continuations (`continue_calls = 0`)", (), "continue_calls = 0\n"),
+        Arm("auto-no-odds", "auto without the model's odds of a call (`min_call_confidence = 0`)", (),
+            "min_call_confidence = 0\n"),
         Arm("auto-no-grounding", "auto without the guess check (`check_grounding = false`)", (),
             "check_grounding = false\n"),
         Arm("emulate-no-retry", "emulate with retries off (`--max-retries 0`)",

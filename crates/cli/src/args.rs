@@ -280,7 +280,9 @@ a value names where it came from: the file and line, the variable or the flag):
   names; 0: off), check_grounding (true or false [true]: under tool_choice auto, a call
   whose required arguments hold a number, or a short name or date, given nowhere is dropped
   as a guess, and a reply left with nothing is asked for again without tools),
-  body_limit_bytes [16 MiB],
+  min_call_confidence [0.75] (with check_grounding, from llama.cpp's server or an engine in
+  upstream.prefill: a native reply that opens with a call the model gave lower odds than
+  this of being one is taken as no call; 0: off), body_limit_bytes [16 MiB],
   drain_timeout_secs [30]
   connection limits: max_connections [4096, lowered to fit `ulimit -n`],
   header_read_timeout_secs [10], body_read_timeout_secs [60], keep_alive_timeout_secs [60],

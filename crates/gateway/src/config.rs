@@ -138,6 +138,9 @@ pub struct Config {
     /// guess, under
     /// `tool_choice: auto`; a reply left with nothing is asked for again without tools.
     pub check_grounding: bool,
+    /// With `check_grounding`, a native reply that opens with a call the model gave lower
+    /// odds than this of opening with any call is taken as no call (0 turns it off).
+    pub min_call_confidence: f64,
     /// The largest request body accepted, in bytes.
     pub body_limit_bytes: usize,
     /// How long in-flight requests may take to finish after a shutdown signal, in seconds.
@@ -311,6 +314,7 @@ impl Default for Config {
             native_repair: true,
             continue_calls: 8,
             check_grounding: true,
+            min_call_confidence: 0.75,
             body_limit_bytes: 16 << 20,
             drain_timeout_secs: 30.0,
             max_connections: 4096,
@@ -668,6 +672,10 @@ impl Config {
                     self.native_refusal_secs
                 ),
             );
+        }
+        if !(0.0..=1.0).contains(&self.min_call_confidence) {
+            let value = self.min_call_confidence;
+            problem("min_call_confidence", format!("must be from 0 to 1, not {value}"));
         }
         if self.max_retries > 10 {
             problem("max_retries", format!("{} is more than the allowed 10", self.max_retries));

@@ -19,8 +19,9 @@ use crate::error::ApiError;
 use crate::neutral::Refused;
 use crate::state::{AppState, Chain, Routed};
 use crate::upstream::client::{PayloadStream, native_reply};
+use crate::upstream::reply::Payload;
 use crate::upstream::wire::Wire;
-use crate::upstream::{UpstreamStream, openai};
+use crate::upstream::{UpstreamStream, odds, openai};
 
 /// Chat events as a handler renders them.
 pub(crate) type EventStream = Pin<Box<dyn Stream<Item = Result<ChatEvent, ApiError>> + Send>>;
@@ -156,7 +157,7 @@ pub(crate) async fn serve(
 
 async fn serve_plan(
     state: &AppState,
-    chat: ChatRequest,
+    mut chat: ChatRequest,
     stream: bool,
 ) -> Result<EventStream, ApiError> {
     let routed = state.route(&chat.model)?;
@@ -171,7 +172,13 @@ async fn serve_plan(
     };
     crate::inspect::served(&routed.chain, mode);
     if let (Plan::Native | Plan::TryNative, Some(wire)) = (plan, wire) {
-        let body = wire.native_body(&chat, &routed.settings.upstream_model);
+        let mut body = wire.native_body(&chat, &routed.settings.upstream_model);
+        if Box::pin(unsure_of_calls(state, &routed.chain, &chat, &body, wire)).await {
+            crate::inspect::served(&routed.chain, "plain");
+            body = wire.without_calls(&body);
+            chat.tools.clear();
+            chat.tool_choice = ToolChoice::None;
+        }
         crate::inspect::relayed("native", &body);
         match routed.chain.relay_native(&body, wire).await {
             Ok(payloads) => {
@@ -200,6 +207,79 @@ async fn serve_plan(
         }
     }
     Ok(emulated(state, routed, chat, stream))
+}
+
+/// Whether the model is unsure a call is wanted at all (`min_call_confidence`), so that
+/// the request is better sent without its tools, for a plain answer: a request with tools
+/// under `tool_choice: auto` whose calls the guess check judges, to an engine known to
+/// report token odds (llama.cpp's server, found by `GET /props`, or one named in
+/// `upstream.prefill`: vLLM, SGLang), asked first for one token and its odds; unsure when
+/// that token opens a call the model gave all openings of one less than the bar. A probe
+/// that fails or reports no odds leaves the request as it is.
+pub(crate) async fn unsure_of_calls(
+    state: &AppState,
+    chain: &Chain,
+    chat: &ChatRequest,
+    body: &Value,
+    wire: Wire,
+) -> bool {
+    let config = &state.config;
+    let judged = config.native_repair && config.check_grounding && config.min_call_confidence > 0.0;
+    if !(judged
+        && wire.takes_chat_completions()
+        && chat.tool_choice == ToolChoice::Auto
+        && !chat.tools.is_empty())
+    {
+        return false;
+    }
+    match chain.first() {
+        Some((_, client, _)) if client.prefill_dialect().await.is_some() => {}
+        _ => return false,
+    }
+    // Whole millionths of a probability from 0 to 1 (validated).
+    let bar = (config.min_call_confidence * 1e6).round() as u32;
+    let probe = odds::probe(body);
+    crate::inspect::relayed("odds", &probe);
+    let odds = match chain.relay_native(&probe, wire).await {
+        Ok(mut payloads) => {
+            let mut odds = None;
+            while let Some(payload) = payloads.next().await {
+                match payload {
+                    Ok(Payload::Body(completion)) => odds = odds::first_token(&completion),
+                    Ok(Payload::Event(_)) => {}
+                    Err(err) => {
+                        crate::inspect::failed(&err, None);
+                        tracing::debug!(error = %err.message(), "no odds: the probe failed");
+                        return false;
+                    }
+                }
+            }
+            odds
+        }
+        Err(err) => {
+            crate::inspect::failed(&err, None);
+            tracing::debug!(error = %err.message(), "no odds: the probe failed");
+            return false;
+        }
+    };
+    let Some(odds) = odds else {
+        tracing::debug!("no odds: the probe's reply reported none");
+        return false;
+    };
+    let why = odds.describe(bar);
+    let unsure = odds.unsure(bar);
+    if let Some(capture) = crate::inspect::current() {
+        let verdict = if unsure { crate::inspect::PLAIN_ANSWER } else { "answer" };
+        capture.verdict(verdict, Some(&why));
+    }
+    if unsure {
+        tracing::info!(why = %why, "unsure of a call; asking for a plain answer");
+        state.metrics.guessed_calls(1);
+        state.metrics.retry("unsure_call", true);
+    } else {
+        tracing::debug!(why = %why, "sure enough of the reply's opening");
+    }
+    unsure
 }
 
 /// The emulation pipeline's events for `chat` on its route.

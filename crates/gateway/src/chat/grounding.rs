@@ -239,9 +239,10 @@ fn sort(numbers: &mut Vec<f64>) {
     numbers.dedup();
 }
 
-/// Whether sorted `numbers` hold `n` (to a relative 1e-9: `0.1 * 3` is `0.3`).
+/// Whether sorted `numbers` hold `n` (to a relative 1e-9: `0.1 * 3` is `0.3`, and `1e-9`
+/// is not `2e-9`).
 fn contains(numbers: &[f64], n: f64) -> bool {
-    let tolerance = 1e-9 * n.abs().max(1.0);
+    let tolerance = 1e-9 * n.abs();
     let at = numbers.partition_point(|x| *x < n - tolerance);
     numbers.get(at).is_some_and(|x| (x - n).abs() <= tolerance)
 }
@@ -351,6 +352,8 @@ fn scale(word: &str) -> Option<f64> {
 pub(crate) fn numbers_in(text: &str, out: &mut Vec<f64>) {
     let bytes = text.as_bytes();
     let mut at = 0;
+    // A number of feet just read, and where it ends, for the inches that may follow.
+    let mut feet: Option<(f64, usize)> = None;
     while let Some(&b) = bytes.get(at) {
         if b.is_ascii_digit() {
             let start = at;
@@ -377,6 +380,11 @@ pub(crate) fn numbers_in(text: &str, out: &mut Vec<f64>) {
                     at += 1;
                 }
             }
+            // An exponent written on the number: `1e-9`, `6.02E23`.
+            if let Some((exponent, end)) = exponent(bytes, at) {
+                digits.push_str(&format!("e{exponent}"));
+                at = end;
+            }
             let Ok(value) = digits.parse::<f64>() else { continue };
             let negative = is_negative(bytes, start);
             let signed = if negative { -value } else { value };
@@ -386,6 +394,31 @@ pub(crate) fn numbers_in(text: &str, out: &mut Vec<f64>) {
             }
             if let Some(factor) = scale(&word_after(text, at)) {
                 out.push(signed * factor);
+            }
+            // `3 x 10^8`, `1.6 × 10^-19`.
+            if let Some(exponent) = times_ten(text.get(at..).unwrap_or_default()) {
+                out.push(signed * 10f64.powi(exponent));
+            }
+            // The same measure in the units a tool may take: `50mH` is 0.05 H, `3 minutes`
+            // 180 seconds, `5ft 10in` 70 inches.
+            let unit = unit_after(text, at);
+            out.extend(unit_factors(unit).iter().map(|factor| signed * factor));
+            match (feet.take(), unit) {
+                (Some((feet, end)), "in" | "inch" | "inches" | "\"")
+                    if text.get(end..start).is_some_and(|between| between.trim().is_empty()) =>
+                {
+                    out.push(feet * 12.0 + signed);
+                }
+                (_, "ft" | "feet" | "foot" | "'") => {
+                    feet = Some((
+                        signed,
+                        at + text.get(at..).map_or(0, |rest| {
+                            let spaced = rest.len() - rest.trim_start_matches(' ').len();
+                            spaced + unit.len()
+                        }),
+                    ));
+                }
+                _ => {}
             }
         } else if b.is_ascii_alphabetic() {
             let start = at;
@@ -428,6 +461,91 @@ fn is_negative(bytes: &[u8], start: usize) -> bool {
             }
             _ => return false,
         }
+    }
+}
+
+/// The exponent of a number written `1e-9` (`e` or `E`, a sign, one to three digits, no
+/// letter after them) at `at`, and where it ends.
+fn exponent(bytes: &[u8], at: usize) -> Option<(i32, usize)> {
+    if !matches!(bytes.get(at), Some(b'e' | b'E')) {
+        return None;
+    }
+    let mut end = at + 1;
+    let negative = match bytes.get(end) {
+        Some(b'-') => true,
+        Some(b'+') => false,
+        _ => false,
+    };
+    if matches!(bytes.get(end), Some(b'-' | b'+')) {
+        end += 1;
+    }
+    let digits = end;
+    while bytes.get(end).is_some_and(u8::is_ascii_digit) && end - digits < 3 {
+        end += 1;
+    }
+    if end == digits || bytes.get(end).is_some_and(|b| b.is_ascii_alphanumeric()) {
+        return None;
+    }
+    let exponent: i32 = std::str::from_utf8(bytes.get(digits..end)?).ok()?.parse().ok()?;
+    Some((if negative { -exponent } else { exponent }, end))
+}
+
+/// The power of ten a number is multiplied by right after it (`x 10^8`, `× 10^-19`,
+/// `*10^3`).
+fn times_ten(rest: &str) -> Option<i32> {
+    let rest = rest.trim_start();
+    let rest = ["x", "X", "×", "*"].iter().find_map(|sign| rest.strip_prefix(sign))?;
+    let rest = rest.trim_start().strip_prefix("10^")?;
+    let (negative, rest) = match rest.strip_prefix(['-', '−']) {
+        Some(rest) => (true, rest),
+        None => (false, rest.strip_prefix('+').unwrap_or(rest)),
+    };
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).take(3).collect();
+    let exponent: i32 = digits.parse().ok()?;
+    Some(if negative { -exponent } else { exponent })
+}
+
+/// The unit written right after a number (spaces skipped), as written: letters (`µ` among
+/// them), or a foot or inch mark (`'`, `"`).
+fn unit_after(text: &str, at: usize) -> &str {
+    let rest = text.get(at..).unwrap_or_default().trim_start_matches(' ');
+    if rest.starts_with(['\'', '"']) {
+        return rest.get(..1).unwrap_or_default();
+    }
+    let end = rest.find(|c: char| !c.is_alphabetic()).unwrap_or(rest.len());
+    rest.get(..end).unwrap_or_default()
+}
+
+/// What a measure in `unit` is multiplied by in the other units a tool may take: an SI
+/// prefix on a unit symbol (`mH`, `µF`, `kg`, `ns`), minutes and hours in seconds, days in
+/// hours, weeks in days, years in months, weeks and days, feet in inches.
+fn unit_factors(unit: &str) -> &'static [f64] {
+    match unit.to_lowercase().as_str() {
+        "min" | "mins" | "minute" | "minutes" => return &[60.0],
+        "h" | "hr" | "hrs" | "hour" | "hours" => return &[60.0, 3600.0],
+        "day" | "days" => return &[24.0],
+        "week" | "weeks" => return &[7.0],
+        "year" | "years" => return &[12.0, 52.0, 365.0],
+        "ft" | "feet" | "foot" | "'" => return &[12.0],
+        _ => {}
+    }
+    let mut chars = unit.chars();
+    let Some(prefix) = chars.next() else { return &[] };
+    let symbol = chars.as_str().to_lowercase();
+    const SYMBOLS: &[&str] =
+        &["h", "f", "s", "g", "l", "w", "a", "v", "m", "hz", "j", "n", "pa", "b"];
+    if !SYMBOLS.contains(&symbol.as_str()) {
+        return &[];
+    }
+    match prefix {
+        'm' => &[1e-3],
+        'µ' | 'μ' | 'u' => &[1e-6],
+        'n' => &[1e-9],
+        'p' => &[1e-12],
+        'k' | 'K' => &[1e3],
+        'M' => &[1e6],
+        'G' => &[1e9],
+        _ => &[],
     }
 }
 
@@ -501,6 +619,26 @@ mod tests {
         assert!(numbers("x = 3.5 or -2").contains(&-2.0));
         assert!(numbers("ones and twos").contains(&2.0));
         assert!(numbers("no numbers here").is_empty());
+    }
+
+    #[test]
+    fn issue_24_numbers_in_scientific_notation_and_units_are_read() {
+        assert_eq!(numbers("charges of 1e-9 and 2E-9"), vec![1e-9, 2e-9]);
+        assert!(!contains(&numbers("a charge of 1e-9"), 2e-9));
+        assert!(contains(&numbers("the speed of light, 3 x 10^8 m/s"), 3e8));
+        assert!(contains(&numbers("a charge of 1.6 × 10^-19 C"), 1.6e-19));
+        // An `e` that starts a word is no exponent.
+        assert_eq!(numbers("3 eggs, 2e and 5e5x"), vec![2.0, 3.0, 5.0]);
+        assert!(contains(&numbers("capacitance of 100µF and inductance of 50mH"), 1e-4));
+        assert!(contains(&numbers("capacitance of 100µF and inductance of 50mH"), 0.05));
+        assert!(numbers("a 2 km walk").contains(&2000.0));
+        assert!(numbers("a duration of 3 minutes").contains(&180.0));
+        assert!(numbers("every hour for 6 hours").contains(&21_600.0));
+        assert!(numbers("height 5ft 10in").contains(&70.0));
+        assert!(numbers("I am 5'11\" tall").contains(&71.0));
+        assert!(numbers("6 feet").contains(&72.0));
+        // Inches far from the feet are not added to them.
+        assert!(!numbers("5 ft of rope and later 10 in a box").contains(&70.0));
     }
 
     #[test]

@@ -55,6 +55,7 @@ fn every_problem_is_reported_with_its_key() {
     )
     .unwrap();
     config.drain_timeout_secs = -1.0;
+    config.min_call_confidence = 1.5;
     let problems = config.validate_from(&origins).unwrap_err();
     assert!(problems.contains(&"listen: `nope` is not an address like 127.0.0.1:8080 or localhost:8080 (from t.toml line 1)".to_owned()), "{problems:?}");
     assert!(
@@ -70,6 +71,7 @@ fn every_problem_is_reported_with_its_key() {
         "upstream.idle_timeout_secs:",
         "max_retries:",
         "drain_timeout_secs:",
+        "min_call_confidence: must be from 0 to 1, not 1.5",
     ] {
         assert!(problems.iter().any(|p| p.starts_with(key)), "{key} in {problems:?}");
     }

@@ -36,7 +36,7 @@ pub(super) struct Walk<'a, 'p> {
 }
 
 /// The keys a config file may have at each level.
-const TOP_KEYS: &str = "listen, api_keys, mode, call_format, reasoning_calls, default_upstream, native_refusal_secs, max_retries, check_arguments, native_repair, continue_calls, check_grounding, body_limit_bytes, drain_timeout_secs, max_connections, header_read_timeout_secs, body_read_timeout_secs, keep_alive_timeout_secs, stream_keepalive_secs, readyz_cache_secs, [upstream], [upstreams.NAME], [models.NAME], [store], [keys.NAME], [traces], [inspect]";
+const TOP_KEYS: &str = "listen, api_keys, mode, call_format, reasoning_calls, default_upstream, native_refusal_secs, max_retries, check_arguments, native_repair, continue_calls, check_grounding, min_call_confidence, body_limit_bytes, drain_timeout_secs, max_connections, header_read_timeout_secs, body_read_timeout_secs, keep_alive_timeout_secs, stream_keepalive_secs, readyz_cache_secs, [upstream], [upstreams.NAME], [models.NAME], [store], [keys.NAME], [traces], [inspect]";
 const STORE_KEYS: &str = "url, ttl_secs, max_bytes";
 const UPSTREAM_KEYS: &str = "url, api, api_key_env, connect_timeout_secs, first_byte_timeout_secs, idle_timeout_secs, max_reply_bytes, max_line_bytes, probe_timeout_secs, error_body_timeout_secs, constrain, prefill";
 const MODEL_KEYS: &str = "upstream, mode, call_format, reasoning_calls, format_file";
@@ -125,7 +125,8 @@ impl Walk<'_, '_> {
             ["upstream", field] => return upstream_field(&mut config.upstream, field, item),
             [key] => set!(config, *key, item; listen, api_keys, mode, call_format,
                 reasoning_calls, max_retries, check_arguments, native_repair, continue_calls,
-                check_grounding, body_limit_bytes, drain_timeout_secs, max_connections,
+                check_grounding, min_call_confidence, body_limit_bytes, drain_timeout_secs,
+                max_connections,
                 header_read_timeout_secs, body_read_timeout_secs, keep_alive_timeout_secs,
                 stream_keepalive_secs, readyz_cache_secs, native_refusal_secs),
             ["store", key] => set!(config.store, *key, item; url, ttl_secs, max_bytes),

@@ -9,6 +9,7 @@ pub(crate) mod anthropic_tools;
 pub(crate) mod client;
 pub(crate) mod constrain;
 pub(crate) mod direct;
+pub(crate) mod odds;
 pub(crate) mod openai;
 pub(crate) mod reply;
 pub(crate) mod sse_decode;

@@ -30,6 +30,8 @@ async fn gateway(mode: Mode, prefill: Engine) -> TestGateway {
     spawn_gateway(|config| {
         config.mode = mode;
         config.upstream.prefill = prefill;
+        // No one-token probe of the model's odds first (`odds.rs` tests that).
+        config.min_call_confidence = 0.0;
     })
     .await
 }

@@ -90,6 +90,7 @@ mod keys;
 mod layout;
 mod modes;
 mod native_families;
+mod odds;
 mod ollama;
 mod openai;
 mod reasoning;

@@ -121,6 +121,19 @@ async fn handle(state: AppState, value: Value, parsed: wire::Parsed) -> Result<R
         && !parsed.chat.tools.is_empty()
         && parsed.chat.tool_choice != ToolChoice::None)
         .then_some(Repair { parsed: &parsed, reasoning_calls: routed.settings.reasoning_calls });
+    // A native request the model is unsure needs a call at all goes without its tools.
+    let native = matches!(plan, Plan::Native | Plan::TryNative) && parsed.custom.is_empty();
+    let wire = client.wire();
+    let unsure = native && {
+        let probe =
+            crate::dispatch::unsure_of_calls(&state, &routed.chain, &parsed.chat, &value, wire);
+        Box::pin(probe).await
+    };
+    if unsure {
+        crate::inspect::served(&routed.chain, "plain");
+        let value = wire.without_calls(&value);
+        return passthrough(&state, &routed.chain, value, asked, None, None).await;
+    }
     let mode = match plan {
         Plan::Native => "native",
         Plan::TryNative => "native",
