@@ -474,10 +474,9 @@ impl After {
     /// reply and what is wrong with it, natively again; its fold (calls read from its text
     /// go out as written this time) and its reply.
     async fn again(&self, again: &Again) -> Result<(NativeReply, UpstreamStream), ApiError> {
-        self.state.metrics.retry("invalid_arguments", true);
+        self.state.metrics.retry(again.reason, true);
         let wire = self.native.wire;
-        let correction = crate::chat::prompt::invalid_arguments(&again.faults);
-        let body = wire.corrected(&self.native.body, &again.reply, &correction);
+        let body = wire.corrected(&self.native.body, &again.reply, &again.correction);
         let payloads = self.chain.relay_native(&body, wire).await?;
         let fold = NativeReply::new(
             &self.native.chat,

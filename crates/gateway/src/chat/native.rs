@@ -58,16 +58,21 @@ pub(crate) enum Next {
     Plain,
     /// The reply's calls were read from its text: continuations may add more.
     Continue(Follow),
-    /// The reply's only calls were read from its text and break their tools' schemas (held,
-    /// nothing shown): the reply is asked for again, natively, with what is wrong.
+    /// The reply's only calls were read from its text and break their tools' schemas, or
+    /// name a tool that does not exist (held, nothing shown): the reply is asked for again,
+    /// natively, with what is wrong.
     Again(Again),
 }
 
-/// A reply to ask for again: what the model wrote, and what is wrong with its calls.
+/// A reply to ask for again: what the model wrote, and what it is told is wrong with its
+/// calls.
 #[derive(Debug)]
 pub(crate) struct Again {
     pub(crate) reply: String,
-    pub(crate) faults: String,
+    /// The user turn sent after the reply.
+    pub(crate) correction: String,
+    /// Why, as `toolshim_retries_total` names it: `invalid_arguments`, `unknown_tool`.
+    pub(crate) reason: &'static str,
 }
 
 /// The most text of a reply kept for a continuation to start from; a longer reply is not
@@ -186,7 +191,7 @@ impl NativeReply {
     pub(crate) fn finish(&mut self, out: &mut Vec<ChatEvent>) -> (Outcome, Next) {
         self.shaper.finish(out);
         if let Some(again) = self.again() {
-            tracing::info!(faults = %again.faults, "the reply's calls break their tools' schemas; asking again");
+            tracing::info!(reason = again.reason, correction = %again.correction, "asking for the reply again");
             let outcome =
                 Outcome { finish: Finish::Stop, usage: self.usage, retried: Usage::default() };
             return (outcome, Next::Again(again));
@@ -226,6 +231,13 @@ impl NativeReply {
             Finish::Stop
         };
         let guesses = self.shaper.guesses().len();
+        if n_calls == 0 && guesses == 0 && self.shaper.nothing_shown() && self.shaper.rejected() > 0
+        {
+            // Its only call named a tool that does not exist, and it is not asked for again:
+            // what the model wrote goes out as text rather than an empty reply.
+            tracing::warn!("the reply's only call names no declared tool; sent as text");
+            out.push(ChatEvent::Text(self.raw.clone()));
+        }
         tracing::info!(
             calls = n_calls,
             repaired = self.shaper.n_calls(),
@@ -243,20 +255,34 @@ impl NativeReply {
         (outcome, next)
     }
 
-    /// The reply to ask for again: its only calls were held for breaking their schemas (one
-    /// of them no guess: a reply of guesses gives way to a plain answer instead), and nothing
-    /// else went out (no call, native or read, no text).
+    /// The reply to ask for again, when nothing else went out (no call, native or read, no
+    /// text): its only calls were held for breaking their schemas (one of them no guess: a
+    /// reply of guesses gives way to a plain answer instead), or named tools that do not
+    /// exist.
     fn again(&self) -> Option<Again> {
         let alone = self.shaper.n_calls() == 0
             && self.calls.is_empty()
             && self.shaper.nothing_shown()
             && !self.shaper.incomplete_call()
             && self.raw.len() <= MAX_CONTINUED_REPLY;
-        if !(self.may_ask_again && self.shaper.holds_back_a_call() && alone) {
+        if !(self.may_ask_again && alone) {
             return None;
         }
-        let faults = self.shaper.problem_detail()?;
-        Some(Again { reply: self.raw.clone(), faults })
+        if self.shaper.holds_back_a_call() {
+            let faults = self.shaper.problem_detail()?;
+            let correction = crate::chat::prompt::invalid_arguments(&faults);
+            return Some(Again {
+                reply: self.raw.clone(),
+                correction,
+                reason: "invalid_arguments",
+            });
+        }
+        // Its only call named a tool that does not exist: left so, the reply would be empty.
+        (self.shaper.rejected() > 0).then(|| Again {
+            reply: self.raw.clone(),
+            correction: crate::chat::prompt::unknown_tool(&self.req),
+            reason: "unknown_tool",
+        })
     }
 
     /// How many calls were dropped as guesses so far.
@@ -380,9 +406,9 @@ mod tests {
         let Next::Again(again) = next else { panic!("{next:?}") };
         assert_eq!(again.reply, copied);
         assert!(
-            again.faults.contains("`get_weather`: city holds a piece of the schema"),
+            again.correction.contains("`get_weather`: city holds a piece of the schema"),
             "{}",
-            again.faults
+            again.correction
         );
 
         // When it may not be asked for again, the call goes out as written (as before).

@@ -543,6 +543,21 @@ pub(crate) fn invalid_arguments(faults: &str) -> String {
     )
 }
 
+/// The correction of a reply whose only call names a tool that does not exist.
+pub(crate) fn unknown_tool(req: &ChatRequest) -> String {
+    let names: Vec<&str> = req.tools.iter().map(|t| t.name.as_str()).collect();
+    let fallback = match &req.tool_choice {
+        ToolChoice::Auto | ToolChoice::None => {
+            " If none of them fits the request, answer in plain text instead."
+        }
+        ToolChoice::Required | ToolChoice::Named(_) => "",
+    };
+    format!(
+        "Your reply called a tool that does not exist. The only tools are: {}.{fallback}",
+        names.join(", ")
+    )
+}
+
 fn correction(req: &ChatRequest, retry: &Retry, format: CallFormat) -> String {
     if retry.reason == RetryReason::InvalidOutput {
         let detail = retry.detail.as_deref().unwrap_or("it is not the JSON asked for");
@@ -572,18 +587,7 @@ fn correction(req: &ChatRequest, retry: &Retry, format: CallFormat) -> String {
             "Your tool call could not be read: write it exactly in the form below, with valid JSON."
                 .to_owned()
         }
-        RetryReason::UnknownTool => {
-            let fallback = match &req.tool_choice {
-                ToolChoice::Auto | ToolChoice::None => {
-                    " If none of them fits the request, answer in plain text instead."
-                }
-                ToolChoice::Required | ToolChoice::Named(_) => "",
-            };
-            format!(
-                "Your reply called a tool that does not exist. The only tools are: {}.{fallback}",
-                names.join(", ")
-            )
-        }
+        RetryReason::UnknownTool => unknown_tool(req),
         RetryReason::Truncated => {
             "Your reply was cut off in the middle of a tool call. Write the call again, shorter."
                 .to_owned()

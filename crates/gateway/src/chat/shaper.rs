@@ -360,6 +360,11 @@ impl Shaper {
         &self.sent
     }
 
+    /// How many calls named a tool the request does not declare (their text not shown).
+    pub(crate) fn rejected(&self) -> usize {
+        self.rejected
+    }
+
     /// How many calls the parser ended or rejected so far.
     pub(crate) fn calls_ended(&self) -> usize {
         self.calls_ended

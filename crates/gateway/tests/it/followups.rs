@@ -353,3 +353,55 @@ async fn issue_24_a_native_reply_whose_call_copies_the_schema_is_asked_for_again
     );
     assert_eq!(gw.upstream.requests().len(), 1);
 }
+
+#[tokio::test]
+async fn issue_24_a_native_reply_whose_only_call_names_no_tool_is_asked_for_again() {
+    let unknown = fenced("Healthy Lunch Recipe", json!({"diet": "vegan"}));
+    let right = fenced("get_weather", json!({"city": "Paris"}));
+    for stream in [false, true] {
+        let gw = gateway(Mode::Auto, Engine::Off).await;
+        gw.upstream.push(Reply::text(unknown.clone()));
+        gw.upstream.push(Reply::text(right.clone()));
+        let mut body = request("What is the weather in Paris?");
+        body["stream"] = json!(stream);
+        let (text, names) = if stream {
+            let folded = crate::common::api::Api::OpenAi.streams(&gw, &body).await;
+            (folded.text, folded.calls.into_iter().map(|(name, _)| name).collect::<Vec<_>>())
+        } else {
+            let completion = gw.complete(&body).await;
+            let text = completion["choices"][0]["message"]["content"].as_str().map(str::to_owned);
+            (
+                text.unwrap_or_default(),
+                calls(&completion).into_iter().map(|(name, _)| name).collect(),
+            )
+        };
+        assert_eq!(names, vec!["get_weather".to_owned()], "stream {stream}");
+        assert_eq!(text, "", "the unknown call's text is not shown");
+        let requests = gw.upstream.requests();
+        assert_eq!(requests.len(), 2);
+        let correction = last_message(&requests[1]);
+        assert_eq!(
+            correction["content"],
+            "Your reply called a tool that does not exist. The only tools are: get_weather, get_time. If none of them fits the request, answer in plain text instead."
+        );
+        let metrics = gw.http().get(gw.url("/metrics")).send().await.unwrap().text().await.unwrap();
+        assert!(metrics.contains(r#"reason="unknown_tool""#), "{metrics}");
+    }
+    // Asked again and still no tool (or not asked again: `max_retries = 0`): what the model
+    // wrote goes out as text, not as an empty reply.
+    let gw = gateway(Mode::Auto, Engine::Off).await;
+    gw.upstream.push(Reply::text(unknown.clone()));
+    gw.upstream.push(Reply::text(unknown.clone()));
+    let completion = gw.complete(&request("What is the weather in Paris?")).await;
+    assert_eq!(completion["choices"][0]["message"]["content"], json!(unknown));
+    assert!(calls(&completion).is_empty());
+    let gw = spawn_gateway(|config| {
+        config.mode = Mode::Auto;
+        config.max_retries = 0;
+    })
+    .await;
+    gw.upstream.push(Reply::text(unknown.clone()));
+    let completion = gw.complete(&request("What is the weather in Paris?")).await;
+    assert_eq!(completion["choices"][0]["message"]["content"], json!(unknown));
+    assert_eq!(gw.upstream.requests().len(), 1);
+}
