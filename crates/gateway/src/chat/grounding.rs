@@ -106,19 +106,63 @@ impl Grounding {
         let mut guessed = Vec::new();
         for key in required.iter().filter_map(Value::as_str) {
             let Some(value) = arguments.get(key) else { continue };
-            let mut made_up = false;
-            each_scalar(value, &mut |scalar| {
-                made_up |= match scalar {
-                    Value::Number(n) => n.as_f64().is_some_and(|n| !contains(&self.numbers, n)),
-                    Value::String(text) => self.made_up_string(text),
-                    _ => false,
-                }
-            });
-            if made_up {
+            if self.made_up(value) {
                 guessed.push(format!("{key} = {value}"));
             }
         }
         guessed
+    }
+
+    /// A call to `spec` without its optional arguments that hold a name or a date given
+    /// nowhere (a model asked for "LeBron James's stats" adds `"team": "Boston Celtics"`):
+    /// the arguments rewritten and what was taken out (`key = value`), or `None` when there
+    /// is nothing to take out. The tool's default applies instead. Only a string judged as
+    /// [`Grounding::guessed`] judges one, whose words all begin with a capital (a name, a
+    /// place) or that has no letters (a date, a season): an optional number or a phrase in
+    /// lower case is more often the model's own choice (a limit, a timeout, a description)
+    /// than a fact it made up.
+    pub(crate) fn without_guessed_options(
+        &self,
+        spec: &ToolSpec,
+        arguments: &str,
+    ) -> Option<(String, Vec<String>)> {
+        let Ok(Value::Object(mut arguments)) = serde_json::from_str::<Value>(arguments) else {
+            return None;
+        };
+        let required = spec.parameters.as_ref().and_then(|p| p.get("required"));
+        let required = required.and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+        let mut removed = Vec::new();
+        arguments.retain(|key, value| {
+            let name_or_date = value.as_str().is_some_and(|text| {
+                let mut words = text.split(|c: char| !c.is_alphabetic()).filter(|w| !w.is_empty());
+                words.all(|word| word.chars().next().is_some_and(char::is_uppercase))
+            });
+            if required.iter().any(|r| r.as_str() == Some(key))
+                || !name_or_date
+                || !self.made_up(value)
+            {
+                return true;
+            }
+            removed.push(format!("{key} = {value}"));
+            false
+        });
+        if removed.is_empty() {
+            return None;
+        }
+        Some((Value::Object(arguments).to_string(), removed))
+    }
+
+    /// Whether a value holds a number or a short string given nowhere, at any depth.
+    fn made_up(&self, value: &Value) -> bool {
+        let mut made_up = false;
+        each_scalar(value, &mut |scalar| {
+            made_up |= match scalar {
+                Value::Number(n) => n.as_f64().is_some_and(|n| !contains(&self.numbers, n)),
+                Value::String(text) => self.made_up_string(text),
+                _ => false,
+            }
+        });
+        made_up
     }
 
     /// Whether a short string is made up: a word of it (three letters or more, not a code
@@ -155,15 +199,18 @@ impl Grounding {
 
     /// How a call to `spec` waits to be judged: whole when a required parameter can hold a
     /// number (any type but a string or a boolean); while it is short when the only values
-    /// to judge are strings (a longer call, or one with a string of several lines, goes out
-    /// as it is written, unjudged); not at
-    /// all when no required parameter can be a guess.
+    /// to judge are strings, required or optional (a longer call, or one with a string of
+    /// several lines, goes out as it is written, unjudged); not at all when no parameter can
+    /// be a guess.
     pub(crate) fn hold(spec: &ToolSpec) -> Hold {
         let Some(parameters) = &spec.parameters else { return Hold::No };
         let required = parameters.get("required").and_then(Value::as_array);
-        let properties = parameters.get("properties");
+        let required = required.map(Vec::as_slice).unwrap_or_default();
+        let properties = parameters.get("properties").and_then(Value::as_object);
+        // An optional string may be a made-up name (`without_guessed_options`).
+        let string = |schema: &Value| schema.get("type").and_then(Value::as_str) == Some("string");
         let mut hold = Hold::No;
-        for key in required.into_iter().flatten().filter_map(Value::as_str) {
+        for key in required.iter().filter_map(Value::as_str) {
             let schema = properties.and_then(|p| p.get(key));
             match schema.and_then(|schema| schema.get("type")).and_then(Value::as_str) {
                 Some("boolean") => {}
@@ -171,7 +218,10 @@ impl Grounding {
                 _ => return Hold::Whole,
             }
         }
-        hold
+        let optional = properties.into_iter().flatten().any(|(key, schema)| {
+            string(schema) && !required.iter().any(|r| r.as_str() == Some(key))
+        });
+        if optional { Hold::WhileShort } else { hold }
     }
 
     /// Whether the user named `value` (a scalar): a number among the numbers they wrote, a
@@ -705,14 +755,42 @@ mod tests {
         assert_eq!(Grounding::hold(&weather), Hold::WhileShort);
         let untyped = tool("f", json!({"type": "object", "properties": {}, "required": ["x"]}));
         assert_eq!(Grounding::hold(&untyped), Hold::Whole);
+        // An optional value is judged too (taken out when it is a guess), while it is short.
         let optional =
             tool("g", json!({"type": "object", "properties": {"x": {"type": "string"}}}));
-        assert_eq!(Grounding::hold(&optional), Hold::No);
+        assert_eq!(Grounding::hold(&optional), Hold::WhileShort);
+        let none = tool("n", json!({"type": "object", "properties": {}}));
+        assert_eq!(Grounding::hold(&none), Hold::No);
         let flag = tool(
             "h",
             json!({"type": "object", "properties": {"on": {"type": "boolean"}}, "required": ["on"]}),
         );
         assert_eq!(Grounding::hold(&flag), Hold::No);
+    }
+
+    #[test]
+    fn issue_24_optional_arguments_holding_guesses_are_taken_out() {
+        let stats = tool(
+            "player_stats",
+            json!({"type": "object", "properties": {"player": {"type": "string"},
+                "team": {"type": "string"}, "season": {"type": "string"},
+                "games": {"type": "integer"}, "playoffs": {"type": "boolean"}},
+                "required": ["player"]}),
+        );
+        let req = request("LeBron James's stats over his last 5 games", vec![stats.clone()]);
+        let grounding = Grounding::of(&req);
+        let arguments = r#"{"player":"LeBron James","team":"Boston Celtics","season":"2023","games":5,"playoffs":true}"#;
+        let (kept, removed) = grounding.without_guessed_options(&stats, arguments).unwrap();
+        assert_eq!(kept, r#"{"player":"LeBron James","games":5,"playoffs":true}"#);
+        assert_eq!(removed, vec![r#"team = "Boston Celtics""#, r#"season = "2023""#]);
+        // A number or a phrase in lower case is the model's own choice: it stays.
+        let chosen = r#"{"player":"LeBron James","team":"any team","games":10}"#;
+        assert_eq!(grounding.without_guessed_options(&stats, chosen), None);
+        // Nothing to take out: none; a required guess is not this check's (it drops the call).
+        let grounded = r#"{"player":"LeBron James","games":5}"#;
+        assert_eq!(grounding.without_guessed_options(&stats, grounded), None);
+        let guess = r#"{"player":"Stephen Curry"}"#;
+        assert_eq!(grounding.without_guessed_options(&stats, guess), None);
     }
 
     fn team_stats() -> ToolSpec {

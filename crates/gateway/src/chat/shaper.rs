@@ -620,7 +620,8 @@ impl Shaper {
                 return;
             }
         }
-        if call.held && complete && !self.judged(&call) {
+        let mut call = call;
+        if call.held && complete && !self.judged(&mut call) {
             return;
         }
         let index = match (call.held, call.index) {
@@ -642,8 +643,9 @@ impl Shaper {
         }
     }
 
-    /// Whether the judge lets an ended call go out; what it dropped is noted.
-    fn judged(&mut self, call: &Pending) -> bool {
+    /// Whether the judge lets an ended call go out (without its optional arguments that are
+    /// guesses); what it dropped is noted.
+    fn judged(&mut self, call: &mut Pending) -> bool {
         match &mut self.judge {
             None => true,
             Some(Judge::Grounding(grounding)) => {
@@ -652,6 +654,14 @@ impl Shaper {
                     None => Vec::new(),
                 };
                 if guessed.is_empty() {
+                    let spec = self.declared.specs.get(&call.name);
+                    let kept =
+                        spec.and_then(|s| grounding.without_guessed_options(s, &call.arguments));
+                    if let Some((arguments, removed)) = kept {
+                        tracing::info!(tool = %call.name, removed = %removed.join(", "),
+                            "took out optional arguments holding values given nowhere");
+                        call.arguments = arguments;
+                    }
                     return true;
                 }
                 tracing::info!(tool = %call.name, guessed = %guessed.join(", "),
