@@ -480,6 +480,12 @@ pub(crate) fn numbers_in(text: &str, out: &mut Vec<f64>) {
             if let Some((_, n)) = NUMBER_WORDS.iter().find(|(w, _)| *w == word) {
                 out.push(*n);
             }
+            // "starts from rest", "at rest": a speed of 0.
+            let before = text.get(..start).unwrap_or_default().split_whitespace().next_back();
+            let before = before.unwrap_or_default().to_ascii_lowercase();
+            if word == "rest" && (before == "from" || before == "at") {
+                out.push(0.0);
+            }
         } else {
             at += 1;
         }
@@ -687,6 +693,8 @@ mod tests {
         assert!(numbers("height 5ft 10in").contains(&70.0));
         assert!(numbers("I am 5'11\" tall").contains(&71.0));
         assert!(numbers("6 feet").contains(&72.0));
+        assert!(numbers("it started from rest").contains(&0.0));
+        assert!(!numbers("the rest of the day").contains(&0.0));
         // Inches far from the feet are not added to them.
         assert!(!numbers("5 ft of rope and later 10 in a box").contains(&70.0));
     }
