@@ -535,9 +535,16 @@ def continued(exchange) -> bool:
     return messages[-1].get("role") == "assistant"
 
 
+def odds_probe(exchange) -> bool:
+    """The one-token request for the model's odds of opening with a call
+    (`min_call_confidence`), sent before a native request with tools."""
+    return exchange.request.get("logprobs") is True and exchange.request.get("max_tokens") == 1
+
+
 def first_attempts(exchanges: list) -> list:
     """The chat requests that were attempts at a reply (not continuations, not probes)."""
-    return [e for e in exchanges if e.path.endswith("/chat/completions") and not continued(e)]
+    return [e for e in exchanges
+            if e.path.endswith("/chat/completions") and not continued(e) and not odds_probe(e)]
 
 
 def fits_a_tool(call_name: str, arguments: str, tools: list[dict]) -> dict:
@@ -635,6 +642,32 @@ def test_a_question_about_two_cities_gets_both_calls(rig_name: str, stream: bool
     continuations = [e for e in sent if continued(e)]
     assert continuations, "the second call came from a continuation"
     assert "Paris" in continuations[0].request["messages"][-1]["content"]
+    # Native (auto): the model's odds were asked for first, unstreamed (llama.cpp's server
+    # refuses logprobs on a streamed request with tools), and it was sure of its call.
+    probes = [e for e in sent if odds_probe(e)]
+    if rig_name == "qwen_auto":
+        assert [(p.status, p.request["stream"], bool(p.request.get("tools"))) for p in probes] == [
+            (200, False, True)], [(p.status, p.text) for p in probes]
+    else:
+        assert probes == [], "an emulated request asks for no odds"
+
+
+@needs_qwen
+@pytest.mark.parametrize("stream", [False, True], ids=["complete", "stream"])
+def test_a_call_the_model_is_unsure_of_gives_way_to_a_plain_answer(qwen_auto: Rig, stream: bool) -> None:
+    """Asked "Should I bring an umbrella?" with a weather tool and no city, this model opens
+    its reply with a call at odds of about 70% (below `min_call_confidence`, 75%): the
+    gateway's one-token probe sees it, and the request goes without its tools (issue 24)."""
+    captures: list = []
+    client = openai_client(qwen_auto.gateway, captures)
+    n0 = len(qwen_auto.proxy.exchanges)
+    content, calls, finish = openai_turn(
+        client, captures, [{"role": "user", "content": "Should I bring an umbrella?"}], stream)
+    sent = qwen_auto.proxy.exchanges[n0:]
+    assert calls == [] and content.strip() and finish == "stop", (content, calls, finish)
+    assert [odds_probe(e) for e in sent] == [True, False], [(e.request, e.text) for e in sent]
+    assert sent[0].status == 200 and sent[0].request.get("tools")
+    assert "tools" not in sent[1].request, "the answer is asked for without tools"
 
 
 ROOTS_TOOL = function(

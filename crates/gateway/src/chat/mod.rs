@@ -13,6 +13,7 @@ pub(crate) mod continuation;
 pub(crate) mod grammar;
 pub(crate) mod grounding;
 pub(crate) mod native;
+pub(crate) mod numbers;
 pub(crate) mod pipeline;
 pub(crate) mod prompt;
 pub(crate) mod reply;

@@ -130,9 +130,15 @@ async fn handle(state: AppState, value: Value, parsed: wire::Parsed) -> Result<R
         Box::pin(probe).await
     };
     if unsure {
+        // Read back as any reply is (not relayed as the engine wrote it): without tools, its
+        // text is text.
         crate::inspect::served(&routed.chain, "plain");
         let value = wire.without_calls(&value);
-        return passthrough(&state, &routed.chain, value, asked, None, None).await;
+        let mut plain = parsed.clone();
+        plain.chat.tools.clear();
+        plain.chat.tool_choice = ToolChoice::None;
+        let repair = Repair { parsed: &plain, reasoning_calls: routed.settings.reasoning_calls };
+        return passthrough(&state, &routed.chain, value, asked, None, Some(repair)).await;
     }
     let mode = match plan {
         Plan::Native => "native",
