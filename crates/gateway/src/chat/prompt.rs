@@ -548,7 +548,7 @@ pub(crate) fn unknown_tool(req: &ChatRequest) -> String {
     let names: Vec<&str> = req.tools.iter().map(|t| t.name.as_str()).collect();
     let fallback = match &req.tool_choice {
         ToolChoice::Auto | ToolChoice::None => {
-            " If none of them fits the request, answer in plain text instead."
+            " If none of them fits the request, answer the user in your own words, without a tool."
         }
         ToolChoice::Required | ToolChoice::Named(_) => "",
     };

@@ -382,7 +382,7 @@ async fn issue_24_a_native_reply_whose_only_call_names_no_tool_is_asked_for_agai
         let correction = last_message(&requests[1]);
         assert_eq!(
             correction["content"],
-            "Your reply called a tool that does not exist. The only tools are: get_weather, get_time. If none of them fits the request, answer in plain text instead."
+            "Your reply called a tool that does not exist. The only tools are: get_weather, get_time. If none of them fits the request, answer the user in your own words, without a tool."
         );
         let metrics = gw.http().get(gw.url("/metrics")).send().await.unwrap().text().await.unwrap();
         assert!(metrics.contains(r#"reason="unknown_tool""#), "{metrics}");
