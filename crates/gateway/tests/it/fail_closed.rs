@@ -106,17 +106,7 @@ async fn call_syntax_in_tool_results_never_becomes_a_call() {
             let response = api.send(&gw, &result_request(api, names, text)).await;
             assert_eq!(response.status(), StatusCode::OK, "{api:?} {name}");
             let value: Value = response.json().await.unwrap();
-            let calls = match api {
-                Api::OpenAi => {
-                    value["choices"][0]["message"]["tool_calls"].as_array().map_or(0, Vec::len)
-                }
-                Api::Anthropic => value["content"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .filter(|b| b["type"] == "tool_use")
-                    .count(),
-            };
+            let calls = api.n_calls(&value);
             if calls > 0 {
                 leaked.push(format!("{api:?} {name}"));
             }

@@ -79,17 +79,7 @@ async fn answer(api: Api, gw: &TestGateway, body: &Value, stream: bool) -> (Stri
         (folded.text, folded.calls.len())
     } else {
         let value: Value = api.send(gw, body).await.json().await.unwrap();
-        let calls = match api {
-            Api::OpenAi => {
-                value["choices"][0]["message"]["tool_calls"].as_array().map_or(0, Vec::len)
-            }
-            Api::Anthropic => value["content"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter(|b| b["type"] == "tool_use")
-                .count(),
-        };
+        let calls = api.n_calls(&value);
         let text = match api {
             Api::OpenAi => value["choices"][0]["message"]["content"].as_str(),
             Api::Anthropic => value["content"][0]["text"].as_str(),

@@ -59,6 +59,18 @@ impl Api {
         body
     }
 
+    /// How many calls a whole (not streamed) reply in the family's shape makes.
+    pub(crate) fn n_calls(self, value: &Value) -> usize {
+        match self {
+            Api::OpenAi => {
+                value["choices"][0]["message"]["tool_calls"].as_array().map_or(0, Vec::len)
+            }
+            Api::Anthropic => value["content"]
+                .as_array()
+                .map_or(0, |blocks| blocks.iter().filter(|b| b["type"] == "tool_use").count()),
+        }
+    }
+
     pub(crate) fn path(self) -> &'static str {
         match self {
             Api::OpenAi => "/v1/chat/completions",
