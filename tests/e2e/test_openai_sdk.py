@@ -472,12 +472,12 @@ def test_truncated_call_is_retried(client, sse_captures, upstream):
 
 
 def test_streamed_call_cut_by_length_ends_with_length(client, sse_captures, upstream):
-    # A streamed call that nothing holds (its tool is not strict, and has no required value
-    # that could be a guess) goes out as soon as it begins, so it cannot be retried; like
-    # OpenAI, the stream ends with `length`, and the arguments sent still parse as a JSON
-    # object.
+    # A streamed call that nothing holds (its tool is not strict, and has no value the guess
+    # check judges: nothing required, no typed string) goes out as soon as it begins, so it
+    # cannot be retried; like OpenAI, the stream ends with `length`, and the arguments sent
+    # still parse as a JSON object.
     loose = [{**tool, "function": {**{k: v for k, v in tool["function"].items() if k != "strict"},
-                                   "parameters": {**tool["function"]["parameters"], "required": []}}}
+                                   "parameters": {"type": "object", "properties": {"city": {}}}}}
              for tool in TOOLS]
     cut = 'Checking. <tool_call>{"name": "get_weather", "arguments": {"city": "Par'
     upstream.script([{"text": cut, "finish_reason": "length"}, hermes("get_weather", PARIS)])
