@@ -232,39 +232,27 @@ pub(crate) async fn unsure_of_calls(
     {
         return false;
     }
-    match chain.first() {
-        Some((_, client, _)) if client.prefill_dialect().await.is_some() => {}
-        _ => return false,
+    // The first upstream only, with no fallback: a probe that fails leaves the request as
+    // it is, and the request itself then finds out what the chain can do.
+    let Some((_, client, model)) = chain.first() else { return false };
+    if client.wire() != wire || client.prefill_dialect().await.is_none() {
+        return false;
     }
     // Whole millionths of a probability from 0 to 1 (validated).
     let bar = (config.min_call_confidence * 1e6).round() as u32;
     let probe = odds::probe(body);
     crate::inspect::relayed("odds", &probe);
-    let odds = match chain.relay_native(&probe, wire).await {
-        Ok(mut payloads) => {
-            let mut odds = None;
-            while let Some(payload) = payloads.next().await {
-                match payload {
-                    Ok(Payload::Body(completion)) => odds = odds::first_token(&completion),
-                    Ok(Payload::Event(_)) => {}
-                    Err(err) => {
-                        crate::inspect::failed(&err, None);
-                        tracing::debug!(error = %err.message(), "no odds: the probe failed");
-                        return false;
-                    }
-                }
-            }
-            odds
+    let odds = match probe_odds(client, &probe, model).await {
+        Ok(Some(odds)) => odds,
+        Ok(None) => {
+            tracing::debug!("no odds: the probe's reply reported none");
+            return false;
         }
         Err(err) => {
             crate::inspect::failed(&err, None);
             tracing::debug!(error = %err.message(), "no odds: the probe failed");
             return false;
         }
-    };
-    let Some(odds) = odds else {
-        tracing::debug!("no odds: the probe's reply reported none");
-        return false;
     };
     let why = odds.describe(bar);
     let unsure = odds.unsure(bar);
@@ -280,6 +268,22 @@ pub(crate) async fn unsure_of_calls(
         tracing::debug!(why = %why, "sure enough of the reply's opening");
     }
     unsure
+}
+
+/// The odds of the first token the upstream `client` writes for `probe`, sent as `model`.
+async fn probe_odds(
+    client: &crate::upstream::client::UpstreamClient,
+    probe: &Value,
+    model: &str,
+) -> Result<Option<odds::Odds>, ApiError> {
+    let mut payloads = client.relay(probe, model).await?;
+    let mut odds = None;
+    while let Some(payload) = payloads.next().await {
+        if let Payload::Body(completion) = payload? {
+            odds = odds::first_token(&completion);
+        }
+    }
+    Ok(odds)
 }
 
 /// The emulation pipeline's events for `chat` on its route.

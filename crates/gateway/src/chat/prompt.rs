@@ -596,11 +596,11 @@ fn correction(req: &ChatRequest, retry: &Retry, format: CallFormat) -> String {
             invalid_arguments(retry.detail.as_deref().unwrap_or("they break its schema"))
         }
         RetryReason::GuessedArguments => {
-            "Your tool call holds values that appear nowhere in the conversation: a call needs the values the user gave. If the request does not give them, or no tool fits it, answer in plain text."
+            "Your tool call holds values that appear nowhere in the conversation: a call needs the values the user gave. If the request does not give them, or no tool fits it, answer the user in your own words, without a tool."
                 .to_owned()
         }
         RetryReason::Empty => format!(
-            "Your reply was empty. Tool results are never yours to write: call a tool by writing {}, or answer in plain text.",
+            "Your reply was empty. Tool results are never yours to write: call a tool by writing {}, or answer the user in your own words.",
             syntax.block
         ),
     };

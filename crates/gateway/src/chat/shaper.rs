@@ -360,7 +360,9 @@ impl Shaper {
         &self.sent
     }
 
-    /// How many calls named a tool the request does not declare (their text not shown).
+    /// How many calls were dropped for good: calls to a tool the request does not declare
+    /// (their text not shown), and calls that break a strict tool's schema when no retry is
+    /// left.
     pub(crate) fn rejected(&self) -> usize {
         self.rejected
     }

@@ -55,11 +55,12 @@ impl Odds {
 /// A Chat Completions body that asks for the first token of the reply to `body`, and its
 /// odds: the same conversation and tools (so the engine's prompt cache serves the request
 /// that follows), one token, not streamed (llama.cpp's server refuses `logprobs` on a
-/// streamed request with tools).
+/// streamed request with tools). The prompt-cache key is left out: the engines that report
+/// odds cache prefixes by themselves, and one that refused the key would fail the probe.
 pub(crate) fn probe(body: &Value) -> Value {
     let mut body = body.clone();
     if let Some(object) = body.as_object_mut() {
-        for key in ["stream_options", "max_completion_tokens", "n"] {
+        for key in ["stream_options", "max_completion_tokens", "n", "prompt_cache_key"] {
             object.remove(key);
         }
         let top = object.get("top_logprobs").and_then(Value::as_u64).unwrap_or(0);
@@ -128,7 +129,7 @@ mod tests {
         let body = json!({"model": "m", "messages": [{"role": "user", "content": "Hi"}],
             "tools": [{"type": "function", "function": {"name": "f"}}], "stream": true,
             "stream_options": {"include_usage": true}, "max_completion_tokens": 99, "n": 2,
-            "temperature": 0, "top_logprobs": 8});
+            "temperature": 0, "top_logprobs": 8, "prompt_cache_key": "k"});
         let probe = probe(&body);
         assert_eq!(
             probe,

@@ -154,6 +154,31 @@ async fn a_down_or_failing_upstream_falls_back_to_the_next() {
     assert_eq!(err.status, StatusCode::BAD_GATEWAY, "{:?}", err.body);
 }
 
+/// Issue 24: the odds asked before a native request (`min_call_confidence`) go to the
+/// route's first upstream only: a probe that fails there is not tried along the chain (a
+/// dead upstream would cost two timeouts), and the request itself falls back as any does.
+#[tokio::test]
+async fn issue_24_the_odds_are_asked_of_the_first_upstream_only() {
+    let (gw, hosted) = two_upstreams(|config| {
+        config.mode = Mode::Auto;
+        config.min_call_confidence = 0.75;
+        config.continue_calls = 0;
+        let local = config.upstreams.get_mut("local").unwrap();
+        local.upstream.prefill = toolshim_gateway::Engine::LlamaCpp;
+        local.fallback = vec!["hosted".into()];
+    })
+    .await;
+    gw.upstream.push(Reply::error(503, json!({"error": {"message": "busy"}})));
+    gw.upstream.push(Reply::text(hermes("get_weather", json!({"city": "Oslo"}))));
+    let (_, arguments, _) =
+        first_call(Api::OpenAi, &gw, &with_model(Api::OpenAi, "qwen-coder")).await;
+    assert_eq!(arguments, json!({"city": "Oslo"}));
+    let probes = gw.upstream.requests();
+    assert_eq!(probes.len(), 2, "{probes:#?}");
+    assert_eq!((&probes[0]["max_tokens"], &probes[0]["logprobs"]), (&json!(1), &json!(true)));
+    assert!(hosted.requests().is_empty(), "{:?}", hosted.requests());
+}
+
 #[tokio::test]
 async fn a_refusal_of_native_tools_is_remembered_per_upstream_and_model() {
     let (gw, _hosted) = two_upstreams(|config| config.mode = Mode::Auto).await;
