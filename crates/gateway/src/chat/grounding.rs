@@ -30,6 +30,9 @@ pub(crate) struct Grounding {
     /// Everything the model was given, lowercased: messages, calls, results and the tool
     /// list; a string whose words are none of these was made up.
     given: String,
+    /// `given` without spaces and hyphens: a word the model closed up ("easygoing" for
+    /// "easy going") is given too.
+    closed: String,
     /// The numbers in `asked` (sorted).
     asked_numbers: Vec<f64>,
 }
@@ -87,7 +90,8 @@ impl Grounding {
         numbers_in(&asked, &mut asked_numbers);
         sort(&mut numbers);
         sort(&mut asked_numbers);
-        Grounding { numbers, asked, given, asked_numbers }
+        let closed = given.chars().filter(|c| !c.is_whitespace() && *c != '-').collect();
+        Grounding { numbers, asked, given, closed, asked_numbers }
     }
 
     /// The required arguments of a call to `spec` whose value holds a number or a short
@@ -188,7 +192,10 @@ impl Grounding {
             .filter(|word| !(word.chars().count() <= 5 && word.chars().all(char::is_uppercase)))
             .peekable();
         if words.peek().is_some() {
-            return !words.any(|word| self.given.contains(&stem(&word.to_lowercase())));
+            return !words.any(|word| {
+                let word = word.to_lowercase();
+                self.given.contains(&stem(&word)) || self.closed.contains(&word)
+            });
         }
         if text.chars().any(char::is_alphabetic) {
             return false;
@@ -523,6 +530,23 @@ mod tests {
         );
         let grounding = Grounding::of(&request("Total sales?", vec![described.clone()]));
         assert!(grounding.guessed(&described, r#"{"region":"worldwide"}"#).is_empty());
+    }
+
+    #[test]
+    fn issue_24_a_word_closed_up_is_given() {
+        let five = tool(
+            "get_bigfive_scores",
+            json!({"type": "object", "properties": {"characteristics": {"type": "array",
+                "items": {"type": "string"}}}, "required": ["characteristics"]}),
+        );
+        let grounding = Grounding::of(&request(
+            "My Big Five scores? I am efficient, organized, easy going and compassionate.",
+            vec![five.clone()],
+        ));
+        let closed = r#"{"characteristics":["efficient","easygoing","compassionate"]}"#;
+        assert!(grounding.guessed(&five, closed).is_empty());
+        let other = r#"{"characteristics":["efficient","outgoing"]}"#;
+        assert_eq!(grounding.guessed(&five, other).len(), 1);
     }
 
     #[test]

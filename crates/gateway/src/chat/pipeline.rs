@@ -444,7 +444,7 @@ impl<U: Upstream> Run<U> {
         };
         self.metrics.calls(n_calls);
         let (engaged, attempt) = (self.engaged, self.attempt);
-        tracing::info!(engaged, calls = n_calls, attempt, "reply finished");
+        tracing::debug!(engaged, calls = n_calls, attempt, "reply finished");
         Outcome { finish, usage: self.spent, retried }
     }
 }
