@@ -30,9 +30,9 @@ pub(crate) struct Grounding {
     /// Everything the model was given, lowercased: messages, calls, results and the tool
     /// list; a string whose words are none of these was made up.
     given: String,
-    /// `given` without spaces and hyphens: a word the model closed up ("easygoing" for
-    /// "easy going") is given too.
-    closed: String,
+    /// `given` without spaces and hyphens, made when a word is first not found in `given`:
+    /// a word the model closed up ("easygoing" for "easy going") is given too.
+    closed: std::sync::OnceLock<String>,
     /// The numbers in `asked` (sorted).
     asked_numbers: Vec<f64>,
 }
@@ -90,8 +90,7 @@ impl Grounding {
         numbers_in(&asked, &mut asked_numbers);
         sort(&mut numbers);
         sort(&mut asked_numbers);
-        let closed = given.chars().filter(|c| !c.is_whitespace() && *c != '-').collect();
-        Grounding { numbers, asked, given, closed, asked_numbers }
+        Grounding { numbers, asked, given, closed: std::sync::OnceLock::new(), asked_numbers }
     }
 
     /// The required arguments of a call to `spec` whose value holds a number or a short
@@ -170,6 +169,13 @@ impl Grounding {
         made_up
     }
 
+    /// `given` without spaces and hyphens, made on first use.
+    fn closed(&self) -> &str {
+        self.closed.get_or_init(|| {
+            self.given.chars().filter(|c| !c.is_whitespace() && *c != '-').collect()
+        })
+    }
+
     /// Whether a short string is made up: a word of it (three letters or more, not a code
     /// in capitals) appears nowhere, nor any other; or, a string without letters (a date, a
     /// time, a season), a number in it other than 0 is given nowhere. A string of letters
@@ -194,7 +200,7 @@ impl Grounding {
         if words.peek().is_some() {
             return !words.any(|word| {
                 let word = word.to_lowercase();
-                self.given.contains(&stem(&word)) || self.closed.contains(&word)
+                self.given.contains(&stem(&word)) || self.closed().contains(&word)
             });
         }
         if text.chars().any(char::is_alphabetic) {
