@@ -39,6 +39,9 @@ class Exchange:
     text: str = ""
     finish_reason: str | None = None
     done: bool = False
+    # The client closed the connection before the upstream's reply was all relayed (the
+    # gateway stops reading a stream it no longer needs): the exchange ended there.
+    hung_up: bool = False
 
 
 @dataclass
@@ -82,25 +85,30 @@ class RecordingProxy:
                     resp = urllib.request.urlopen(req, timeout=UPSTREAM_TIMEOUT_S)
                 except urllib.error.HTTPError as err:
                     resp = err
-                with resp:
-                    if exchange is not None:
-                        exchange.status = resp.status
-                    self.send_response(resp.status)
-                    kind = resp.headers.get("content-type") or "application/json"
-                    self.send_header("content-type", kind)
-                    self.send_header("connection", "close")
-                    self.end_headers()
-                    if "text/event-stream" in kind:
-                        for line in iter(resp.readline, b""):
-                            self.wfile.write(line)
-                            self.wfile.flush()
-                            if exchange is not None:
-                                _record_event(exchange, line)
-                    else:
-                        data = resp.read()
-                        self.wfile.write(data)
+                try:
+                    with resp:
                         if exchange is not None:
-                            _record_message(exchange, data)
+                            exchange.status = resp.status
+                        self.send_response(resp.status)
+                        kind = resp.headers.get("content-type") or "application/json"
+                        self.send_header("content-type", kind)
+                        self.send_header("connection", "close")
+                        self.end_headers()
+                        if "text/event-stream" in kind:
+                            for line in iter(resp.readline, b""):
+                                self.wfile.write(line)
+                                self.wfile.flush()
+                                if exchange is not None:
+                                    _record_event(exchange, line)
+                        else:
+                            data = resp.read()
+                            self.wfile.write(data)
+                            if exchange is not None:
+                                _record_message(exchange, data)
+                except (BrokenPipeError, ConnectionResetError):
+                    # A client hangup ends the exchange; it is not the proxy's failure.
+                    if exchange is not None:
+                        exchange.hung_up = True
                 if exchange is not None:
                     exchange.done = True
 

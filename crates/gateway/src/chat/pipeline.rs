@@ -279,19 +279,21 @@ impl<U: Upstream> Run<U> {
                 Ok(Some((reply, sent_tokens)))
             }
             // A grammar goes only to upstreams that decode under one; one that refuses it
-            // anyway (an old server, a grammar it cannot compile) is asked without.
-            Err(ApiError::UpstreamRejected { status: 400 | 422, message, by }) if sent_grammar => {
-                self.refused("the grammar", &message);
-                tracing::info!(message = %message, "the upstream refused the grammar; asking without it");
-                self.with_grammar = false;
-                self.grammar_refused = by;
-                Ok(None)
-            }
-            Err(ApiError::UpstreamRejected { status: 400 | 422, message, by }) if sent_format => {
-                self.refused("response_format", &message);
-                tracing::info!(message = %message, "the upstream refused response_format; asking for the format in the prompt");
-                self.native_format = false;
-                self.format_refused = by;
+            // anyway (an old server, a grammar it cannot compile) is asked without, and so
+            // is one that refuses `response_format` (the format is then asked for in the
+            // prompt). The grammar goes first: a refusal of both drops one at a time.
+            Err(ApiError::UpstreamRejected { status: 400 | 422, message, by })
+                if sent_grammar || sent_format =>
+            {
+                if sent_grammar {
+                    self.refused("the grammar", &message);
+                    self.with_grammar = false;
+                    self.grammar_refused = by;
+                } else {
+                    self.refused("response_format", &message);
+                    self.native_format = false;
+                    self.format_refused = by;
+                }
                 Ok(None)
             }
             Err(err) => Err(err),
@@ -300,6 +302,7 @@ impl<U: Upstream> Run<U> {
 
     /// The upstream refused `what` (its `message`): the attempt is made again without it.
     fn refused(&self, what: &str, message: &str) {
+        tracing::info!(message = %message, "the upstream refused {what}; asking without it");
         if let Some(capture) = &self.capture {
             let err =
                 ApiError::UpstreamRejected { status: 400, message: message.to_owned(), by: None };

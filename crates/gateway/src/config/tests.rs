@@ -2,6 +2,17 @@
 
 use super::*;
 
+/// Reading `text` (as `t.toml`) and checking it report one problem starting with each of
+/// `expected`, and no other.
+fn exactly_these_problems(text: &str, expected: &[&str]) {
+    let (config, origins, mut problems) = Config::read_toml(text, "t.toml");
+    problems.extend(config.validate_from(&origins).unwrap_err());
+    for expected in expected {
+        assert!(problems.iter().any(|p| p.starts_with(expected)), "{expected} in {problems:#?}");
+    }
+    assert_eq!(problems.len(), expected.len(), "{problems:#?}");
+}
+
 #[test]
 fn issue_14_endpoints_are_not_doubled() {
     let cases = [
@@ -193,18 +204,16 @@ fn issue_14_listen_takes_names_and_checks_ports() {
 #[test]
 fn issue_27_a_malformed_key_table_names_the_file_and_line() {
     let text = "[upstream]\nurl = \"http://h\"\n[keys.alice]\nkey = \"sk-a\"\nrpm = \"ten\"\nrpmm = 3\n[keys.bob]\nrpm = 5\n[keys.carol]\nkey_env = \"TOOLSHIM_TEST_UNSET_KEY\"\n[keys.dave]\nkey = \"sk-a\"\n";
-    let (config, origins, mut problems) = Config::read_toml(text, "t.toml");
-    problems.extend(config.validate_from(&origins).unwrap_err());
-    for expected in [
-        "t.toml line 5: keys.alice.rpm:",
-        "t.toml line 6: unknown key `keys.alice.rpmm`; the keys here are: key, key_env,",
-        "keys.bob.rpm: has no secret: set key, or key_env to a variable that holds it (from t.toml line 8)",
-        "keys.carol.key_env: the variable TOOLSHIM_TEST_UNSET_KEY (key_env) is not set (from t.toml line 10)",
-        "keys.dave.key: its secret is also keys.alice's; each key needs its own (from t.toml line 12)",
-    ] {
-        assert!(problems.iter().any(|p| p.starts_with(expected)), "{expected} in {problems:#?}");
-    }
-    assert_eq!(problems.len(), 5, "{problems:#?}");
+    exactly_these_problems(
+        text,
+        &[
+            "t.toml line 5: keys.alice.rpm:",
+            "t.toml line 6: unknown key `keys.alice.rpmm`; the keys here are: key, key_env,",
+            "keys.bob.rpm: has no secret: set key, or key_env to a variable that holds it (from t.toml line 8)",
+            "keys.carol.key_env: the variable TOOLSHIM_TEST_UNSET_KEY (key_env) is not set (from t.toml line 10)",
+            "keys.dave.key: its secret is also keys.alice's; each key needs its own (from t.toml line 12)",
+        ],
+    );
     let (config, _) = Config::from_toml(
         "[keys.ci]\nkey = \"sk-ci\"\nmodels = [\"gpt-*\"]\nrpm = 60\ntpm = 1000\ntpd = 9000\nconcurrent = 2\nadmin = true\n",
         "t.toml",
@@ -221,17 +230,15 @@ fn issue_27_a_malformed_key_table_names_the_file_and_line() {
 #[test]
 fn issue_27_the_inspector_needs_an_admin_key_and_sane_bounds() {
     let text = "[upstream]\nurl = \"http://h\"\n[keys.app]\nkey = \"sk-app\"\n[inspect]\nenabled = true\nrequests = 0\nmax_bytes = 10\nkept = 3\n";
-    let (config, origins, mut problems) = Config::read_toml(text, "t.toml");
-    problems.extend(config.validate_from(&origins).unwrap_err());
-    for expected in [
-        "t.toml line 9: unknown key `inspect.kept`; the keys here are: enabled, requests, max_bytes",
-        "inspect.enabled: the inspector shows prompts and replies, so it needs a key with admin = true in a [keys.NAME] table to read it (from t.toml line 6)",
-        "inspect.requests: must be between 1 and 100000 (from t.toml line 7)",
-        "inspect.max_bytes: must be at least 65536 (64 KiB) (from t.toml line 8)",
-    ] {
-        assert!(problems.iter().any(|p| p.starts_with(expected)), "{expected} in {problems:#?}");
-    }
-    assert_eq!(problems.len(), 4, "{problems:#?}");
+    exactly_these_problems(
+        text,
+        &[
+            "t.toml line 9: unknown key `inspect.kept`; the keys here are: enabled, requests, max_bytes",
+            "inspect.enabled: the inspector shows prompts and replies, so it needs a key with admin = true in a [keys.NAME] table to read it (from t.toml line 6)",
+            "inspect.requests: must be between 1 and 100000 (from t.toml line 7)",
+            "inspect.max_bytes: must be at least 65536 (64 KiB) (from t.toml line 8)",
+        ],
+    );
     let text = "[upstream]\nurl = \"http://h\"\n[keys.ops]\nkey = \"sk-ops\"\nadmin = true\n[inspect]\nenabled = true\n";
     let (config, _) = Config::from_toml(text, "t.toml").unwrap();
     assert!(config.validate().is_ok());

@@ -207,11 +207,7 @@ fn tool(i: usize, tool: &Value) -> Result<ToolSpec, ApiError> {
 /// An assistant turn's `tool_calls` (arguments as objects, or JSON text), each given an id
 /// the later `tool` messages are matched to.
 fn prior_calls(value: Option<&Value>, i: usize, at: usize) -> Result<Vec<PriorCall>, ApiError> {
-    let calls = match value {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::Array(calls)) => calls,
-        Some(_) => return Err(invalid(format!("messages[{i}].tool_calls must be an array"))),
-    };
+    let calls = array(value, || format!("messages[{i}].tool_calls must be an array"))?;
     calls
         .iter()
         .enumerate()
@@ -237,14 +233,20 @@ fn prior_calls(value: Option<&Value>, i: usize, at: usize) -> Result<Vec<PriorCa
         .collect()
 }
 
+/// An optional array field's items (none when it is absent or null); anything else is the
+/// error `wrong` describes.
+fn array(value: Option<&Value>, wrong: impl FnOnce() -> String) -> Result<&[Value], ApiError> {
+    match value {
+        None | Some(Value::Null) => Ok(&[]),
+        Some(Value::Array(items)) => Ok(items),
+        Some(_) => Err(invalid(wrong())),
+    }
+}
+
 /// `images`: base64 data, without a `data:` prefix (the media type read from the data's
 /// first bytes).
 fn images(value: Option<&Value>, path: &str) -> Result<Vec<Image>, ApiError> {
-    let images = match value {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::Array(images)) => images,
-        Some(_) => return Err(invalid(format!("{path} must be an array of base64 strings"))),
-    };
+    let images = array(value, || format!("{path} must be an array of base64 strings"))?;
     images
         .iter()
         .enumerate()
