@@ -2,7 +2,9 @@
 //! client: required keys, types (after the parser's coercion), `enum`, `const`, nested
 //! objects and arrays (`schema::violations`), keys the schema does not declare, and values
 //! that are a piece of the schema rather than a value (a small model that copies
-//! `{"type": "string"}` or a parameter's description into the arguments).
+//! `{"type": "string"}` or a parameter's description into the arguments). A call that
+//! packs several values into parameters that take one is split into one call each
+//! ([`fan_out`]).
 
 use serde_json::{Map, Value};
 
@@ -136,6 +138,69 @@ fn walk(schema: &Value, value: &Value, path: &str, out: &mut Vec<String>, depth:
     }
 }
 
+/// The most calls one packed call is split into.
+const MAX_FAN_OUT: usize = 16;
+
+/// The types of a parameter that takes one value.
+const SCALAR_TYPES: &[&str] = &["string", "integer", "number", "boolean"];
+
+/// A call that packs several values into parameters that each take one, as a small model
+/// writes "the weather in Paris and Rome" (`{"city": ["Paris", "Rome"]}`), split into one
+/// call per value: the arguments of each, in order. Lists of one value go to every call;
+/// the others must be as long as each other (the first value with the first, and so on).
+/// `None` when the call packs nothing, when the lists cannot be paired (different lengths,
+/// more than [`MAX_FAN_OUT`], values that are not scalars), and for a string parameter
+/// described as a list (`comma-separated`), which wants the values joined, not split.
+pub(crate) fn fan_out(tool: &ToolSpec, arguments: &str) -> Option<Vec<String>> {
+    let properties = tool.parameters.as_ref()?.get("properties")?.as_object()?;
+    let Ok(Value::Object(object)) = serde_json::from_str::<Value>(arguments) else {
+        return None;
+    };
+    let mut length = 1;
+    for (key, value) in &object {
+        let Value::Array(values) = value else { continue };
+        let Some(property) = properties.get(key) else { continue };
+        let kind = property.get("type").and_then(Value::as_str);
+        if !kind.is_some_and(|kind| SCALAR_TYPES.contains(&kind)) {
+            continue;
+        }
+        let description = property.get("description").and_then(Value::as_str).unwrap_or("");
+        let description = description.to_lowercase();
+        if ["list", "comma", "separated"].iter().any(|word| description.contains(word))
+            || values.iter().any(|v| v.is_array() || v.is_object())
+        {
+            return None;
+        }
+        match values.len() {
+            0 => return None,
+            1 => {}
+            n if length == 1 && n <= MAX_FAN_OUT => length = n,
+            n if n == length => {}
+            _ => return None,
+        }
+    }
+    if length == 1 {
+        return None;
+    }
+    let piece = |i: usize| {
+        let mut one = Map::new();
+        for (key, value) in &object {
+            let scalar = properties
+                .get(key)
+                .and_then(|p| p.get("type"))
+                .and_then(Value::as_str)
+                .is_some_and(|kind| SCALAR_TYPES.contains(&kind));
+            let value = match value {
+                Value::Array(values) if scalar => values.get(i).or(values.first()),
+                _ => Some(value),
+            };
+            one.insert(key.clone(), value.cloned().unwrap_or(Value::Null));
+        }
+        Value::Object(one).to_string()
+    };
+    Some((0..length).map(piece).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -233,5 +298,33 @@ mod tests {
             true,
         );
         assert_eq!(faults(&open, r#"{"a":"x","b":1}"#), Vec::<String>::new());
+    }
+
+    #[test]
+    fn issue_24_a_call_packing_several_values_is_split_into_one_call_each() {
+        let split = |args: &str| fan_out(&weather(), args);
+        assert_eq!(
+            split(r#"{"city":["Paris","Rome"],"days":[2,3],"unit":["celsius"],"tags":["a","b"]}"#),
+            Some(vec![
+                r#"{"city":"Paris","days":2,"unit":"celsius","tags":["a","b"]}"#.to_owned(),
+                r#"{"city":"Rome","days":3,"unit":"celsius","tags":["a","b"]}"#.to_owned(),
+            ])
+        );
+        // Nothing packed, lists that do not pair, lists of lists: as written.
+        for args in [
+            r#"{"city":"Paris","tags":["a","b"]}"#,
+            r#"{"city":["Paris"]}"#,
+            r#"{"city":["Paris","Rome"],"days":[1,2,3]}"#,
+            r#"{"city":[["Paris"],["Rome"]]}"#,
+            r#"{"city":[]}"#,
+            "[1]",
+        ] {
+            assert_eq!(split(args), None, "{args}");
+        }
+        let joined = tool(
+            json!({"type": "object", "properties": {"items": {"type": "string", "description": "Comma-separated names"}}}),
+            false,
+        );
+        assert_eq!(fan_out(&joined, r#"{"items":["a","b"]}"#), None);
     }
 }

@@ -161,7 +161,7 @@ impl Grounding {
         let mut made_up = false;
         each_scalar(value, &mut |scalar| {
             made_up |= match scalar {
-                Value::Number(n) => n.as_f64().is_some_and(|n| !contains(&self.numbers, n)),
+                Value::Number(n) => n.as_f64().is_some_and(|n| !signed(&self.numbers, n)),
                 Value::String(text) => self.made_up_string(text),
                 _ => false,
             }
@@ -208,7 +208,7 @@ impl Grounding {
         }
         let mut numbers = Vec::new();
         numbers_in(text, &mut numbers);
-        numbers.iter().any(|n| *n != 0.0 && !contains(&self.numbers, *n))
+        numbers.iter().any(|n| *n != 0.0 && !signed(&self.numbers, *n))
     }
 
     /// How a call to `spec` waits to be judged: whole when a required parameter can hold a
@@ -252,7 +252,7 @@ impl Grounding {
                 }
             }
             Value::Number(n) => match n.as_f64() {
-                Some(n) if contains(&self.asked_numbers, n) => Mention::Named,
+                Some(n) if signed(&self.asked_numbers, n) => Mention::Named,
                 _ => Mention::Absent,
             },
             // Containers are judged by their scalars.
@@ -286,6 +286,13 @@ pub(crate) const HOLD_STRINGS: usize = 512;
 /// is longer than five (`german` grounds `germany`, `restaurant` grounds `restaurants`).
 fn stem(word: &str) -> String {
     if word.chars().count() > 5 { word.chars().take(5).collect() } else { word.to_owned() }
+}
+
+/// Whether sorted `numbers` hold `n` with either sign: the sign is the model's reading of
+/// the words around a number ("a loss of $1000" is `-1000`, "7 below zero" `-7`), its digits
+/// are what was given.
+fn signed(numbers: &[f64], n: f64) -> bool {
+    contains(numbers, n) || contains(numbers, -n)
 }
 
 /// Calls `f` with every number and string in `value`, at any depth.
@@ -362,6 +369,16 @@ mod tests {
         let req = request("Find the roots of 3x^2 - 2x + 1 = 0.", tools.clone());
         let grounding = Grounding::of(&req);
         assert!(grounding.guessed(&tools[0], r#"{"a":3,"b":-2,"c":1}"#).is_empty());
+    }
+
+    #[test]
+    fn issue_24_a_number_given_with_the_other_sign_is_given() {
+        let grounding = Grounding::of(&request("A gain of $500, then a loss of $1000.", vec![]));
+        assert_eq!(grounding.mentions(&json!(-1000)), Mention::Named);
+        assert_eq!(grounding.mentions(&json!(500)), Mention::Named);
+        assert_eq!(grounding.mentions(&json!(-999)), Mention::Absent);
+        assert!(!grounding.made_up(&json!({"gain_loss": -1000})));
+        assert!(grounding.made_up(&json!({"gain_loss": -999})));
     }
 
     #[test]

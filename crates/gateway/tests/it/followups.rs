@@ -152,6 +152,47 @@ async fn issue_24_no_continuation_without_an_upstream_that_continues_or_parallel
     assert_eq!(gw.upstream.requests().len(), 1, "one call per reply: nothing to continue");
 }
 
+/// A call that packs several values into a parameter that takes one (`{"city": ["Paris",
+/// "Rome"]}`) becomes one call per value, streamed or not, read from a native reply's text or
+/// an emulated one, with no retry; with one call per reply allowed it is not split.
+#[tokio::test]
+async fn issue_24_a_call_packing_two_cities_becomes_a_call_for_each() {
+    let packed = json!({"city": ["Paris", "Rome"], "unit": ["celsius"]});
+    for (mode, stream) in
+        [(Mode::Auto, false), (Mode::Auto, true), (Mode::Emulate, false), (Mode::Emulate, true)]
+    {
+        let gw = gateway(mode, Engine::Off).await;
+        gw.upstream.push(Reply::text(if mode == Mode::Auto {
+            fenced("get_weather", packed.clone())
+        } else {
+            hermes("get_weather", packed.clone())
+        }));
+        let body = request("What is the weather in Paris and in Rome, in celsius?");
+        let got: Vec<(String, Value)> = if stream {
+            let streamed = check_stream(&gw.stream_ok(&body).await, false);
+            assert_eq!(streamed.finish_reason, "tool_calls");
+            (0..streamed.calls.len())
+                .map(|i| (streamed.names()[i].to_owned(), streamed.call_args(i)))
+                .collect()
+        } else {
+            calls(&gw.complete(&body).await)
+        };
+        let call =
+            |city: &str| ("get_weather".to_owned(), json!({"city": city, "unit": "celsius"}));
+        assert_eq!(got, vec![call("Paris"), call("Rome")], "{mode:?} stream={stream}");
+        assert_eq!(gw.upstream.requests().len(), 1, "{mode:?} stream={stream}: no retry");
+    }
+
+    let gw = gateway(Mode::Auto, Engine::Off).await;
+    gw.upstream.push(Reply::text(fenced("get_weather", packed.clone())));
+    gw.upstream.push(Reply::text(fenced("get_weather", json!({"city": "Paris"}))));
+    let mut body = request("What is the weather in Paris and in Rome?");
+    body["parallel_tool_calls"] = json!(false);
+    let completion = gw.complete(&body).await;
+    assert_eq!(calls(&completion), vec![("get_weather".to_owned(), json!({"city": "Paris"}))]);
+    assert_eq!(gw.upstream.requests().len(), 2, "not split: asked again with the fault");
+}
+
 /// `find_roots(a, b, c)`, three required numbers.
 fn roots_request(user: &str) -> Value {
     json!({"model": MODEL, "messages": [{"role": "user", "content": user}], "tools": [

@@ -103,6 +103,14 @@ impl Stop {
             Stop::NothingNew => "nothing_new",
         }
     }
+
+    /// The value nobody gave (`key = value`), for the log; empty for the other stops.
+    pub(crate) fn unasked(&self) -> String {
+        match self {
+            Stop::Unasked { key, value } => format!("{key} = {value}"),
+            _ => String::new(),
+        }
+    }
 }
 
 /// Whether a continued call `next` is kept after `earlier` (the reply's calls so far):
