@@ -223,9 +223,12 @@ impl NativeReply {
             out.push(ChatEvent::CallArgs { index, json: arguments });
             out.push(ChatEvent::CallEnd { index, complete: true });
         }
-        let finish = if n_calls > 0 && !self.shaper.incomplete_call() {
+        // `length` only for a limit hit: a call cut off, or the upstream's word (a call
+        // withdrawn for arguments that are not JSON is the reply's text).
+        let cut_off = self.shaper.cut_off_call();
+        let finish = if n_calls > 0 && !cut_off {
             Finish::ToolCalls { forced: self.forced }
-        } else if self.finish == Some(FinishReason::Length) || self.shaper.incomplete_call() {
+        } else if self.finish == Some(FinishReason::Length) || cut_off {
             Finish::Length
         } else {
             Finish::Stop
@@ -439,6 +442,33 @@ mod tests {
             matches!(&out[0], ChatEvent::CallStart { name, .. } if name == "get_weather"),
             "{out:?}"
         );
+    }
+
+    /// A held call whose arguments break off into text that is not JSON (a sum the model
+    /// did not work out) is not sent with what was read before the break: the reply is its
+    /// text, and it ended as the upstream said (no `length`: no limit was hit).
+    #[test]
+    fn issue_24_a_call_with_an_expression_for_a_value_stays_text() {
+        let reply = "```json\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 2 * 3}}\n```";
+        let (out, next) = fold_judged(reply, true);
+        assert!(matches!(next, Next::Done), "{next:?}");
+        assert!(!out.iter().any(|e| matches!(e, ChatEvent::CallStart { .. })), "{out:?}");
+        assert_eq!(text(&out), reply);
+        let schema = serde_json::json!({"type": "object",
+            "properties": {"city": {"type": "string"}}, "required": ["city"]});
+        let req = ChatRequest::asking(
+            "Weather in Paris?",
+            vec![ToolSpec::named("get_weather", Some(schema))],
+        );
+        let declared = DeclaredTools::new(&req.tools).unwrap();
+        let followups = Followups { check_grounding: true, continue_calls: 0 };
+        let mut fold =
+            NativeReply::new(&req, &declared, ReasoningCalls::Ignore, followups, true, true);
+        let mut out = Vec::new();
+        fold.feed(UpstreamEvent::Text(reply.into()), &mut out);
+        fold.feed(UpstreamEvent::Finish(FinishReason::Stop), &mut out);
+        let (outcome, _) = fold.finish(&mut out);
+        assert_eq!(outcome.finish, Finish::Stop);
     }
 
     fn text(events: &[ChatEvent]) -> String {

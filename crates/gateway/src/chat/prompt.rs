@@ -584,7 +584,8 @@ fn correction(req: &ChatRequest, retry: &Retry, format: CallFormat) -> String {
             }
         },
         RetryReason::Malformed => {
-            "Your tool call could not be read: write it exactly in the form below, with valid JSON."
+            "Your tool call could not be read: write it exactly in the form below, with valid JSON \
+             (each value written out: a number, not a sum or an expression such as 8 / 100)."
                 .to_owned()
         }
         RetryReason::UnknownTool => unknown_tool(req),

@@ -420,12 +420,19 @@ impl Shaper {
                     let kind = if call.complete { "call" } else { "incomplete_call" };
                     self.found(kind, &call.name, &call.arguments, &call.span);
                     self.calls_ended += 1;
-                    if !call.complete {
-                        self.incomplete_call = true;
+                    self.incomplete_call |= !call.complete;
+                    let Some(pending) = self.pending.get_mut(call_idx).and_then(Option::take)
+                    else {
+                        continue;
+                    };
+                    // Withdrawn by the parser (arguments that broke off into text that is not
+                    // JSON, such as `8 / 100`: an empty span, its text given as content) while
+                    // held: nothing of it went out, and it goes out as the text it is.
+                    if !call.complete && pending.held && call.span.is_empty() {
+                        tracing::info!(tool = %call.name, "a call whose arguments are not JSON stays text");
+                        continue;
                     }
-                    if let Some(pending) = self.pending.get_mut(call_idx).and_then(Option::take) {
-                        self.end_call(pending, call.complete, call.span.clone(), out);
-                    }
+                    self.end_call(pending, call.complete, call.span.clone(), out);
                 }
                 Event::Rejected(rejected) => {
                     self.found("rejected", &rejected.name, &rejected.reason, &rejected.span);
@@ -653,6 +660,11 @@ impl Shaper {
     /// because its arguments were not JSON.
     pub(crate) fn incomplete_call(&self) -> bool {
         self.incomplete_call
+    }
+
+    /// Whether a call was cut off by the end of the reply (inside its arguments).
+    pub(crate) fn cut_off_call(&self) -> bool {
+        self.incomplete_call && self.cut_off_call
     }
 
     /// Whether held output may go to a streaming client now: a call has begun, or plain text

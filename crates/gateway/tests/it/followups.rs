@@ -193,6 +193,34 @@ async fn issue_24_a_call_packing_two_cities_becomes_a_call_for_each() {
     assert_eq!(gw.upstream.requests().len(), 2, "not split: asked again with the fault");
 }
 
+/// A call whose value is a sum the model did not work out (`"a": 1 + 2`) breaks off into text
+/// that is not JSON: it is not sent with the values read before the break. Read from a native
+/// reply's text it is the reply's text, ended by `stop`; emulated, it is asked for again.
+#[tokio::test]
+async fn issue_24_a_call_with_an_expression_for_a_value_is_never_sent_cut_short() {
+    let written = "```json\n{\"name\": \"find_roots\", \"arguments\": {\"a\": 3, \"b\": 1 + 1, \"c\": 1}}\n```";
+    let gw = gateway(Mode::Auto, Engine::Off).await;
+    gw.upstream.push(Reply::text(written));
+    let completion = gw.complete(&roots_request("Find the roots of 3x^2 + 2x + 1 = 0.")).await;
+    let message = &completion["choices"][0]["message"];
+    assert!(message.get("tool_calls").is_none_or(Value::is_null), "{completion:#}");
+    assert_eq!(message["content"], written);
+    assert_eq!(completion["choices"][0]["finish_reason"], "stop");
+
+    let gw = gateway(Mode::Emulate, Engine::Off).await;
+    gw.upstream.push(Reply::text(written));
+    gw.upstream.push(Reply::text(hermes("find_roots", json!({"a": 3, "b": 2, "c": 1}))));
+    let completion = gw.complete(&roots_request("Find the roots of 3x^2 + 2x + 1 = 0.")).await;
+    assert_eq!(
+        calls(&completion),
+        vec![("find_roots".to_owned(), json!({"a": 3.0, "b": 2.0, "c": 1.0}))]
+    );
+    let requests = gw.upstream.requests();
+    assert_eq!(requests.len(), 2);
+    let correction = last_message(&requests[1]).to_string();
+    assert!(correction.contains("not a sum or an expression"), "{correction}");
+}
+
 /// `find_roots(a, b, c)`, three required numbers.
 fn roots_request(user: &str) -> Value {
     json!({"model": MODEL, "messages": [{"role": "user", "content": user}], "tools": [
