@@ -35,6 +35,9 @@ pub(crate) struct Grounding {
     closed: std::sync::OnceLock<String>,
     /// The numbers in `asked` (sorted).
     asked_numbers: Vec<f64>,
+    /// The user's words alone (not the system prompt's), lowercased, for
+    /// [`Grounding::names_tool`].
+    said: String,
 }
 
 /// Whether a value is named in the request.
@@ -54,6 +57,7 @@ impl Grounding {
     pub(crate) fn of(req: &ChatRequest) -> Grounding {
         let mut numbers = Vec::new();
         let mut asked = String::new();
+        let mut said = String::new();
         let mut given = String::new();
         let mut give = |text: &str, numbers: &mut Vec<f64>| {
             numbers_in(text, numbers);
@@ -64,7 +68,12 @@ impl Grounding {
             match message {
                 Message::System(text) | Message::User(text) => {
                     give(text, &mut numbers);
-                    asked.push_str(&text.to_lowercase());
+                    let lower = text.to_lowercase();
+                    if matches!(message, Message::User(_)) {
+                        said.push_str(&lower);
+                        said.push('\n');
+                    }
+                    asked.push_str(&lower);
                     asked.push('\n');
                 }
                 Message::Assistant { text, calls } => {
@@ -90,7 +99,8 @@ impl Grounding {
         numbers_in(&asked, &mut asked_numbers);
         sort(&mut numbers);
         sort(&mut asked_numbers);
-        Grounding { numbers, asked, given, closed: std::sync::OnceLock::new(), asked_numbers }
+        let closed = std::sync::OnceLock::new();
+        Grounding { numbers, asked, given, closed, asked_numbers, said }
     }
 
     /// The required arguments of a call to `spec` whose value holds a number or a short
@@ -259,6 +269,106 @@ impl Grounding {
             Value::Array(_) | Value::Object(_) => Mention::Neutral,
         }
     }
+}
+
+impl Grounding {
+    /// Whether the user's own words name the tool `name` apart from the tools `others`: a
+    /// word of its name (split at `_`, `.`, `-` and where the case changes; three letters or
+    /// more, and not one that names no task, such as `get` or `calculate`) that no name in
+    /// `others` has is a word the user wrote (a longer one by its first five letters:
+    /// `primes` is named by "prime", `coverage` by "coverage ratio").
+    pub(crate) fn names_tool(&self, name: &str, others: &[&str]) -> bool {
+        let taken: Vec<String> = others.iter().flat_map(|other| name_words(other)).collect();
+        let words: Vec<&str> =
+            self.said.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
+        name_words(name)
+            .into_iter()
+            .filter(|w| w.chars().count() >= 3 && !TASKLESS.contains(&w.as_str()))
+            .filter(|w| !taken.contains(w))
+            .any(|w| {
+                let short = w.chars().count() <= 5;
+                words.iter().any(|said| {
+                    if short {
+                        *said == w || said.strip_suffix('s') == Some(&w)
+                    } else {
+                        said.starts_with(&stem(&w))
+                    }
+                })
+            })
+    }
+}
+
+/// Words of tool names that name no task of their own.
+const TASKLESS: &[&str] = &[
+    "get",
+    "set",
+    "find",
+    "fetch",
+    "search",
+    "calculate",
+    "calc",
+    "compute",
+    "analyze",
+    "analyse",
+    "analysis",
+    "check",
+    "create",
+    "make",
+    "info",
+    "information",
+    "details",
+    "detail",
+    "data",
+    "list",
+    "lookup",
+    "query",
+    "retrieve",
+    "tool",
+    "toolkit",
+    "tools",
+    "math",
+    "function",
+    "api",
+    "service",
+    "system",
+    "helper",
+    "util",
+    "utils",
+    "request",
+    "result",
+    "results",
+    "value",
+    "values",
+    "total",
+    "number",
+    "the",
+    "and",
+    "for",
+    "from",
+    "with",
+    "new",
+    "all",
+];
+
+/// The words of a tool name, lowercased: split at anything but a letter or a digit, and
+/// where a lowercase letter is followed by a capital (`getWeatherData`).
+fn name_words(name: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut lower_before = false;
+    for c in name.chars() {
+        if (!c.is_alphanumeric() || (c.is_uppercase() && lower_before)) && !word.is_empty() {
+            words.push(std::mem::take(&mut word));
+        }
+        lower_before = c.is_lowercase();
+        if c.is_alphanumeric() {
+            word.extend(c.to_lowercase());
+        }
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    words
 }
 
 /// How a call waits to be judged ([`Grounding::hold`]).
@@ -570,6 +680,25 @@ mod tests {
         assert!(grounding.guessed(&five, closed).is_empty());
         let other = r#"{"characteristics":["efficient","outgoing"]}"#;
         assert_eq!(grounding.guessed(&five, other).len(), 1);
+    }
+
+    #[test]
+    fn issue_24_a_tool_is_named_by_a_word_of_its_own() {
+        let g = request(
+            "Determine the median and variance for 3,4,5,2,8,5. Also the sum of primes.",
+            vec![],
+        );
+        let g = Grounding::of(&g);
+        assert!(g.names_tool("statistics_variance", &["statistics_median"]));
+        assert!(g.names_tool("math_toolkit.productOfPrimes", &["statistics_median"]));
+        // Only words the earlier tools do not have, and not the taskless ones.
+        assert!(!g.names_tool("statistics_median", &["statistics_median"]));
+        assert!(!g.names_tool("calculate_statistics", &["statistics_median"]));
+        assert!(!g.names_tool("statistics_mode", &["statistics_median"]));
+        // `sum` is a word of its own: "summer" does not name it.
+        let summer = Grounding::of(&request("Plan my summer trip.", vec![]));
+        assert!(!summer.names_tool("sum_numbers", &["plan_trip"]));
+        assert_eq!(name_words("getWeather_data.v2"), ["get", "weather", "data", "v2"]);
     }
 
     #[test]

@@ -96,6 +96,43 @@ async fn issue_24_a_continuation_adds_the_call_a_native_reply_left_out() {
     assert_eq!(completion["usage"]["completion_tokens"], 3 * UPSTREAM_COMPLETION_TOKENS);
 }
 
+/// Two tools a question names, over the same numbers: the continued call to the second
+/// tool adds nothing but its tool, which the user named, so it is kept; a third tool nobody
+/// named ends the reply.
+#[tokio::test]
+async fn issue_24_a_continuation_keeps_a_call_to_another_tool_the_user_named() {
+    let gw = gateway(Mode::Auto, Engine::LlamaCpp).await;
+    let data = json!({"data": [3, 4, 5, 2, 8, 5]});
+    let first = fenced("statistics_median", data.clone());
+    gw.upstream.push(Reply::text(first.clone()));
+    let second = format!("{}{}", continued(&first), rest("statistics_variance", data.clone()));
+    gw.upstream.push(Reply::text(second.clone()));
+    gw.upstream.push(Reply::text(format!(
+        "{}{}",
+        continued(&second),
+        rest("statistics_mode", data.clone())
+    )));
+    let tool = |name: &str| {
+        json!({"type": "function", "function": {"name": name, "parameters": {"type": "object",
+            "properties": {"data": {"type": "array", "items": {"type": "number"}}},
+            "required": ["data"]}}})
+    };
+    let body = json!({"model": MODEL, "messages": [{"role": "user",
+        "content": "Determine the median and variance for the data points 3,4,5,2,8,5."}],
+        "tools": [tool("statistics_median"), tool("statistics_variance"), tool("statistics_mode")]});
+    let completion = gw.complete(&body).await;
+    let numbers = json!({"data": [3.0, 4.0, 5.0, 2.0, 8.0, 5.0]});
+    assert_eq!(
+        calls(&completion),
+        vec![
+            ("statistics_median".to_owned(), numbers.clone()),
+            ("statistics_variance".to_owned(), numbers)
+        ],
+        "{completion:#}"
+    );
+    assert_eq!(gw.upstream.requests().len(), 3, "the third tool was asked for, and not kept");
+}
+
 #[tokio::test]
 async fn issue_24_continued_calls_stream_after_the_first_and_without_an_echo() {
     let gw = gateway(Mode::Auto, Engine::Vllm).await;

@@ -8,8 +8,9 @@
 //! Forced to write a call, the model writes one whether or not the request asked for more:
 //! it repeats the call, changes a value it made up, or names what the user asked for next.
 //! [`judge`] keeps only the last kind: a call that is no repeat, whose every value the user
-//! named or an earlier call carried, and that names something no earlier call did. The
-//! first call it does not keep ends the reply.
+//! named or an earlier call carried, and that names something no earlier call did, or calls
+//! a tool the user named that no earlier call did ("the median and the variance of these
+//! numbers"). The first call it does not keep ends the reply.
 //!
 //! This module is the policy, without I/O: [`Plan`] (what to send), [`Echo`] (upstreams that
 //! send the continued text back first) and [`judge`]. The paths that send and read replies
@@ -143,9 +144,15 @@ pub(crate) fn judge(next: &Made, earlier: &[Made], grounding: &Grounding) -> Res
             }
         }
     });
+    // A call to a tool no earlier call used, which the user named, is something new even
+    // with the same values: "the median and the variance of these numbers".
+    let another_tool = || {
+        let others: Vec<&str> = earlier.iter().map(|call| call.name.as_str()).collect();
+        !others.contains(&next.name.as_str()) && grounding.names_tool(&next.name, &others)
+    };
     match fault {
         Some(stop) => Err(stop),
-        None if new => Ok(()),
+        None if new || another_tool() => Ok(()),
         None => Err(Stop::NothingNew),
     }
 }
@@ -305,6 +312,22 @@ mod tests {
         assert_eq!(judge(&circle, std::slice::from_ref(&first), &g), Err(Stop::NothingNew));
         let again = made("triangle", json!({"a": 3.0, "b": 4, "c": 5.0}));
         assert_eq!(judge(&again, &[first], &g), Err(Stop::Repeat));
+    }
+
+    #[test]
+    fn issue_24_another_tool_the_user_named_is_new_with_the_same_values() {
+        let g = grounding("Determine the median and variance for the data points 3,4,5,2,8,5.");
+        let first = made("statistics_median", json!({"data": [3, 4, 5, 2, 8, 5]}));
+        let next = made("statistics_variance", json!({"data": [3, 4, 5, 2, 8, 5]}));
+        assert_eq!(judge(&next, std::slice::from_ref(&first), &g), Ok(()));
+        let unnamed = made("statistics_mode", json!({"data": [3, 4, 5, 2, 8, 5]}));
+        assert_eq!(judge(&unnamed, std::slice::from_ref(&first), &g), Err(Stop::NothingNew));
+        // The same tool again, or a named one with a value nobody gave, still ends the reply.
+        let mut swapped = first.clone();
+        swapped.arguments = json!({"data": [5, 8, 2, 5, 4, 3]});
+        assert_eq!(judge(&swapped, std::slice::from_ref(&first), &g), Err(Stop::NothingNew));
+        let made_up = made("statistics_variance", json!({"data": [1, 2]}));
+        assert!(matches!(judge(&made_up, &[first], &g), Err(Stop::Unasked { .. })));
     }
 
     #[test]
