@@ -249,17 +249,20 @@ impl Grounding {
     }
 
     /// Whether the user named `value` (a scalar): a number among the numbers they wrote, a
-    /// string among their words (whole words, any case).
+    /// string among their words (whole words, any case): as written, or each of its words,
+    /// in any order and whatever joins them (`"Tordesillas Treaty"` for "the Treaty of
+    /// Tordesillas", `"total_championships"` for "the total championships").
     pub(crate) fn mentions(&self, value: &Value) -> Mention {
         match value {
             Value::Null | Value::Bool(_) => Mention::Neutral,
             Value::String(text) if text.trim().is_empty() => Mention::Neutral,
             Value::String(text) => {
-                if has_words(&self.asked, &text.trim().to_lowercase()) {
-                    Mention::Named
-                } else {
-                    Mention::Absent
-                }
+                let text = text.trim().to_lowercase();
+                let mut words =
+                    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty());
+                let each =
+                    words.clone().next().is_some() && words.all(|w| has_words(&self.asked, w));
+                if each || has_words(&self.asked, &text) { Mention::Named } else { Mention::Absent }
             }
             Value::Number(n) => match n.as_f64() {
                 Some(n) if signed(&self.asked_numbers, n) => Mention::Named,
@@ -717,5 +720,14 @@ mod tests {
         assert_eq!(grounding.mentions(&json!(30)), Mention::Absent);
         assert_eq!(grounding.mentions(&json!(true)), Mention::Neutral);
         assert_eq!(grounding.mentions(&json!("")), Mention::Neutral);
+        // Each word named, in another order or joined otherwise.
+        let grounding = Grounding::of(&request(
+            "The Treaty of Tordesillas, and the total championships he won.",
+            vec![],
+        ));
+        assert_eq!(grounding.mentions(&json!("Tordesillas Treaty")), Mention::Named);
+        assert_eq!(grounding.mentions(&json!("total_championships")), Mention::Named);
+        assert_eq!(grounding.mentions(&json!("Treaty of Paris")), Mention::Absent);
+        assert_eq!(grounding.mentions(&json!("-")), Mention::Absent);
     }
 }
