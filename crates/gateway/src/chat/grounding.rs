@@ -275,10 +275,10 @@ impl Grounding {
 }
 
 impl Grounding {
-    /// Whether the user's own words name the tool `name` apart from the tools `others`: a
-    /// word of its name (split at `_`, `.`, `-` and where the case changes; three letters or
-    /// more, and not one that names no task, such as `get` or `calculate`) that no name in
-    /// `others` has is a word the user wrote (a longer one by its first five letters:
+    /// Whether the user's own words name the tool `name` apart from `others` (other tools'
+    /// names, parameters' names): a word of its name (split at `_`, `.`, `-` and where the
+    /// case changes; three letters or more, and not one that names no task, such as `get` or
+    /// `calculate`) that no name in `others` has is a word the user wrote (a longer one by its first five letters:
     /// `primes` is named by "prime", `coverage` by "coverage ratio").
     pub(crate) fn names_tool(&self, name: &str, others: &[&str]) -> bool {
         let taken: Vec<String> = others.iter().flat_map(|other| name_words(other)).collect();

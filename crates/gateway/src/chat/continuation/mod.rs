@@ -145,10 +145,21 @@ pub(crate) fn judge(next: &Made, earlier: &[Made], grounding: &Grounding) -> Res
         }
     });
     // A call to a tool no earlier call used, which the user named, is something new even
-    // with the same values: "the median and the variance of these numbers".
+    // with the same values: "the median and the variance of these numbers". Named by a word
+    // of its own: not one of the earlier tools' names, nor of the calls' parameters ("the
+    // initial speed" does not name `calculate_final_speed(initial_speed, …)`).
     let another_tool = || {
         let others: Vec<&str> = earlier.iter().map(|call| call.name.as_str()).collect();
-        !others.contains(&next.name.as_str()) && grounding.names_tool(&next.name, &others)
+        if others.contains(&next.name.as_str()) {
+            return false;
+        }
+        let keys = earlier.iter().chain([next]).filter_map(|call| call.arguments.as_object());
+        let taken: Vec<&str> = others
+            .iter()
+            .copied()
+            .chain(keys.flat_map(|keys| keys.keys().map(String::as_str)))
+            .collect();
+        grounding.names_tool(&next.name, &taken)
     };
     match fault {
         Some(stop) => Err(stop),
@@ -322,6 +333,11 @@ mod tests {
         assert_eq!(judge(&next, std::slice::from_ref(&first), &g), Ok(()));
         let unnamed = made("statistics_mode", json!({"data": [3, 4, 5, 2, 8, 5]}));
         assert_eq!(judge(&unnamed, std::slice::from_ref(&first), &g), Err(Stop::NothingNew));
+        // A word of a parameter names no task: "initial speed" is an input of both tools.
+        let g = grounding("The displacement of a car at an initial speed of 20 m/s for 5 s?");
+        let shown = made("kinematics_displacement", json!({"initial_speed": 20, "time": 5}));
+        let speed = made("kinematics_final_speed", json!({"initial_speed": 20, "time": 5}));
+        assert_eq!(judge(&speed, std::slice::from_ref(&shown), &g), Err(Stop::NothingNew));
         // The same tool again, or a named one with a value nobody gave, still ends the reply.
         let mut swapped = first.clone();
         swapped.arguments = json!({"data": [5, 8, 2, 5, 4, 3]});
