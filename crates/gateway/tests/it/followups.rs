@@ -133,6 +133,41 @@ async fn issue_24_a_continuation_keeps_a_call_to_another_tool_the_user_named() {
     assert_eq!(gw.upstream.requests().len(), 3, "the third tool was asked for, and not kept");
 }
 
+/// "A loss of $1000" is `-1000`: a continued call holding the number with the sign the
+/// words give is kept.
+#[tokio::test]
+async fn issue_24_a_number_given_with_the_other_sign_is_kept_in_a_continued_call() {
+    let gw = gateway(Mode::Auto, Engine::LlamaCpp).await;
+    let first = fenced("roi", json!({"initial_investment": 2000, "gain_loss": 500}));
+    gw.upstream.push(Reply::text(first.clone()));
+    let second = format!(
+        "{}{}",
+        continued(&first),
+        rest("roi", json!({"initial_investment": 5000, "gain_loss": -1000}))
+    );
+    gw.upstream.push(Reply::text(second.clone()));
+    gw.upstream.push(Reply::text(format!(
+        "{}{}",
+        continued(&second),
+        rest("roi", json!({"initial_investment": 5000, "gain_loss": -1000}))
+    )));
+    let body = json!({"model": MODEL, "messages": [{"role": "user", "content":
+        "Return on investment for $2000 with a gain of $500, then for $5000 with a loss of $1000."}],
+        "tools": [{"type": "function", "function": {"name": "roi", "parameters": {"type": "object",
+            "properties": {"initial_investment": {"type": "integer"}, "gain_loss": {"type": "integer"}},
+            "required": ["initial_investment", "gain_loss"]}}}]});
+    let completion = gw.complete(&body).await;
+    let got: Vec<Value> = calls(&completion).into_iter().map(|(_, args)| args).collect();
+    assert_eq!(
+        got,
+        vec![
+            json!({"initial_investment": 2000, "gain_loss": 500}),
+            json!({"initial_investment": 5000, "gain_loss": -1000})
+        ],
+        "{completion:#}"
+    );
+}
+
 #[tokio::test]
 async fn issue_24_continued_calls_stream_after_the_first_and_without_an_echo() {
     let gw = gateway(Mode::Auto, Engine::Vllm).await;
