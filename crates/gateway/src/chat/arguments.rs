@@ -152,11 +152,16 @@ const SCALAR_TYPES: &[&str] = &["string", "integer", "number", "boolean"];
 /// more than [`MAX_FAN_OUT`], values that are not scalars), and for a string parameter
 /// described as a list (`comma-separated`), which wants the values joined, not split.
 pub(crate) fn fan_out(tool: &ToolSpec, arguments: &str) -> Option<Vec<String>> {
+    // Most calls hold no list at all: they are not parsed again here.
+    if !arguments.contains('[') {
+        return None;
+    }
     let properties = tool.parameters.as_ref()?.get("properties")?.as_object()?;
     let Ok(Value::Object(object)) = serde_json::from_str::<Value>(arguments) else {
         return None;
     };
     let mut length = 1;
+    let mut packed: Vec<&str> = Vec::new();
     for (key, value) in &object {
         let Value::Array(values) = value else { continue };
         let Some(property) = properties.get(key) else { continue };
@@ -178,6 +183,7 @@ pub(crate) fn fan_out(tool: &ToolSpec, arguments: &str) -> Option<Vec<String>> {
             n if n == length => {}
             _ => return None,
         }
+        packed.push(key);
     }
     if length == 1 {
         return None;
@@ -185,13 +191,10 @@ pub(crate) fn fan_out(tool: &ToolSpec, arguments: &str) -> Option<Vec<String>> {
     let piece = |i: usize| {
         let mut one = Map::new();
         for (key, value) in &object {
-            let scalar = properties
-                .get(key)
-                .and_then(|p| p.get("type"))
-                .and_then(Value::as_str)
-                .is_some_and(|kind| SCALAR_TYPES.contains(&kind));
             let value = match value {
-                Value::Array(values) if scalar => values.get(i).or(values.first()),
+                Value::Array(values) if packed.contains(&key.as_str()) => {
+                    values.get(i).or(values.first())
+                }
                 _ => Some(value),
             };
             one.insert(key.clone(), value.cloned().unwrap_or(Value::Null));
