@@ -161,12 +161,13 @@ pub(crate) fn fan_out(tool: &ToolSpec, arguments: &str) -> Option<Vec<String>> {
         return None;
     };
     let mut length = 1;
-    let mut packed: Vec<&str> = Vec::new();
+    // The keys whose lists are split, each with its parameter's type.
+    let mut packed: Vec<(&str, &str)> = Vec::new();
     for (key, value) in &object {
         let Value::Array(values) = value else { continue };
         let Some(property) = properties.get(key) else { continue };
-        let kind = property.get("type").and_then(Value::as_str);
-        if !kind.is_some_and(|kind| SCALAR_TYPES.contains(&kind)) {
+        let Some(kind) = property.get("type").and_then(Value::as_str) else { continue };
+        if !SCALAR_TYPES.contains(&kind) {
             continue;
         }
         let description = property.get("description").and_then(Value::as_str).unwrap_or("");
@@ -183,7 +184,7 @@ pub(crate) fn fan_out(tool: &ToolSpec, arguments: &str) -> Option<Vec<String>> {
             n if n == length => {}
             _ => return None,
         }
-        packed.push(key);
+        packed.push((key, kind));
     }
     if length == 1 {
         return None;
@@ -191,17 +192,40 @@ pub(crate) fn fan_out(tool: &ToolSpec, arguments: &str) -> Option<Vec<String>> {
     let piece = |i: usize| {
         let mut one = Map::new();
         for (key, value) in &object {
-            let value = match value {
-                Value::Array(values) if packed.contains(&key.as_str()) => {
-                    values.get(i).or(values.first())
+            let value = match (value, packed.iter().find(|(k, _)| k == key)) {
+                (Value::Array(values), Some((_, kind))) => {
+                    values.get(i).or(values.first()).map(|v| as_type(v, kind))
                 }
-                _ => Some(value),
+                _ => Some(value.clone()),
             };
-            one.insert(key.clone(), value.cloned().unwrap_or(Value::Null));
+            one.insert(key.clone(), value.unwrap_or(Value::Null));
         }
         Value::Object(one).to_string()
     };
     Some((0..length).map(piece).collect())
+}
+
+/// A value out of a packed list, as the parameter's type takes it: the parser coerces the
+/// values it reads to their schema, but the members of a list where one value goes have no
+/// schema of their own (`"days": ["2", "3"]` for an integer: 2 and 3).
+fn as_type(value: &Value, kind: &str) -> Value {
+    let coerced = match (kind, value) {
+        ("integer", Value::String(text)) => text.trim().parse::<i64>().ok().map(Value::from),
+        ("number", Value::String(text)) => text
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .and_then(serde_json::Number::from_f64)
+            .map(Value::Number),
+        ("boolean", Value::String(text)) => match text.trim().to_lowercase().as_str() {
+            "true" => Some(Value::Bool(true)),
+            "false" => Some(Value::Bool(false)),
+            _ => None,
+        },
+        ("string", Value::Number(number)) => Some(Value::String(number.to_string())),
+        _ => None,
+    };
+    coerced.unwrap_or_else(|| value.clone())
 }
 
 #[cfg(test)]
@@ -329,5 +353,31 @@ mod tests {
             false,
         );
         assert_eq!(fan_out(&joined, r#"{"items":["a","b"]}"#), None);
+    }
+
+    /// BFCL's `parallel_0` (emulated): `"duration": ["20", "15"]` for an integer parameter
+    /// went out as two calls with `"duration": "20"` and `"15"`, strings the client's schema
+    /// does not take.
+    #[test]
+    fn issue_24_split_values_take_their_parameter_type() {
+        let typed = tool(
+            json!({"type": "object", "properties": {
+                "artist": {"type": "string"},
+                "duration": {"type": "integer"},
+                "rate": {"type": "number"},
+                "loud": {"type": "boolean"}
+            }}),
+            false,
+        );
+        assert_eq!(
+            fan_out(
+                &typed,
+                r#"{"artist":["Taylor Swift",5],"duration":["20"," 15 "],"rate":["0.5","x"],"loud":["TRUE","false"]}"#
+            ),
+            Some(vec![
+                r#"{"artist":"Taylor Swift","duration":20,"rate":0.5,"loud":true}"#.to_owned(),
+                r#"{"artist":"5","duration":15,"rate":"x","loud":false}"#.to_owned(),
+            ])
+        );
     }
 }

@@ -229,7 +229,8 @@ async fn issue_24_no_continuation_without_an_upstream_that_continues_or_parallel
 /// an emulated one, with no retry; with one call per reply allowed it is not split.
 #[tokio::test]
 async fn issue_24_a_call_packing_two_cities_becomes_a_call_for_each() {
-    let packed = json!({"city": ["Paris", "Rome"], "unit": ["celsius"]});
+    // The days as strings, as a small model packs them: each call gets an integer.
+    let packed = json!({"city": ["Paris", "Rome"], "unit": ["celsius"], "days": ["2", "3"]});
     for (mode, stream) in
         [(Mode::Auto, false), (Mode::Auto, true), (Mode::Emulate, false), (Mode::Emulate, true)]
     {
@@ -239,7 +240,8 @@ async fn issue_24_a_call_packing_two_cities_becomes_a_call_for_each() {
         } else {
             hermes("get_weather", packed.clone())
         }));
-        let body = request("What is the weather in Paris and in Rome, in celsius?");
+        let body =
+            request("What is the weather in Paris and in Rome, in celsius, for 2 and 3 days?");
         let got: Vec<(String, Value)> = if stream {
             let streamed = check_stream(&gw.stream_ok(&body).await, false);
             assert_eq!(streamed.finish_reason, "tool_calls");
@@ -249,9 +251,10 @@ async fn issue_24_a_call_packing_two_cities_becomes_a_call_for_each() {
         } else {
             calls(&gw.complete(&body).await)
         };
-        let call =
-            |city: &str| ("get_weather".to_owned(), json!({"city": city, "unit": "celsius"}));
-        assert_eq!(got, vec![call("Paris"), call("Rome")], "{mode:?} stream={stream}");
+        let call = |city: &str, days: u32| {
+            ("get_weather".to_owned(), json!({"city": city, "unit": "celsius", "days": days}))
+        };
+        assert_eq!(got, vec![call("Paris", 2), call("Rome", 3)], "{mode:?} stream={stream}");
         assert_eq!(gw.upstream.requests().len(), 1, "{mode:?} stream={stream}: no retry");
     }
 
