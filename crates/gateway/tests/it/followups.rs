@@ -268,12 +268,13 @@ async fn issue_24_a_call_packing_two_cities_becomes_a_call_for_each() {
     assert_eq!(gw.upstream.requests().len(), 2, "not split: asked again with the fault");
 }
 
-/// A call whose value is a sum the model did not work out (`"a": 1 + 2`) breaks off into text
-/// that is not JSON: it is not sent with the values read before the break. Read from a native
-/// reply's text it is the reply's text, ended by `stop`; emulated, it is asked for again.
+/// A call whose value is an expression the parser cannot work out (`"b": 1 + x`) breaks off
+/// into text that is not JSON: it is not sent with the values read before the break. Read
+/// from a native reply's text it is the reply's text, ended by `stop`; emulated, it is asked
+/// for again. A sum of numbers (`"b": 4 / 2`) is worked out and the call goes out.
 #[tokio::test]
 async fn issue_24_a_call_with_an_expression_for_a_value_is_never_sent_cut_short() {
-    let written = "```json\n{\"name\": \"find_roots\", \"arguments\": {\"a\": 3, \"b\": 1 + 1, \"c\": 1}}\n```";
+    let written = "```json\n{\"name\": \"find_roots\", \"arguments\": {\"a\": 3, \"b\": 1 + x, \"c\": 1}}\n```";
     let gw = gateway(Mode::Auto, Engine::Off).await;
     gw.upstream.push(Reply::text(written));
     let completion = gw.complete(&roots_request("Find the roots of 3x^2 + 2x + 1 = 0.")).await;
@@ -294,6 +295,24 @@ async fn issue_24_a_call_with_an_expression_for_a_value_is_never_sent_cut_short(
     assert_eq!(requests.len(), 2);
     let correction = last_message(&requests[1]).to_string();
     assert!(correction.contains("not a sum or an expression"), "{correction}");
+
+    for mode in [Mode::Auto, Mode::Emulate] {
+        let gw = gateway(mode, Engine::Off).await;
+        let summed =
+            "{\"name\": \"find_roots\", \"arguments\": {\"a\": 3, \"b\": 4 / 2, \"c\": 1}}";
+        gw.upstream.push(Reply::text(if mode == Mode::Auto {
+            format!("```json\n{summed}\n```")
+        } else {
+            format!("<tool_call>\n{summed}\n</tool_call>")
+        }));
+        let completion = gw.complete(&roots_request("Find the roots of 3x^2 + 2x + 1 = 0.")).await;
+        assert_eq!(
+            calls(&completion),
+            vec![("find_roots".to_owned(), json!({"a": 3.0, "b": 2.0, "c": 1.0}))],
+            "{mode:?}"
+        );
+        assert_eq!(gw.upstream.requests().len(), 1, "{mode:?}: not asked again");
+    }
 }
 
 /// `find_roots(a, b, c)`, three required numbers.

@@ -2,6 +2,7 @@
 
 pub(crate) mod args;
 pub(crate) mod canon;
+pub(crate) mod expr;
 pub(crate) mod reader;
 pub(crate) mod scalar;
 pub(crate) mod scan;

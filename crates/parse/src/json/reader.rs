@@ -6,8 +6,11 @@
 //! and smart quotes, unquoted keys, trailing or missing commas, comments, Python
 //! literals, raw control characters in strings) and reports each repair.
 
+use crate::json::expr;
+
+mod arithmetic;
 use crate::json::scalar::{Scalar, canonical_scalar};
-use crate::json::scan::plain_run;
+use crate::json::scan::{plain_run, stop_table_for};
 pub(crate) use crate::json::sink::{Closed, Frame, Sink};
 
 /// How far `feed` got.
@@ -36,7 +39,7 @@ enum Expect {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Quote {
+pub(crate) enum Quote {
     Double,
     Single,
     /// Opened with U+201C, closed by U+201D (or `"`).
@@ -77,6 +80,13 @@ enum Lex {
     TokenOpen {
         key: bool,
         k: u8,
+    },
+    /// A number in an object or array, then white space: it stands unless an operator
+    /// follows (`8 / 100`, a sum the model did not work out; [`crate::json::expr`]).
+    AfterNumber,
+    /// An arithmetic expression being collected in `scalar`, `depth` parentheses open.
+    Expr {
+        depth: u8,
     },
     /// A `/` that may start a comment.
     Slash,
@@ -119,40 +129,6 @@ pub(crate) fn is_ws(b: u8) -> bool {
 
 fn is_scalar_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'_' | b'+' | b'-' | b'.' | b'$')
-}
-
-/// Bytes that end a run of plain string text: the closing quote, `\`, control
-/// characters, and for smart quotes the lead byte of U+201D / U+2019.
-#[expect(clippy::indexing_slicing, reason = "const evaluation; every index is below 256")]
-const fn stop_table(quote: Quote) -> [bool; 256] {
-    let mut table = [false; 256];
-    let mut b = 0;
-    while b < 0x20 {
-        table[b] = true;
-        b += 1;
-    }
-    table[b'\\' as usize] = true;
-    table[b'"' as usize] = true;
-    match quote {
-        Quote::Double => {}
-        Quote::Single => table[b'\'' as usize] = true,
-        Quote::SmartDouble | Quote::SmartSingle => table[0xE2] = true,
-        Quote::Token => {}
-    }
-    table
-}
-
-static STOP_DOUBLE: [bool; 256] = stop_table(Quote::Double);
-static STOP_SINGLE: [bool; 256] = stop_table(Quote::Single);
-static STOP_SMART: [bool; 256] = stop_table(Quote::SmartDouble);
-
-fn stop_table_for(quote: Quote) -> &'static [bool; 256] {
-    match quote {
-        Quote::Double => &STOP_DOUBLE,
-        Quote::Single => &STOP_SINGLE,
-        Quote::SmartDouble | Quote::SmartSingle => &STOP_SMART,
-        Quote::Token => &STOP_DOUBLE,
-    }
 }
 
 impl Reader {
@@ -299,6 +275,18 @@ impl Reader {
                     if is_scalar_byte(b) || (key && b == b' ' && self.string_token.is_some()) {
                         self.scalar.push(char::from(b));
                         i += 1;
+                    } else if !key
+                        && (is_ws(b) || matches!(b, b'*' | b'/'))
+                        && !self.stack.is_empty()
+                        && expr::is_number(&self.scalar)
+                    {
+                        self.lex = if is_ws(b) {
+                            Lex::AfterNumber
+                        } else {
+                            self.scalar.push(char::from(b));
+                            Lex::Expr { depth: 0 }
+                        };
+                        i += 1;
                     } else {
                         self.lex = Lex::Structural;
                         if key {
@@ -308,6 +296,10 @@ impl Reader {
                         }
                     }
                 }
+                Lex::AfterNumber | Lex::Expr { .. } => match self.arithmetic(b, sink) {
+                    Some(n) => i += n,
+                    None => return Status::Invalid(i),
+                },
                 Lex::Slash => match b {
                     b'/' => {
                         self.lex = Lex::LineComment;
@@ -378,7 +370,9 @@ impl Reader {
     /// What [`Reader::finish`] would close now.
     pub(crate) fn open_cut(&self) -> Closed {
         let in_value = match self.lex {
-            Lex::Str { .. } | Lex::Scalar { .. } | Lex::TokenOpen { .. } => true,
+            Lex::Str { .. } | Lex::Scalar { .. } | Lex::TokenOpen { .. } | Lex::Expr { .. } => true,
+            // The number stands: `finish` ends it as whole.
+            Lex::AfterNumber => return Closed::Brackets,
             Lex::Slash | Lex::LineComment | Lex::BlockComment { .. } | Lex::Structural => false,
         };
         if in_value || (self.started && self.expect != Expect::CommaOrEnd && !self.stack.is_empty())
@@ -411,6 +405,14 @@ impl Reader {
             }
             Lex::Str { key: true, .. } | Lex::Scalar { key: true } => {
                 self.key.clear();
+                closed = Closed::Value;
+            }
+            Lex::AfterNumber => self.end_scalar(sink),
+            // Cut off: what there is may have gone on (`8 / 10` of `8 / 100`), so it is
+            // not worked out; the key has no value.
+            Lex::Expr { .. } => {
+                self.scalar.clear();
+                self.expect = Expect::CommaOrEnd;
                 closed = Closed::Value;
             }
             Lex::TokenOpen { key, .. } => {

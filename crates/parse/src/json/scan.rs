@@ -1,6 +1,42 @@
 //! The fast scan of a string body: how far plain text runs before a byte that needs a
 //! look (a quote, a backslash, a control character).
 
+use crate::json::reader::Quote;
+
+/// Bytes that end a run of plain string text: the closing quote, `\`, control
+/// characters, and for smart quotes the lead byte of U+201D / U+2019.
+#[expect(clippy::indexing_slicing, reason = "const evaluation; every index is below 256")]
+const fn stop_table(quote: Quote) -> [bool; 256] {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        table[b] = true;
+        b += 1;
+    }
+    table[b'\\' as usize] = true;
+    table[b'"' as usize] = true;
+    match quote {
+        Quote::Double => {}
+        Quote::Single => table[b'\'' as usize] = true,
+        Quote::SmartDouble | Quote::SmartSingle => table[0xE2] = true,
+        Quote::Token => {}
+    }
+    table
+}
+
+static STOP_DOUBLE: [bool; 256] = stop_table(Quote::Double);
+static STOP_SINGLE: [bool; 256] = stop_table(Quote::Single);
+static STOP_SMART: [bool; 256] = stop_table(Quote::SmartDouble);
+
+pub(crate) fn stop_table_for(quote: Quote) -> &'static [bool; 256] {
+    match quote {
+        Quote::Double => &STOP_DOUBLE,
+        Quote::Single => &STOP_SINGLE,
+        Quote::SmartDouble | Quote::SmartSingle => &STOP_SMART,
+        Quote::Token => &STOP_DOUBLE,
+    }
+}
+
 /// How many bytes at the start of `rest` are plain string text (none of them a stop byte
 /// of `table`). With `words` (the table is the double-quote table: control characters, `"` and
 /// `\\`), eight bytes are checked at a time first, the long runs of a file's content.

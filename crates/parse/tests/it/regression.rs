@@ -596,3 +596,34 @@ fn issue_29_container_after_a_rejected_call_holds_its_bytes() {
         }
     }
 }
+
+/// A sum where a value goes (`"rate": 8 / 100`, a small model's way with "8%") is worked out,
+/// with a warning, in every chunking; what is no sum read here (a variable, `^`) still
+/// breaks the call off into text, and comments after numbers are still comments.
+#[test]
+fn issue_24_arithmetic_where_a_number_goes_is_worked_out() {
+    let parsed = parse_all_ways(
+        "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"rate\": 8 / 100, \"seconds\": 3 * 60, \
+         \"angle\": 2 * Math.PI, \"sum\": 10 + 15, \"both\": [20 * 60, 1e-9 * 3], \"n\": 2/4}}\n</tool_call>",
+    );
+    assert_eq!(parsed.calls.len(), 1, "{parsed:?}");
+    assert_eq!(
+        parsed.calls[0].arguments,
+        r#"{"rate":0.08,"seconds":180,"angle":6.28318530717959,"sum":25,"both":[1200,0.000000003],"n":0.5}"#
+    );
+    assert_warns(&parsed, WarningCode::RepairedJson, "arithmetic expression");
+    for broken in [
+        "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1 + x}}\n</tool_call>",
+        "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"c\": 3 * 10^8}}\n</tool_call>",
+        "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1 / 0}}\n</tool_call>",
+    ] {
+        let parsed = parse_all_ways(broken);
+        assert!(parsed.calls.is_empty(), "{broken}: {parsed:?}");
+        assert_eq!(parsed.content, broken);
+    }
+    // Unchanged: numbers with comments or white space after them.
+    let parsed = parse_all_ways(
+        "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 2 /* two */, \"b\": 30 // s\n, \"c\": [1 , 2.50 ], \"d\": 4 }}\n</tool_call>",
+    );
+    assert_eq!(parsed.calls[0].arguments, r#"{"a":2,"b":30,"c":[1,2.50],"d":4}"#);
+}
