@@ -58,6 +58,28 @@ pub(crate) fn faults(tool: &ToolSpec, arguments: &str) -> Vec<String> {
     out
 }
 
+/// How a fault about a piece of the schema written as a value ends.
+const NOT_A_VALUE: &str = "not a value: write the value itself";
+
+/// Whether `arguments` recite the tool's schema instead of giving values: the whole object
+/// is the schema (`{"type": "object", "properties": …}`, where the tool declares no such
+/// parameters), or a value is a piece of it (`{"city": {"type": "string"}}`).
+pub(crate) fn recite_schema(tool: &ToolSpec, arguments: &str) -> bool {
+    let Some(schema) = tool.parameters.as_ref() else {
+        return false;
+    };
+    let Ok(value @ Value::Object(_)) = serde_json::from_str::<Value>(arguments) else {
+        return false;
+    };
+    let declared = |key: &str| {
+        schema.get("properties").and_then(Value::as_object).is_some_and(|p| p.contains_key(key))
+    };
+    let whole = ["type", "properties"].iter().all(|key| value.get(key).is_some() && !declared(key));
+    let mut out = Vec::new();
+    walk(schema, &value, "", &mut out, 0);
+    whole || out.iter().any(|fault| fault.ends_with(NOT_A_VALUE))
+}
+
 /// Whether a value is a JSON Schema object (`{"type": "string", "description": …}`).
 fn looks_like_schema(value: &Map<String, Value>) -> bool {
     let typed = value.get("type").and_then(Value::as_str).is_some_and(|t| TYPE_NAMES.contains(&t));
@@ -109,7 +131,7 @@ fn walk(schema: &Value, value: &Value, path: &str, out: &mut Vec<String>, depth:
         match item {
             Value::Object(inner) if looks_like_schema(inner) => {
                 out.push(format!(
-                    "{} holds a piece of the schema ({item}), not a value: write the value itself",
+                    "{} holds a piece of the schema ({item}), {NOT_A_VALUE}",
                     at(path, key)
                 ));
                 continue;
@@ -126,7 +148,7 @@ fn walk(schema: &Value, value: &Value, path: &str, out: &mut Vec<String>, depth:
                     .is_some_and(|e| e.contains(item));
                 if copied && !allowed {
                     out.push(format!(
-                        "{} is \"{text}\", which the schema describes the parameter with, not a value: write the value itself",
+                        "{} is \"{text}\", which the schema describes the parameter with, {NOT_A_VALUE}",
                         at(path, key)
                     ));
                     continue;
@@ -353,6 +375,30 @@ mod tests {
             false,
         );
         assert_eq!(fan_out(&joined, r#"{"items":["a","b"]}"#), None);
+    }
+
+    /// BFCL's `irrelevance_0` (emulated): the model recited the tool's schema as the
+    /// arguments, twice; such a reply is no call.
+    #[test]
+    fn issue_24_a_schema_recited_as_arguments_is_told_apart() {
+        let recited = [
+            r#"{"type":"object","properties":{"city":{"type":"string","description":"The city name"}},"required":["city"]}"#,
+            r#"{"city":{"type":"string"}}"#,
+            r#"{"city":"The city name"}"#,
+            r#"{"city":"Paris","where":{"type":"object","properties":{"lat":{"type":"number"}}}}"#,
+        ];
+        for args in recited {
+            assert!(recite_schema(&weather(), args), "{args}");
+        }
+        for args in [r#"{"city":"Paris","unit":"celsius"}"#, r#"{"city":"Paris","type":"x"}"#, "[]"]
+        {
+            assert!(!recite_schema(&weather(), args), "{args}");
+        }
+        let typed = tool(
+            json!({"type": "object", "properties": {"type": {"type": "string"}, "properties": {"type": "object"}}}),
+            false,
+        );
+        assert!(!recite_schema(&typed, r#"{"type":"house","properties":{"rooms":3}}"#));
     }
 
     /// BFCL's `parallel_0` (emulated): `"duration": ["20", "15"]` for an integer parameter

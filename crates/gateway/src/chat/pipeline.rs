@@ -722,9 +722,30 @@ mod tests {
 
     #[tokio::test]
     async fn issue_24_after_the_retries_a_bad_call_goes_out_unless_its_tool_is_strict() {
-        let upstream = Scripted::new(&[SCHEMA_COPIED, SCHEMA_COPIED]);
+        let unknown_key = "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"town\": \"Paris\"}}</tool_call>";
+        let upstream = Scripted::new(&[unknown_key, unknown_key]);
         let events = collect(&upstream, with_schema(ToolChoice::Auto, false)).await;
-        assert_eq!(calls(&events), vec![r#"{"city":{"type":"string"}}"#.to_owned()], "{events:?}");
+        let written = r#"{"city":"Paris","town":"Paris"}"#.to_owned();
+        assert_eq!(calls(&events), vec![written], "{events:?}");
+
+        // A call that only recites the schema is no call: a plain answer is asked for.
+        let upstream = Scripted::new(&[SCHEMA_COPIED, SCHEMA_COPIED, "It depends on the city."]);
+        let events = collect(&upstream, with_schema(ToolChoice::Auto, false)).await;
+        assert!(calls(&events).is_empty(), "{events:?}");
+        let text: String = events
+            .iter()
+            .filter_map(|e| match e {
+                Ok(ChatEvent::Text(text)) => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(text, "It depends on the city.");
+        let plain = {
+            let sent = upstream.sent.lock().unwrap();
+            assert_eq!(sent.len(), 3);
+            sent[2].system.clone()
+        };
+        assert!(!plain.contains("get_weather"), "asked for without tools: {plain}");
 
         let upstream = Scripted::new(&[SCHEMA_COPIED, SCHEMA_COPIED]);
         let events = collect(&upstream, with_schema(ToolChoice::Auto, true)).await;

@@ -548,6 +548,9 @@ impl Shaper {
                 }
                 return;
             }
+            if self.recited(&call) {
+                return;
+            }
         }
         let mut call = call;
         if call.held && complete && !self.judged(&mut call) {
@@ -570,6 +573,28 @@ impl Shaper {
         if complete {
             self.sent.push(Sent { name: call.name, arguments: call.arguments, span });
         }
+    }
+
+    /// Whether a held call that no retry can mend only recites its tool's schema
+    /// (`arguments::recite_schema`), under `tool_choice: "auto"` with a judge of values: it
+    /// is no call, and is dropped as a guess (with nothing else, a plain answer is asked for).
+    fn recited(&mut self, call: &Pending) -> bool {
+        let judged = matches!(self.judge, Some(Judge::Grounding(_)));
+        let recited = call.held
+            && judged
+            && self.check == ArgumentCheck::Final
+            && self.choice == ToolChoice::Auto
+            && self
+                .declared
+                .specs
+                .get(&call.name)
+                .is_some_and(|spec| arguments::recite_schema(spec, &call.arguments));
+        if recited {
+            tracing::info!(tool = %call.name, arguments = %call.arguments,
+                "dropped a call that recites its tool's schema instead of values");
+            self.guesses.push(format!("{}: its schema, not values", call.name));
+        }
+        recited
     }
 
     /// A held, whole call that packed several values into parameters that take one, as the

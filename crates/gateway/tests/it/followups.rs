@@ -502,18 +502,45 @@ async fn issue_24_a_native_reply_whose_call_copies_the_schema_is_asked_for_again
     let metrics = gw.http().get(gw.url("/metrics")).send().await.unwrap().text().await.unwrap();
     assert!(metrics.contains(r#"reason="invalid_arguments""#), "{metrics}");
 
-    // With no retries, the call goes out as written, in one request.
+    // With no retries, a call that only recites the schema is no call: a plain answer is
+    // asked for instead (without tools), as for a guess. BFCL's `irrelevance_0`: the model
+    // recited `determine_body_mass_index`'s schema for a question about a triangle.
     let gw = spawn_gateway(|config| {
         config.mode = Mode::Auto;
         config.max_retries = 0;
     })
     .await;
     gw.upstream.push(Reply::text(copied));
+    gw.upstream.push(Reply::text("It is sunny in Paris."));
     let completion = gw.complete(&request("What is the weather in Paris?")).await;
-    assert_eq!(
-        calls(&completion),
-        vec![("get_weather".to_owned(), json!({"city": {"type": "string"}}))]
-    );
+    assert!(calls(&completion).is_empty(), "{completion:#}");
+    assert_eq!(completion["choices"][0]["message"]["content"], "It is sunny in Paris.");
+    let requests = gw.upstream.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(requests[1].get("tools").is_none(), "the plain answer is asked for without tools");
+
+    // Emulated, the same after the retry.
+    let gw = gateway(Mode::Emulate, Engine::Off).await;
+    let recited = json!({"type": "object", "properties": {"city": {"type": "string"}}});
+    for _ in 0..2 {
+        gw.upstream.push(Reply::text(hermes("get_weather", recited.clone())));
+    }
+    gw.upstream.push(Reply::text("It is sunny in Paris."));
+    let completion = gw.complete(&request("What is the weather in Paris?")).await;
+    assert!(calls(&completion).is_empty(), "{completion:#}");
+    assert_eq!(completion["choices"][0]["message"]["content"], "It is sunny in Paris.");
+    assert_eq!(gw.upstream.requests().len(), 3, "a try, a retry, and the plain answer");
+
+    // Any other fault, with no retries, goes out as written, in one request.
+    let gw = spawn_gateway(|config| {
+        config.mode = Mode::Auto;
+        config.max_retries = 0;
+    })
+    .await;
+    let unknown_key = json!({"city": "Paris", "town": "Paris"});
+    gw.upstream.push(Reply::text(fenced("get_weather", unknown_key.clone())));
+    let completion = gw.complete(&request("What is the weather in Paris?")).await;
+    assert_eq!(calls(&completion), vec![("get_weather".to_owned(), unknown_key)]);
     assert_eq!(gw.upstream.requests().len(), 1);
 }
 
