@@ -81,7 +81,9 @@ def toolshim_bin() -> Path:
 class Gateway:
     """A `toolshim serve` on a free loopback port, stopped by `stop()`."""
 
-    def __init__(self, engine_url: str, flags: tuple[str, ...], config: str = ""):
+    def __init__(self, engine_url: str, flags: tuple[str, ...], config: str = "", log: Path | None = None):
+        """`log`: a file that keeps the gateway's whole log, at `info` (the levers' decisions:
+        retries and their reasons, guesses, continuations, splits), appended to."""
         args = [str(toolshim_bin()), "serve", "--upstream", engine_url, "--listen", "127.0.0.1:0", *flags]
         self.config_file = None
         if config:
@@ -90,7 +92,8 @@ class Gateway:
             self.config_file.close()
             args += ["--config", self.config_file.name]
         env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLSHIM_")}
-        env.setdefault("RUST_LOG", "warn")
+        env.setdefault("RUST_LOG", "info" if log else "warn")
+        self.log_file = log.open("a", encoding="utf-8") if log else None
         self.args = args
         self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, env=env)
@@ -113,6 +116,9 @@ class Gateway:
         for raw in iter(self.proc.stderr.readline, b""):
             line = raw.decode("utf-8", "replace")
             self.log.append(line)
+            if self.log_file is not None:
+                self.log_file.write(line)
+                self.log_file.flush()
             if len(self.log) > 2000:
                 del self.log[:1000]
             if not sent:
@@ -120,6 +126,12 @@ class Gateway:
                 sent = True
         if not sent:
             first.put(None)
+
+    def mark(self, text: str) -> None:
+        """A line of the runner's own in the kept log (which case follows)."""
+        if self.log_file is not None:
+            self.log_file.write(f"===== {text}\n")
+            self.log_file.flush()
 
     def stop(self) -> None:
         if self.config_file is not None:

@@ -13,7 +13,8 @@ it if needed). It writes, under --out (default target/bfcl/<date>-seed<seed>):
 results.json (every request), table.md (the table below), and chart.png with --chart; and,
 as it goes, results.jsonl (a case a line), from which --resume goes on with a run that was
 cut short. --merge DIR... sends nothing: it makes one table (and chart) of several runs, such
-as a full run made a category at a time.
+as a full run made a category at a time. --log keeps each gateway arm's log (gateway-ARM.log,
+a `===== ID` line before each case's lines).
 With --floor FILE it exits 1 when an arm's accuracy on a category is below the floor the file
 gives (CI's regression check). docs/accuracy.md has the figures and how they were made.
 """
@@ -70,8 +71,9 @@ class Result:
 class Target:
     """Where an arm's requests go, and how its retries are counted."""
 
-    def __init__(self, arm: Arm, engine_url: str):
-        self.gateway = Gateway(engine_url.removesuffix("/v1"), arm.flags, arm.config) if arm.flags is not None else None
+    def __init__(self, arm: Arm, engine_url: str, log: Path | None = None):
+        self.gateway = (Gateway(engine_url.removesuffix("/v1"), arm.flags, arm.config, log)
+                        if arm.flags is not None else None)
         self.base_url = self.gateway.root + "/v1" if self.gateway else engine_url
         self.counted = counters(self.gateway.root) if self.gateway else {"retries": 0, "continuations": 0}
 
@@ -230,6 +232,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, help="results folder (default: target/bfcl/DATE-seedSEED)")
     parser.add_argument("--chart", type=Path, help="write a bar chart per category (PNG) here")
     parser.add_argument("--floor", type=Path, help="JSON {arm: {category: lowest accuracy in %%}}: exit 1 below it")
+    parser.add_argument("--log", action="store_true",
+                        help="keep each gateway arm's log at `info` in OUT/gateway-ARM.log, each case's lines "
+                             "after a `===== ID` line: which lever acted on which case (retries, guesses, "
+                             "continuations, splits)")
     parser.add_argument("--resume", action="store_true",
                         help="keep the cases a run cut short already wrote to --out (results.jsonl) and run the rest")
     parser.add_argument("--merge", type=Path, nargs="+", metavar="DIR",
@@ -274,10 +280,12 @@ def main(argv: list[str]) -> int:
             partial.flush()
             if not any(todo.values()):
                 continue
-            target = Target(ARMS[name], engine)
+            target = Target(ARMS[name], engine, out / f"gateway-{name}.log" if args.log else None)
             try:
                 for category, cases in todo.items():
                     for case in cases:
+                        if target.gateway:
+                            target.gateway.mark(case.id)
                         run = run_multi_turn if category == "multi_turn_base" else run_single
                         res = run(target, args, name, case)
                         results.append(res)

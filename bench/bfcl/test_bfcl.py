@@ -162,3 +162,24 @@ def test_the_odds_of_opening_with_a_call_follow_the_gateway_s_rule() -> None:
     assert opens and abs(odds - 0.7) < 1e-9
     assert first_token_odds(top(("The", 0.9), (" {", 0.1)))[0] is False
     assert first_token_odds(None) is None and first_token_odds({"content": []}) is None
+
+
+def test_a_kept_log_holds_the_gateway_s_lines_after_each_case_s_mark(tmp_path: Path) -> None:
+    import arms
+
+    try:
+        arms.toolshim_bin()
+    except SystemExit:
+        pytest.skip("no toolshim binary built")
+    log = tmp_path / "gateway-auto.log"
+    # No engine answers at this address: the gateway starts all the same.
+    gateway = arms.Gateway("http://127.0.0.1:9", (), "", log)
+    try:
+        gateway.mark("simple_python_0")
+    finally:
+        gateway.stop()
+    lines = log.read_text().splitlines()
+    assert any(line.startswith("toolshim: listening on http://127.0.0.1:") for line in lines), lines
+    assert "===== simple_python_0" in lines
+    # Kept at `info`: the start-up lines of that level are there.
+    assert any(" INFO " in line for line in lines), lines
