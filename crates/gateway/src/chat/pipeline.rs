@@ -687,6 +687,17 @@ mod tests {
         req
     }
 
+    /// The text of a reply's events, joined.
+    fn text(events: &[Result<ChatEvent, ApiError>]) -> String {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                Ok(ChatEvent::Text(text)) => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
     fn calls(events: &[Result<ChatEvent, ApiError>]) -> Vec<String> {
         let mut args: Vec<String> = Vec::new();
         for event in events {
@@ -732,14 +743,7 @@ mod tests {
         let upstream = Scripted::new(&[SCHEMA_COPIED, SCHEMA_COPIED, "It depends on the city."]);
         let events = collect(&upstream, with_schema(ToolChoice::Auto, false)).await;
         assert!(calls(&events).is_empty(), "{events:?}");
-        let text: String = events
-            .iter()
-            .filter_map(|e| match e {
-                Ok(ChatEvent::Text(text)) => Some(text.as_str()),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(text, "It depends on the city.");
+        assert_eq!(text(&events), "It depends on the city.");
         let plain = {
             let sent = upstream.sent.lock().unwrap();
             assert_eq!(sent.len(), 3);
@@ -782,14 +786,7 @@ mod tests {
         let unknown = "<tool_call>{\"name\": \"search_web\", \"arguments\": {}}</tool_call>";
         let upstream = Scripted::new(&[unknown, unknown, "It is sunny in Paris."]);
         let events = collect(&upstream, request(ToolChoice::Auto)).await;
-        let text: String = events
-            .iter()
-            .filter_map(|e| match e {
-                Ok(ChatEvent::Text(t)) => Some(t.as_str()),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(text, "It is sunny in Paris.");
+        assert_eq!(text(&events), "It is sunny in Paris.");
         let sent = upstream.sent.lock().unwrap();
         assert_eq!(sent.len(), 3);
         assert!(sent[0].system.contains("# Tools") && !sent[2].system.contains("# Tools"));
