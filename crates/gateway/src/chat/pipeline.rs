@@ -750,6 +750,14 @@ mod tests {
             sent[2].system.clone()
         };
         assert!(!plain.contains("get_weather"), "asked for without tools: {plain}");
+        // The same when the recital is cut off by the end of the reply (a model that writes
+        // the schema again and again until its token limit): no call, cut off or not.
+        let cut = "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"str";
+        let upstream = Scripted::new(&[SCHEMA_COPIED, cut, "It depends on the city."]);
+        let events = collect(&upstream, with_schema(ToolChoice::Auto, false)).await;
+        assert!(calls(&events).is_empty(), "{events:?}");
+        assert_eq!(text(&events), "It depends on the city.");
+        assert_eq!(upstream.sent.lock().unwrap().len(), 3);
 
         let upstream = Scripted::new(&[SCHEMA_COPIED, SCHEMA_COPIED]);
         let events = collect(&upstream, with_schema(ToolChoice::Auto, true)).await;

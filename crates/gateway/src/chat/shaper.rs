@@ -420,13 +420,19 @@ impl Shaper {
                     let kind = if call.complete { "call" } else { "incomplete_call" };
                     self.found(kind, &call.name, &call.arguments, &call.span);
                     self.calls_ended += 1;
-                    self.incomplete_call |= !call.complete;
                     let Some(pending) = self.pending.get_mut(call_idx).and_then(Option::take)
                     else {
+                        self.incomplete_call |= !call.complete;
                         continue;
                     };
+                    // Cut off by the token limit while reciting its schema (a small model
+                    // writes it again and again until the limit): no call, cut off or not.
+                    if !call.complete && !call.span.is_empty() && self.recited(&pending) {
+                        continue;
+                    }
+                    self.incomplete_call |= !call.complete;
                     // Withdrawn by the parser (arguments that broke off into text that is not
-                    // JSON, such as `8 / 100`: an empty span, its text given as content) while
+                    // JSON, such as `2 * x`: an empty span, its text given as content) while
                     // held: nothing of it went out, and it goes out as the text it is.
                     if !call.complete && pending.held && call.span.is_empty() {
                         tracing::info!(tool = %call.name, "a call whose arguments are not JSON stays text");

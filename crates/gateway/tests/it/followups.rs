@@ -531,6 +531,17 @@ async fn issue_24_a_native_reply_whose_call_copies_the_schema_is_asked_for_again
     assert_eq!(completion["choices"][0]["message"]["content"], "It is sunny in Paris.");
     assert_eq!(gw.upstream.requests().len(), 3, "a try, a retry, and the plain answer");
 
+    // The same when the retry's recital is cut off by the end of the reply.
+    let gw = gateway(Mode::Emulate, Engine::Off).await;
+    let whole = hermes("get_weather", recited.clone());
+    gw.upstream.push(Reply::text(whole.clone()));
+    gw.upstream.push(Reply::text(&whole[..whole.len() - 20]));
+    gw.upstream.push(Reply::text("It is sunny in Paris."));
+    let completion = gw.complete(&request("What is the weather in Paris?")).await;
+    assert!(calls(&completion).is_empty(), "{completion:#}");
+    assert_eq!(completion["choices"][0]["message"]["content"], "It is sunny in Paris.");
+    assert_eq!(gw.upstream.requests().len(), 3);
+
     // Any other fault, with no retries, goes out as written, in one request.
     let gw = spawn_gateway(|config| {
         config.mode = Mode::Auto;
