@@ -7,11 +7,11 @@
 //! literals, raw control characters in strings) and reports each repair.
 
 use crate::json::expr;
-
-mod arithmetic;
 use crate::json::scalar::{Scalar, canonical_scalar};
 use crate::json::scan::{plain_run, stop_table_for};
 pub(crate) use crate::json::sink::{Closed, Frame, Sink};
+
+mod arithmetic;
 
 /// How far `feed` got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -50,7 +50,9 @@ impl Reader {
                     Some(0)
                 }
             },
-            _ => Some(0),
+            // Called in those two states only; any other would consume nothing and stay as it
+            // is, so it ends the value rather than loop.
+            _ => None,
         }
     }
 
