@@ -248,7 +248,7 @@ impl NativeReply {
             "native reply finished"
         );
         let outcome = Outcome { finish, usage: self.usage, retried: Usage::default() };
-        let next = if guesses > 0 && n_calls == 0 && self.shaper.nothing_shown() {
+        let next = if guesses > 0 && n_calls == 0 && self.shaper.only_separators_shown() {
             Next::Plain
         } else if let Some(follow) = self.follow(native_calls) {
             Next::Continue(follow)

@@ -539,7 +539,7 @@ fn plain_answer(
     }
     let unknown_only = reason == RetryReason::UnknownTool
         && req.tool_choice == ToolChoice::Auto
-        && shaper.nothing_shown();
+        && shaper.only_separators_shown();
     (!retries_left && unknown_only).then_some("only unknown tools were called")
 }
 
@@ -758,6 +758,19 @@ mod tests {
         assert!(calls(&events).is_empty(), "{events:?}");
         assert_eq!(text(&events), "It depends on the city.");
         assert_eq!(upstream.sent.lock().unwrap().len(), 3);
+        // Recitals with only separators between them (`,` and a stray `{"`) are nothing
+        // shown either; an answer between them is.
+        let separated = format!("{SCHEMA_COPIED},\n{SCHEMA_COPIED}, {{\"");
+        let upstream = Scripted::new(&[SCHEMA_COPIED, &separated, "It depends on the city."]);
+        let events = collect(&upstream, with_schema(ToolChoice::Auto, false)).await;
+        assert_eq!(text(&events), "It depends on the city.", "{events:?}");
+        assert_eq!(upstream.sent.lock().unwrap().len(), 3);
+        let answered = format!("{SCHEMA_COPIED} Paris is sunny.");
+        let upstream = Scripted::new(&[SCHEMA_COPIED, &answered]);
+        let events = collect(&upstream, with_schema(ToolChoice::Auto, false)).await;
+        assert!(calls(&events).is_empty(), "{events:?}");
+        assert!(text(&events).contains("Paris is sunny."), "{events:?}");
+        assert_eq!(upstream.sent.lock().unwrap().len(), 2);
 
         let upstream = Scripted::new(&[SCHEMA_COPIED, SCHEMA_COPIED]);
         let events = collect(&upstream, with_schema(ToolChoice::Auto, true)).await;

@@ -672,7 +672,6 @@ impl Shaper {
         (!self.argument_faults.is_empty()).then(|| self.argument_faults.join("; "))
     }
 
-    /// Calls that went to the client.
     /// How many warnings the parser gave.
     pub(crate) fn warnings(&self) -> u64 {
         self.warnings
@@ -685,6 +684,14 @@ impl Shaper {
     /// Whether no visible text was produced (white space aside).
     pub(crate) fn nothing_shown(&self) -> bool {
         self.text.trim().is_empty()
+    }
+
+    /// Whether the visible text is at most what stood between calls that were dropped: white
+    /// space and ASCII punctuation (`,` or `{"` between recitals, say), nothing a reader would
+    /// take for an answer. A reply whose only calls were dropped and that showed no more is
+    /// asked for again as a plain answer; its bytes stay in the log and the inspector.
+    pub(crate) fn only_separators_shown(&self) -> bool {
+        self.text.bytes().all(|b| b.is_ascii_whitespace() || b.is_ascii_punctuation())
     }
 
     /// Whether a call ended incomplete: cut off by the end of the reply, or withdrawn
@@ -741,7 +748,7 @@ impl Shaper {
         if self.n_calls > 0 {
             return None;
         }
-        if !self.guesses.is_empty() && self.nothing_shown() {
+        if !self.guesses.is_empty() && self.only_separators_shown() {
             return Some(RetryReason::GuessedArguments);
         }
         if self.rejected > 0 {
