@@ -173,8 +173,12 @@ async fn serve_plan(
     crate::inspect::served(&routed.chain, mode);
     if let (Plan::Native | Plan::TryNative, Some(wire)) = (plan, wire) {
         let mut body = wire.native_body(&chat, &routed.settings.upstream_model);
+        let reasoning_calls = routed.settings.reasoning_calls;
+        let mut instead_of = None;
         if Box::pin(unsure_of_calls(state, &routed.chain, &chat, &body, wire)).await {
             crate::inspect::served(&routed.chain, "plain");
+            let with_tools = Native::new(body.clone(), wire, chat.clone(), reasoning_calls);
+            instead_of = Some(Box::new(with_tools));
             body = wire.without_calls(&body);
             chat.tools.clear();
             chat.tool_choice = ToolChoice::None;
@@ -183,8 +187,8 @@ async fn serve_plan(
         match routed.chain.relay_native(&body, wire).await {
             Ok(payloads) => {
                 let repair = state.config.native_repair;
-                let reasoning_calls = routed.settings.reasoning_calls;
-                let native = Native { body, wire, chat, reasoning_calls };
+                let native =
+                    Native { instead_of, ..Native::new(body, wire, chat, reasoning_calls) };
                 return repaired(state, &routed.chain, payloads, native, repair);
             }
             Err(err) if plan == Plan::Native => {
@@ -299,22 +303,36 @@ pub(crate) fn emulated(
 
 /// A request sent natively: the body as relayed, and the request as the gateway read it
 /// (with only the tools the body declares).
+#[derive(Clone)]
 pub(crate) struct Native {
     pub(crate) body: Value,
     /// The API the body is written in.
     pub(crate) wire: Wire,
     pub(crate) chat: ChatRequest,
     pub(crate) reasoning_calls: ReasoningCalls,
+    /// For a request sent without its tools for a plain answer (the model's odds of a call
+    /// were low, `unsure_of_calls`): the request with them, sent after all when the plain
+    /// answer only refuses.
+    pub(crate) instead_of: Option<Box<Native>>,
 }
 
 impl Native {
+    pub(crate) fn new(
+        body: Value,
+        wire: Wire,
+        chat: ChatRequest,
+        reasoning_calls: ReasoningCalls,
+    ) -> Native {
+        Native { body, wire, chat, reasoning_calls, instead_of: None }
+    }
+
     /// A Chat Completions body relayed as the client sent it (passthrough).
     pub(crate) fn relayed(
         body: Value,
         chat: ChatRequest,
         reasoning_calls: ReasoningCalls,
     ) -> Native {
-        Native { body, wire: Wire::chat_completions(), chat, reasoning_calls }
+        Native::new(body, Wire::chat_completions(), chat, reasoning_calls)
     }
 }
 
@@ -350,6 +368,9 @@ pub(crate) fn repaired(
     let may_ask_again = state.config.max_retries > 0;
     let mut fold =
         NativeReply::new(chat, &declared, native.reasoning_calls, followups, repair, may_ask_again);
+    if native.instead_of.is_some() {
+        fold.hold_bare_refusal();
+    }
     let shown = chain.first().map_or("upstream", |(_, client, _)| client.shown()).to_owned();
     let mut reply = native_reply(payloads, shown.clone(), native.wire);
     let after = After { state: state.clone(), chain: chain.clone(), native, declared, shown };
@@ -366,6 +387,34 @@ pub(crate) fn repaired(
         for event in out { yield Ok(event); }
         match next {
             Next::Done => {}
+            Next::WithTools(held) => {
+                // The reply with tools, with all that may follow it; the refusal goes out
+                // should it show nothing, and its tokens count.
+                let mut shown = false;
+                match after.with_tools().await {
+                    Ok(mut events) => while let Some(event) = events.next().await {
+                        match event {
+                            Ok(ChatEvent::Done(answered)) => {
+                                if !shown {
+                                    for event in held { yield Ok(event); }
+                                }
+                                yield Ok(ChatEvent::Done(instead(outcome, answered)));
+                                return;
+                            }
+                            Ok(event) => {
+                                shown |= matches!(event, ChatEvent::Text(_) | ChatEvent::CallStart { .. });
+                                yield Ok(event);
+                            }
+                            Err(err) => { yield Err(err); return; }
+                        }
+                    },
+                    Err(err) => {
+                        crate::inspect::failed(&err, None);
+                        tracing::info!(error = %err.message(), "the request with tools failed; the refusal stands");
+                        for event in held { yield Ok(event); }
+                    }
+                }
+            }
             asked @ (Next::Again(_) | Next::Plain) => {
                 let asked = match &asked {
                     Next::Again(again) => after.again(again).await,
@@ -450,6 +499,19 @@ impl After {
                 Vec::new()
             }
         }
+    }
+
+    /// The plain answer asked for instead of a call only refused: the request with its
+    /// tools after all, as a native reply with all that may follow it.
+    async fn with_tools(&self) -> Result<EventStream, ApiError> {
+        let Some(native) = self.native.instead_of.as_deref() else {
+            return Err(ApiError::Internal("no request with tools to send".into()));
+        };
+        self.state.metrics.retry("refused_plain", true);
+        crate::inspect::relayed("native", &native.body);
+        let payloads = self.chain.relay_native(&native.body, native.wire).await?;
+        let repair = self.state.config.native_repair;
+        repaired(&self.state, &self.chain, payloads, native.clone(), repair)
     }
 
     /// The reply's only calls were guesses: the same conversation without tools, for a

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::chat::continuation::{Follow, may_continue};
 use crate::chat::grounding::Grounding;
-use crate::chat::shaper::{DeclaredTools, Judge, Shaper, new_call_id};
+use crate::chat::shaper::{DeclaredTools, Judge, Shaper, bare_refusal, new_call_id, past_refusal};
 use crate::chat::types::{ChatEvent, ChatRequest, Finish, Outcome, ToolChoice, Usage};
 use crate::config::ReasoningCalls;
 use crate::neutral::{CallDelta, FinishReason, UpstreamEvent};
@@ -62,6 +62,10 @@ pub(crate) enum Next {
     /// name a tool that does not exist (held, nothing shown): the reply is asked for again,
     /// natively, with what is wrong.
     Again(Again),
+    /// A plain answer asked for instead of a call (the model's odds of one were low) only
+    /// refused: the request is sent with its tools after all. The refusal's events are held
+    /// here, for the client should that reply show nothing either.
+    WithTools(Vec<ChatEvent>),
 }
 
 /// A reply to ask for again: what the model wrote, and what it is told is wrong with its
@@ -105,6 +109,8 @@ pub(crate) struct NativeReply {
     req: ChatRequest,
     /// Whether a reply whose calls break their schemas may be asked for again.
     may_ask_again: bool,
+    /// The events held while the reply may still be a bare refusal (`hold_bare_refusal`).
+    held: Option<Vec<ChatEvent>>,
 }
 
 impl NativeReply {
@@ -144,10 +150,31 @@ impl NativeReply {
             grounding,
             req: req.clone(),
             may_ask_again,
+            held: None,
         }
     }
 
+    /// Holds the reply's events while it may still be a refusal and nothing else (a plain
+    /// answer asked for instead of a call: `finish` then says `Next::WithTools`). Text
+    /// past the refusal window, or whose first sentence refuses nothing, goes out as it comes.
+    pub(crate) fn hold_bare_refusal(&mut self) {
+        self.held = Some(Vec::new());
+    }
+
     pub(crate) fn feed(&mut self, event: UpstreamEvent, out: &mut Vec<ChatEvent>) {
+        let Some(mut held) = self.held.take() else {
+            self.read(event, out);
+            return;
+        };
+        self.read(event, &mut held);
+        if past_refusal(&self.raw) || !self.calls.is_empty() {
+            out.append(&mut held);
+        } else {
+            self.held = Some(held);
+        }
+    }
+
+    fn read(&mut self, event: UpstreamEvent, out: &mut Vec<ChatEvent>) {
         match event {
             UpstreamEvent::Text(text) => {
                 if self.raw.len() <= MAX_CONTINUED_REPLY {
@@ -189,6 +216,16 @@ impl NativeReply {
     /// how the reply ended, and what comes after it. The caller sends `Done` with the
     /// outcome once what comes after has run.
     pub(crate) fn finish(&mut self, out: &mut Vec<ChatEvent>) -> (Outcome, Next) {
+        if let Some(mut held) = self.held.take() {
+            if self.calls.is_empty() && bare_refusal(&self.raw) {
+                self.shaper.finish(&mut held);
+                tracing::info!(answer = %self.raw, "the plain answer only refused; asking with the tools");
+                let outcome =
+                    Outcome { finish: Finish::Stop, usage: self.usage, retried: Usage::default() };
+                return (outcome, Next::WithTools(held));
+            }
+            out.append(&mut held);
+        }
         self.shaper.finish(out);
         if let Some(again) = self.again() {
             tracing::info!(reason = again.reason, correction = %again.correction, "asking for the reply again");

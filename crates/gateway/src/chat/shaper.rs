@@ -18,6 +18,7 @@ use crate::inspect::Finding;
 
 mod refusal;
 use refusal::{answer_begun, looks_like_refusal};
+pub(crate) use refusal::{bare_refusal, past_refusal};
 
 /// Text that could still turn out to be a refusal is held until it is this long.
 pub(crate) const REFUSAL_WINDOW: usize = 200;

@@ -162,3 +162,48 @@ async fn issue_24_a_call_the_model_is_sure_of_or_a_reply_of_words_keeps_its_tool
     let (_, calls) = answer(Api::OpenAi, &gw, &roots_request(Api::OpenAi, false), false).await;
     assert_eq!((calls, gw.upstream.requests().len()), (1, 1));
 }
+
+/// A plain answer asked for instead of a call that only refuses ("I can't assist with
+/// that") answered nothing: the request goes with its tools after all, and its call goes
+/// out in place of the refusal, streamed or not. Should that reply show nothing either, the
+/// refusal is the answer.
+#[tokio::test]
+async fn issue_24_a_plain_answer_that_only_refuses_gives_way_to_the_request_with_tools() {
+    const REFUSAL: &str = "I'm sorry, but I can't assist with that.";
+    for api in APIS {
+        for stream in [false, true] {
+            let gw = gateway(0.75).await;
+            gw.upstream.push(probed("```", 0.6, "The"));
+            gw.upstream.push(reply(REFUSAL, stream));
+            gw.upstream.push(reply(&CALL(), stream));
+            let got = answer(api, &gw, &roots_request(api, stream), stream).await;
+            assert_eq!(got, (String::new(), 1), "{api:?} stream {stream}");
+            let requests = gw.upstream.requests();
+            assert_eq!(requests.len(), 3, "{api:?} stream {stream}");
+            assert!(requests[1].get("tools").is_none(), "{api:?} stream {stream}");
+            assert_eq!(requests[2]["tools"], requests[0]["tools"], "{api:?} stream {stream}");
+            assert_eq!(requests[2]["messages"], requests[1]["messages"]);
+            assert!(requests[2].get("logprobs").is_none());
+            let metrics =
+                gw.http().get(gw.url("/metrics")).send().await.unwrap().text().await.unwrap();
+            assert!(metrics.contains(r#"reason="refused_plain""#), "{metrics}");
+
+            // The reply with tools shows nothing: the refusal goes out after all.
+            let gw = gateway(0.75).await;
+            gw.upstream.push(probed("```", 0.6, "The"));
+            gw.upstream.push(reply(REFUSAL, stream));
+            gw.upstream.push(reply("", stream));
+            let got = answer(api, &gw, &roots_request(api, stream), stream).await;
+            assert_eq!(got, (REFUSAL.to_owned(), 0), "{api:?} stream {stream}");
+            assert_eq!(gw.upstream.requests().len(), 3);
+        }
+    }
+    // An answer that refuses and goes on to answer is an answer.
+    let gw = gateway(0.75).await;
+    gw.upstream.push(probed("```", 0.6, "The"));
+    let answered = format!("I can't assist with live data. {PLAIN}");
+    gw.upstream.push(reply(&answered, true));
+    let got = answer(Api::OpenAi, &gw, &roots_request(Api::OpenAi, true), true).await;
+    assert_eq!(got, (answered, 0));
+    assert_eq!(gw.upstream.requests().len(), 2);
+}

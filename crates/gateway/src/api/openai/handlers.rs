@@ -120,7 +120,11 @@ async fn handle(state: AppState, value: Value, parsed: wire::Parsed) -> Result<R
     let repair = (state.config.native_repair
         && !parsed.chat.tools.is_empty()
         && parsed.chat.tool_choice != ToolChoice::None)
-        .then_some(Repair { parsed: &parsed, reasoning_calls: routed.settings.reasoning_calls });
+        .then_some(Repair {
+            parsed: &parsed,
+            reasoning_calls: routed.settings.reasoning_calls,
+            instead_of: None,
+        });
     // A native request the model is unsure needs a call at all goes without its tools.
     let native = matches!(plan, Plan::Native | Plan::TryNative) && parsed.custom.is_empty();
     let wire = client.wire();
@@ -133,11 +137,16 @@ async fn handle(state: AppState, value: Value, parsed: wire::Parsed) -> Result<R
         // Read back as any reply is (not relayed as the engine wrote it): without tools, its
         // text is text.
         crate::inspect::served(&routed.chain, "plain");
-        let value = wire.without_calls(&value);
+        let value_with_tools = value;
+        let value = wire.without_calls(&value_with_tools);
         let mut plain = parsed.clone();
         plain.chat.tools.clear();
         plain.chat.tool_choice = ToolChoice::None;
-        let repair = Repair { parsed: &plain, reasoning_calls: routed.settings.reasoning_calls };
+        let repair = Repair {
+            parsed: &plain,
+            reasoning_calls: routed.settings.reasoning_calls,
+            instead_of: Some((&value_with_tools, &parsed)),
+        };
         return passthrough(&state, &routed.chain, value, asked, None, Some(repair)).await;
     }
     let mode = match plan {

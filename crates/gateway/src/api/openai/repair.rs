@@ -18,6 +18,18 @@ use crate::upstream::client::PayloadStream;
 pub(crate) struct Repair<'a> {
     pub(crate) parsed: &'a wire::Parsed,
     pub(crate) reasoning_calls: ReasoningCalls,
+    /// For a request sent without its tools for a plain answer: the body with them and the
+    /// request as read, sent after all when the plain answer only refuses.
+    pub(crate) instead_of: Option<(&'a Value, &'a wire::Parsed)>,
+}
+
+/// The request `parsed` as sent natively in `body`, with only the tools it allows.
+fn native(body: &Value, parsed: &wire::Parsed, reasoning_calls: ReasoningCalls) -> Native {
+    let mut chat = parsed.chat.clone();
+    if let Some(names) = &parsed.allowed {
+        chat.tools.retain(|tool| names.contains(&tool.name));
+    }
+    Native::relayed(body.clone(), chat, reasoning_calls)
 }
 
 /// A native reply read into chat events, and what follows it, as the client's reply.
@@ -29,12 +41,11 @@ pub(crate) async fn repaired(
     repair: Repair<'_>,
 ) -> Result<Response, ApiError> {
     let parsed = repair.parsed;
-    let mut chat = parsed.chat.clone();
-    if let Some(names) = &parsed.allowed {
-        chat.tools.retain(|tool| names.contains(&tool.name));
-    }
-    let model = chat.model.clone();
-    let native = Native::relayed(body.clone(), chat, repair.reasoning_calls);
+    let model = parsed.chat.model.clone();
+    let mut native = native(body, parsed, repair.reasoning_calls);
+    native.instead_of = repair
+        .instead_of
+        .map(|(body, parsed)| Box::new(self::native(body, parsed, repair.reasoning_calls)));
     let events = fold(state, chain, payloads, native, true)?;
     let shape = Shape {
         stream: parsed.stream,

@@ -91,6 +91,63 @@ fn is_hedge(sentence: &str) -> bool {
     })
 }
 
+/// Phrases of a refusal that gives no reason ("I'm sorry, but I can't assist with that.").
+const BARE_PHRASES: &[&str] = &[
+    "can't assist",
+    "cannot assist",
+    "unable to assist",
+    "can't help with",
+    "cannot help with",
+    "unable to help with",
+];
+
+/// Whether `text` refuses: it claims the model has no tools (`looks_like_refusal`), or
+/// says it cannot assist.
+pub(crate) fn refuses(text: &str) -> bool {
+    let opening: String =
+        text.chars().take(400).collect::<String>().to_lowercase().replace('’', "'");
+    looks_like_refusal(text) || BARE_PHRASES.iter().any(|phrase| opening.contains(phrase))
+}
+
+/// Sentences that only offer more help, after a refusal.
+const COURTESIES: &[&str] = &["anything else", "let me know", "feel free", "help you with"];
+
+/// Whether a whole reply is a refusal and nothing else: short (under the refusal window),
+/// and each of its sentences refuses or only offers more help. A plain answer that is only
+/// this answered nothing.
+pub(crate) fn bare_refusal(text: &str) -> bool {
+    let text = text.trim();
+    if text.is_empty() || text.len() >= super::REFUSAL_WINDOW || !refuses(text) {
+        return false;
+    }
+    let mut sentences = Vec::new();
+    let mut start = 0;
+    let mut chars = text.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        let ends = match c {
+            '。' | '！' | '？' | '\n' => true,
+            '.' | '!' | '?' => chars.peek().is_none_or(|(_, next)| next.is_whitespace()),
+            _ => false,
+        };
+        if ends {
+            let end = at + c.len_utf8();
+            sentences.push(&text[start..end]);
+            start = end;
+        }
+    }
+    sentences.push(&text[start..]);
+    sentences.iter().filter(|s| !s.trim().is_empty()).all(|sentence| {
+        let lower = sentence.to_lowercase();
+        refuses(sentence) || COURTESIES.iter().any(|phrase| lower.contains(phrase))
+    })
+}
+
+/// Whether held text that may still be a bare refusal can go out: it is past the refusal
+/// window, or its first sentence ended and refuses nothing.
+pub(crate) fn past_refusal(text: &str) -> bool {
+    text.len() >= super::REFUSAL_WINDOW || (answer_begun(text) && !refuses(text))
+}
+
 /// Phrases with which models claim they have no tools, in the opening of a reply.
 pub(super) fn looks_like_refusal(text: &str) -> bool {
     const PHRASES: &[&str] = &[
@@ -126,6 +183,25 @@ pub(super) fn looks_like_refusal(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn issue_24_a_bare_refusal_is_told_from_an_answer() {
+        assert!(bare_refusal("I'm sorry, but I can't assist with that."));
+        assert!(bare_refusal(
+            "I’m sorry, but I don't have any tools available to assist with this request.\n"
+        ));
+        assert!(!bare_refusal("The neutron was discovered by James Chadwick in 1932."));
+        let long = format!("I can't assist with that. {}", "But here is what I know. ".repeat(9));
+        assert!(!bare_refusal(&long));
+        assert!(bare_refusal(
+            "I'm sorry, but I can't assist with that. Is there anything else I can help you with?"
+        ));
+        assert!(!bare_refusal("I can't assist with live data. The roots are x = 1 and x = 2."));
+        assert!(!past_refusal("I'm sorry, but I can't assist with that."));
+        assert!(past_refusal("The neutron was discovered by James Chadwick in 1932. "));
+        assert!(past_refusal(&long));
+        assert!(!past_refusal("The neutron was"));
+    }
 
     #[test]
     fn refusals_are_recognized() {
