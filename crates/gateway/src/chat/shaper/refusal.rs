@@ -11,24 +11,31 @@ const FIRST_SENTENCE: usize = 24;
 /// space, a CJK full stop, or a line break.
 pub(super) fn answer_begun(text: &str) -> bool {
     let mut start = 0;
-    let mut chars = text.char_indices().peekable();
-    while let Some((at, c)) = chars.next() {
-        let ends = match c {
-            '。' | '！' | '？' | '\n' => true,
-            '.' | '!' | '?' => chars.peek().is_some_and(|(_, next)| next.is_whitespace()),
-            _ => false,
-        };
-        if !ends {
-            continue;
-        }
-        let end = at + c.len_utf8();
+    sentence_ends(text).any(|end| {
         let sentence = text.get(start..end).unwrap_or_default();
         start = end;
-        if end >= FIRST_SENTENCE && !is_hedge(sentence) {
-            return true;
+        end >= FIRST_SENTENCE && !is_hedge(sentence)
+    })
+}
+
+/// Where the sentences of `text` end (after their last character): at a `.`, `!` or `?`
+/// followed by white space, a CJK full stop, or a line break. The end of the text is no
+/// sentence end: more may follow.
+fn sentence_ends(text: &str) -> impl Iterator<Item = usize> + '_ {
+    let mut chars = text.char_indices().peekable();
+    std::iter::from_fn(move || {
+        while let Some((at, c)) = chars.next() {
+            let ends = match c {
+                '。' | '！' | '？' | '\n' => true,
+                '.' | '!' | '?' => chars.peek().is_some_and(|(_, next)| next.is_whitespace()),
+                _ => false,
+            };
+            if ends {
+                return Some(at + c.len_utf8());
+            }
         }
-    }
-    false
+        None
+    })
 }
 
 /// Whether a sentence is a pleasantry or an apology, after which a refusal often comes ("I'd
@@ -120,23 +127,10 @@ pub(crate) fn bare_refusal(text: &str) -> bool {
     if text.is_empty() || text.len() >= super::REFUSAL_WINDOW || !refuses(text) {
         return false;
     }
-    let mut sentences = Vec::new();
-    let mut start = 0;
-    let mut chars = text.char_indices().peekable();
-    while let Some((at, c)) = chars.next() {
-        let ends = match c {
-            '。' | '！' | '？' | '\n' => true,
-            '.' | '!' | '?' => chars.peek().is_none_or(|(_, next)| next.is_whitespace()),
-            _ => false,
-        };
-        if ends {
-            let end = at + c.len_utf8();
-            sentences.push(&text[start..end]);
-            start = end;
-        }
-    }
-    sentences.push(&text[start..]);
-    sentences.iter().filter(|s| !s.trim().is_empty()).all(|sentence| {
+    let mut starts = std::iter::once(0).chain(sentence_ends(text));
+    let ends = sentence_ends(text).chain(std::iter::once(text.len()));
+    let sentences = ends.filter_map(|end| text.get(starts.next()?..end));
+    sentences.filter(|s| !s.trim().is_empty()).all(|sentence| {
         let lower = sentence.to_lowercase();
         refuses(sentence) || COURTESIES.iter().any(|phrase| lower.contains(phrase))
     })
