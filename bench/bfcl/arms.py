@@ -92,14 +92,16 @@ class Gateway:
             self.config_file.close()
             args += ["--config", self.config_file.name]
         env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLSHIM_")}
-        env.setdefault("RUST_LOG", "info" if log else "warn")
+        if not env.get("RUST_LOG"):  # unset or empty
+            env["RUST_LOG"] = "info" if log else "warn"
         self.log_file = log.open("a", encoding="utf-8") if log else None
         self.args = args
         self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, env=env)
         self.log: list[str] = []
         first: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._drain, args=(first,), daemon=True).start()
+        self.drain = threading.Thread(target=self._drain, args=(first,), daemon=True)
+        self.drain.start()
         try:
             line = first.get(timeout=STARTUP_TIMEOUT_S)
         except queue.Empty:
@@ -143,3 +145,6 @@ class Gateway:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=15)
+        # The gateway's last lines (and, for a short run, its start-up ones) may still be in
+        # the pipe when it exits: the log is whole only once the drain has read them all.
+        self.drain.join(timeout=15)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import math
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -176,10 +178,16 @@ def test_a_kept_log_holds_the_gateway_s_lines_after_each_case_s_mark(tmp_path: P
     gateway = arms.Gateway("http://127.0.0.1:9", (), "", log)
     try:
         gateway.mark("simple_python_0")
+        # A case's request: the gateway logs it at `info` (then fails to reach the engine).
+        body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
+        request = urllib.request.Request(f"{gateway.root}/v1/chat/completions", data=body,
+                                         headers={"content-type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError):
+            urllib.request.urlopen(request, timeout=30)
     finally:
         gateway.stop()
     lines = log.read_text().splitlines()
     assert any(line.startswith("toolshim: listening on http://127.0.0.1:") for line in lines), lines
-    assert "===== simple_python_0" in lines
-    # Kept at `info`: the start-up lines of that level are there.
-    assert any(" INFO " in line for line in lines), lines
+    mark = lines.index("===== simple_python_0")
+    # Kept at `info`, to the last line: the case's request is logged after its mark.
+    assert any(" INFO " in line and "chat completion" in line for line in lines[mark:]), lines
