@@ -17,6 +17,7 @@
 use serde_json::Value;
 
 use crate::chat::numbers::{contains, numbers_in, sort};
+use crate::chat::stated::Stated;
 use crate::chat::types::{ChatRequest, Message, ToolSpec};
 
 /// The numbers and words a request gives the model.
@@ -38,6 +39,8 @@ pub(crate) struct Grounding {
     /// The user's words alone (not the system prompt's), lowercased, for
     /// [`Grounding::names_tool`].
     said: String,
+    /// The user's last message, for [`Grounding::with_stated_options`].
+    stated: Stated,
 }
 
 /// Whether a value is named in the request.
@@ -59,6 +62,7 @@ impl Grounding {
         let mut asked = String::new();
         let mut said = String::new();
         let mut given = String::new();
+        let mut last_user = "";
         let mut give = |text: &str, numbers: &mut Vec<f64>| {
             numbers_in(text, numbers);
             given.push_str(&text.to_lowercase());
@@ -70,6 +74,7 @@ impl Grounding {
                     give(text, &mut numbers);
                     let lower = text.to_lowercase();
                     if matches!(message, Message::User(_)) {
+                        last_user = text;
                         said.push_str(&lower);
                         said.push('\n');
                     }
@@ -100,7 +105,8 @@ impl Grounding {
         sort(&mut numbers);
         sort(&mut asked_numbers);
         let closed = std::sync::OnceLock::new();
-        Grounding { numbers, asked, given, closed, asked_numbers, said }
+        let stated = Stated::of(last_user);
+        Grounding { numbers, asked, given, closed, asked_numbers, said, stated }
     }
 
     /// The required arguments of a call to `spec` whose value holds a number or a short
@@ -166,6 +172,17 @@ impl Grounding {
         Some((Value::Object(arguments).to_string(), removed))
     }
 
+    /// A call to `spec` with the optional values the user stated in their last message and
+    /// the call left out added ([`Stated::fill`]): the arguments rewritten and what was
+    /// added (`key = value`), or `None` when there is nothing to add.
+    pub(crate) fn with_stated_options(
+        &self,
+        spec: &ToolSpec,
+        arguments: &str,
+    ) -> Option<(String, Vec<String>)> {
+        self.stated.fill(spec, arguments)
+    }
+
     /// Whether a value holds a number or a short string given nowhere, at any depth.
     fn made_up(&self, value: &Value) -> bool {
         let mut made_up = false;
@@ -223,16 +240,20 @@ impl Grounding {
 
     /// How a call to `spec` waits to be judged: whole when a required parameter can hold a
     /// number (any type but a string or a boolean); while it is short when the only values
-    /// to judge are strings, required or optional (a longer call, or one with a string of
-    /// several lines, goes out as it is written, unjudged); not at all when no parameter can
-    /// be a guess.
+    /// to judge are strings, required or optional, or optional booleans (a longer call, or
+    /// one with a string of several lines, goes out as it is written, unjudged); not at all
+    /// when no parameter can be a guess or left out.
     pub(crate) fn hold(spec: &ToolSpec) -> Hold {
         let Some(parameters) = &spec.parameters else { return Hold::No };
         let required = parameters.get("required").and_then(Value::as_array);
         let required = required.map(Vec::as_slice).unwrap_or_default();
         let properties = parameters.get("properties").and_then(Value::as_object);
-        // An optional string may be a made-up name (`without_guessed_options`).
-        let string = |schema: &Value| schema.get("type").and_then(Value::as_str) == Some("string");
+        // An optional string may be a made-up name (`without_guessed_options`); an optional
+        // string or boolean may be one the user stated and the model left out
+        // (`with_stated_options`).
+        let string = |schema: &Value| {
+            matches!(schema.get("type").and_then(Value::as_str), Some("string" | "boolean"))
+        };
         let mut hold = Hold::No;
         for key in required.iter().filter_map(Value::as_str) {
             let schema = properties.and_then(|p| p.get(key));
@@ -556,6 +577,10 @@ mod tests {
             json!({"type": "object", "properties": {"on": {"type": "boolean"}}, "required": ["on"]}),
         );
         assert_eq!(Grounding::hold(&flag), Hold::No);
+        // An optional flag may be one the user stated and the call left out.
+        let option =
+            tool("o", json!({"type": "object", "properties": {"on": {"type": "boolean"}}}));
+        assert_eq!(Grounding::hold(&option), Hold::WhileShort);
     }
 
     #[test]

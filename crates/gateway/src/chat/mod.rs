@@ -19,6 +19,7 @@ pub(crate) mod prompt;
 pub(crate) mod reply;
 pub(crate) mod schema;
 pub(crate) mod shaper;
+pub(crate) mod stated;
 pub(crate) mod types;
 
 pub(crate) use pipeline::run;

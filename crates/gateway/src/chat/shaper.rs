@@ -620,7 +620,7 @@ impl Shaper {
     }
 
     /// Whether the judge lets an ended call go out (without its optional arguments that are
-    /// guesses); what it dropped is noted.
+    /// guesses, with those the user stated and it left out); what it dropped is noted.
     fn judged(&mut self, call: &mut Pending) -> bool {
         match &mut self.judge {
             None => true,
@@ -636,6 +636,13 @@ impl Shaper {
                     if let Some((arguments, removed)) = kept {
                         tracing::info!(tool = %call.name, removed = %removed.join(", "),
                             "took out optional arguments holding values given nowhere");
+                        call.arguments = arguments;
+                    }
+                    let filled =
+                        spec.and_then(|s| grounding.with_stated_options(s, &call.arguments));
+                    if let Some((arguments, added)) = filled {
+                        tracing::info!(tool = %call.name, added = %added.join(", "),
+                            "added optional arguments the user stated and the call left out");
                         call.arguments = arguments;
                     }
                     return true;

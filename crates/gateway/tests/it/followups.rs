@@ -606,3 +606,81 @@ async fn issue_24_a_native_reply_whose_only_call_names_no_tool_is_asked_for_agai
     assert_eq!(completion["choices"][0]["message"]["content"], json!(unknown));
     assert_eq!(gw.upstream.requests().len(), 1);
 }
+
+/// A concert search whose optional `price_range` takes `"cheap"` and whose optional flag is
+/// `details`.
+fn concert_tool() -> Value {
+    json!({"name": "concert_search", "parameters": {"type": "object", "properties": {
+        "genre": {"type": "string"}, "location": {"type": "string"},
+        "price_range": {"type": "string", "enum": ["free", "cheap", "moderate"]},
+        "details": {"type": "boolean"}}, "required": ["genre", "location"]}})
+}
+
+/// The arguments of the calls a gateway in `mode` sends `api`'s client when the model
+/// calls `concert_search` with `written` after `user`.
+async fn concert_calls(
+    api: crate::common::api::Api,
+    mode: Mode,
+    check: bool,
+    user: &str,
+    stream: bool,
+    written: &Value,
+) -> Vec<Value> {
+    use crate::common::api::Api;
+    let gw = spawn_gateway(|config| {
+        config.mode = mode;
+        config.min_call_confidence = 0.0;
+        config.check_grounding = check;
+    })
+    .await;
+    gw.upstream.push(Reply::text(fenced("concert_search", written.clone())).chunks(7));
+    let tool = concert_tool();
+    let mut body = api.request(user, true, stream);
+    body["tools"] = match api {
+        Api::OpenAi => json!([{"type": "function", "function": tool}]),
+        Api::Anthropic => json!([{"name": tool["name"], "input_schema": tool["parameters"]}]),
+    };
+    let arguments = if stream {
+        let folded = api.streams(&gw, &body).await;
+        assert!(folded.finished && folded.error.is_none(), "{api:?}: {folded:?}");
+        folded.calls.iter().map(|(_, a)| serde_json::from_str(a).unwrap()).collect()
+    } else {
+        let value: Value = api.send(&gw, &body).await.json().await.unwrap();
+        match api {
+            Api::OpenAi => calls(&value).into_iter().map(|(_, a)| a).collect(),
+            Api::Anthropic => {
+                let blocks = value["content"].as_array().unwrap().iter();
+                blocks.filter(|b| b["type"] == "tool_use").map(|b| b["input"].clone()).collect()
+            }
+        }
+    };
+    assert_eq!(gw.upstream.requests().len(), 1, "no second request");
+    arguments
+}
+
+/// "Cheap tickets" for the optional `price_range` that takes `"cheap"`, and "with details"
+/// for the optional flag `details`: what the call left out is added, on both families,
+/// emulated and repaired alike, streamed or not. With `check_grounding` off, and where the
+/// user negated it, the call goes out as written.
+#[tokio::test]
+async fn issue_24_an_optional_value_the_user_stated_is_added_to_a_call_that_left_it_out() {
+    use crate::common::api::{APIS, Api};
+    let written = json!({"genre": "jazz", "location": "Paris"});
+    let user = "Find a jazz concert in Paris with cheap tickets, with details.";
+    let filled =
+        json!({"genre": "jazz", "location": "Paris", "price_range": "cheap", "details": true});
+    for api in APIS {
+        for stream in [false, true] {
+            for mode in [Mode::Emulate, Mode::Auto] {
+                let case = format!("{api:?} {mode:?} stream {stream}");
+                let sent = concert_calls(api, mode, true, user, stream, &written).await;
+                assert_eq!(sent, vec![filled.clone()], "{case}");
+                let sent = concert_calls(api, mode, false, user, stream, &written).await;
+                assert_eq!(sent, vec![written.clone()], "{case}, check_grounding off");
+            }
+        }
+    }
+    let negated = "Find a jazz concert in Paris, nothing cheap, and no details.";
+    let sent = concert_calls(Api::OpenAi, Mode::Emulate, true, negated, true, &written).await;
+    assert_eq!(sent, vec![written]);
+}

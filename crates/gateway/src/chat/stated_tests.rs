@@ -1,0 +1,171 @@
+use serde_json::{Value, json};
+
+use super::*;
+
+fn tool(name: &str, parameters: Value) -> ToolSpec {
+    ToolSpec::named(name, Some(parameters))
+}
+
+fn concerts() -> ToolSpec {
+    tool(
+        "concert_search",
+        json!({"type": "object", "properties": {
+            "genre": {"type": "string"},
+            "location": {"type": "string"},
+            "date": {"type": "string", "enum": ["this weekend", "next weekend", "today"]},
+            "price_range": {"type": "string", "enum": ["free", "cheap", "moderate", "expensive"]}
+        }, "required": ["genre", "location", "date"]}),
+    )
+}
+
+fn added(message: &str, spec: &ToolSpec, arguments: Value) -> Option<Value> {
+    let (arguments, _) = Stated::of(message).fill(spec, &arguments.to_string())?;
+    serde_json::from_str(&arguments).ok()
+}
+
+#[test]
+fn issue_24_an_enum_value_the_user_wrote_is_added_when_left_out() {
+    let call = json!({"genre": "classical", "location": "Los Angeles", "date": "this weekend"});
+    let message = "Find me a classical concert this weekend in Los Angeles with cheap tickets.";
+    let (arguments, what) =
+        Stated::of(message).fill(&concerts(), &call.to_string()).unwrap_or_default();
+    assert_eq!(what, ["price_range = \"cheap\""]);
+    let arguments: Value = serde_json::from_str(&arguments).unwrap();
+    assert_eq!(arguments["price_range"], "cheap");
+    assert_eq!(arguments["genre"], "classical");
+    // Given already, or required: nothing to add.
+    let given = json!({"genre": "classical", "location": "Los Angeles", "date": "this weekend",
+        "price_range": "moderate"});
+    assert_eq!(added(message, &concerts(), given), None);
+    // Written in another case, it is the enum's own spelling that is added.
+    let loud = "Find me a classical concert this weekend in Los Angeles, CHEAP tickets.";
+    assert_eq!(added(loud, &concerts(), call.clone()).unwrap()["price_range"], "cheap");
+    // Two values of the same enum: which one is meant is not plain.
+    let two = "A classical concert in Los Angeles this weekend, cheap or free.";
+    assert_eq!(added(two, &concerts(), call.clone()), None);
+    // A word that only contains a value is not the value ("cheaply").
+    let part = "Find me a classical concert this weekend in Los Angeles, cheaply.";
+    assert_eq!(added(part, &concerts(), call), None);
+}
+
+#[test]
+fn issue_24_a_flag_whose_name_the_user_wrote_is_set() {
+    let era = tool(
+        "geology_get_era",
+        json!({"type": "object", "properties": {
+            "era_name": {"type": "string"},
+            "calculate_years_ago": {"type": "boolean"}
+        }, "required": ["era_name"]}),
+    );
+    let call = json!({"era_name": "Ice age"});
+    let message = "Calculate how many years ago was the Ice age?";
+    assert_eq!(added(message, &era, call.clone()).unwrap()["calculate_years_ago"], true);
+    // Every word of the name must be written.
+    assert_eq!(added("How long ago was the Ice age? Calculate it.", &era, call.clone()), None);
+    // Only the last message counts.
+    let record = tool(
+        "crime_record_get_record",
+        json!({"type": "object", "properties": {
+            "case_number": {"type": "string"},
+            "county": {"type": "string"},
+            "details": {"type": "boolean"}
+        }, "required": ["case_number", "county"]}),
+    );
+    let call = json!({"case_number": "CA123456", "county": "San Diego County"});
+    let message =
+        "Look up details of a felony crime record for case number CA123456 in San Diego County";
+    assert_eq!(added(message, &record, call.clone()).unwrap()["details"], true);
+    // Camel case is split too.
+    let camel = tool(
+        "report",
+        json!({"type": "object", "properties": {"id": {"type": "string"},
+            "includeDetails": {"type": "boolean"}}, "required": ["id"]}),
+    );
+    let call = json!({"id": "7"});
+    let message = "Report 7, and include details.";
+    assert_eq!(added(message, &camel, call).unwrap()["includeDetails"], true);
+}
+
+#[test]
+fn issue_24_a_negated_value_is_not_added() {
+    let search = tool(
+        "court_case_search",
+        json!({"type": "object", "properties": {
+            "docket_number": {"type": "string"},
+            "location": {"type": "string"},
+            "full_text": {"type": "boolean"}
+        }, "required": ["docket_number", "location"]}),
+    );
+    let call = json!({"docket_number": "123456", "location": "Texas"});
+    for message in [
+        "Find the details of the court case 123456 in Texas. Don't return full text",
+        "Find court case 123456 in Texas, without the full text.",
+        "Court case 123456 in Texas; I do not need the full text.",
+    ] {
+        assert_eq!(added(message, &search, call.clone()), None, "{message}");
+    }
+}
+
+#[test]
+fn issue_24_a_value_in_a_part_of_the_message_for_another_call_is_not_added() {
+    let recipes = tool(
+        "recipe_search_find",
+        json!({"type": "object", "properties": {
+            "dish": {"type": "string"},
+            "diet": {"type": "string", "enum": ["Vegan", "Vegetarian", "Keto"]}
+        }, "required": ["dish"]}),
+    );
+    let message = "Search for a Chicken Noodle Soup recipe and a Vegan Salad recipe.";
+    let soup = json!({"dish": "Chicken Noodle Soup"});
+    assert_eq!(added(message, &recipes, soup), None);
+    let salad = json!({"dish": "Salad"});
+    assert_eq!(added(message, &recipes, salad).unwrap()["diet"], "Vegan");
+    // A part of its own with no value of another call belongs to the call.
+    let odds = tool(
+        "probability_of_event",
+        json!({"type": "object", "properties": {
+            "success_outcomes": {"type": "integer"},
+            "total_outcomes": {"type": "integer"},
+            "format_as_ratio": {"type": "boolean"}
+        }, "required": ["success_outcomes", "total_outcomes"]}),
+    );
+    let call = json!({"success_outcomes": 13, "total_outcomes": 52});
+    let message =
+        "What are the odds of pulling a heart from a deck of 52 cards? Format it as ratio.";
+    assert_eq!(added(message, &odds, call).unwrap()["format_as_ratio"], true);
+}
+
+#[test]
+fn unreadable_arguments_and_tools_without_options_are_left_alone() {
+    let message = "Find me a classical concert this weekend in Los Angeles with cheap tickets.";
+    let stated = Stated::of(message);
+    assert_eq!(stated.fill(&concerts(), "not json"), None);
+    assert_eq!(stated.fill(&concerts(), "[1, 2]"), None);
+    let bare = ToolSpec::named("f", None);
+    assert_eq!(stated.fill(&bare, "{}"), None);
+    assert_eq!(Stated::of("").fill(&concerts(), "{}"), None);
+    // Integer enums and untyped parameters are not filled.
+    let levels = tool(
+        "levels",
+        json!({"type": "object", "properties": {"level": {"enum": ["cheap"]},
+            "n": {"type": "integer", "enum": [1, 2]}}}),
+    );
+    assert_eq!(stated.fill(&levels, "{}"), None);
+}
+
+#[test]
+fn messages_are_split_at_sentences_clauses_and_joiners() {
+    let parts = |text: &str| -> Vec<Vec<String>> {
+        Stated::of(text).parts.into_iter().map(|p| p.words).collect()
+    };
+    assert_eq!(
+        parts("Soup and salad, then bread. Also tea! Brand: Äpfel"),
+        [vec!["soup"], vec!["salad"], vec!["bread"], vec!["tea"], vec!["brand"], vec!["äpfel"]]
+    );
+    // A dot inside a number or a name does not end a sentence; a joiner inside a word is
+    // no joiner.
+    assert_eq!(parts("Pay 3.5 to Andrew"), [vec!["pay", "3", "5", "to", "andrew"]]);
+    // Values are numbers and capitalized words after the first.
+    let stated = Stated::of("Find 2 Vegan Salad recipes");
+    assert_eq!(stated.parts[0].values, ["2", "vegan", "salad"]);
+}
