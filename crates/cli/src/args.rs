@@ -279,7 +279,8 @@ a value names where it came from: the file and line, the variable or the flag):
   small model leaves out; a continued call is kept only if the user asked for what it
   names; 0: off), check_grounding (true or false [true]: under tool_choice auto, a call
   whose required arguments hold a number, or a short name or date, given nowhere is dropped
-  as a guess, and a reply left with nothing is asked for again without tools),
+  as a guess, and a reply left with nothing is asked for again without tools; an optional
+  value the user plainly stated and the call left out is added),
   min_call_confidence [0.75] (with check_grounding, from llama.cpp's server or an engine in
   upstream.prefill: a native reply that opens with a call the model gave lower odds than
   this of being one is taken as no call; 0: off), body_limit_bytes [16 MiB],

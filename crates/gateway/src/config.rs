@@ -134,9 +134,9 @@ pub struct Config {
     /// assistant message (`prefill`); 0 turns it off.
     pub continue_calls: u32,
     /// Whether a call read from a reply's text whose required arguments hold a number or a
-    /// short string given nowhere (in the conversation or the tool list) is dropped as a
-    /// guess, under
-    /// `tool_choice: auto`; a reply left with nothing is asked for again without tools.
+    /// short string given nowhere is dropped as a guess, under `tool_choice: auto` (a reply
+    /// left with nothing is asked for again without tools), and an optional value the user
+    /// stated and the call left out is added.
     pub check_grounding: bool,
     /// With `check_grounding`, a native reply that opens with a call the model gave lower
     /// odds than this of opening with any call is taken as no call (0 turns it off).
