@@ -5,14 +5,18 @@
 //! `calculate_years_ago`. [`Stated::fill`] adds such a value to the call: the one value of an
 //! optional string `enum` the user wrote (its words, whole, in order, any case), or `true`
 //! for an optional boolean every word of whose name the user wrote (`details`,
-//! `calculate_years_ago`; words of three letters or more).
+//! `calculate_years_ago`; words of three letters or more). A flag the call set to `false`
+//! whose words the user wrote ("does it have a specific function" for `specific_function`)
+//! is set to `true` on the same terms, required or not: BFCL's answers want `true` for such
+//! a flag in almost every case.
 //!
 //! It is the counterpart of [`crate::chat::grounding::Grounding::without_guessed_options`],
 //! and as careful:
 //! - only the user's last message counts (an earlier one asked for an earlier call);
 //! - nothing is added when the user wrote two values of the same `enum`;
 //! - nothing is added when a negation comes just before the words ("don't return the full
-//!   text", "if we do not include human activities", "shouldn't be unisex");
+//!   text", "if we do not include human activities", "shouldn't be unisex", "has few
+//!   artistic interests");
 //! - nothing is added when the words stand in a part of the message (a sentence, or a
 //!   clause after a comma, `and`, `then` or `also`) that belongs to another call: one that
 //!   holds none of this call's values but a value of its own (a number, or a capitalized
@@ -29,6 +33,7 @@ const NEGATIONS: &[&str] = &[
     "not",
     "no",
     "nothing",
+    "few",
     "don",
     "doesn",
     "isn",
@@ -86,9 +91,10 @@ impl Stated {
         Stated { parts }
     }
 
-    /// A call to `spec` with the optional values the user stated and it left out added: the
-    /// arguments rewritten and what was added (`key = value`), or `None` when there is
-    /// nothing to add (or the arguments are not a JSON object).
+    /// A call to `spec` with the optional values the user stated and it left out added, and
+    /// its flags set to `false` whose words the user stated set to `true`: the arguments
+    /// rewritten and what was changed (`key = value`, `key = true (was false)`), or `None`
+    /// when there is nothing to change (or the arguments are not a JSON object).
     pub(crate) fn fill(&self, spec: &ToolSpec, arguments: &str) -> Option<(String, Vec<String>)> {
         if self.parts.is_empty() {
             return None;
@@ -103,15 +109,22 @@ impl Stated {
         let anchors = anchors(&arguments);
         let mut added = Vec::new();
         for (key, schema) in properties {
-            if arguments.contains_key(key) || required.iter().any(|r| r.as_str() == Some(key)) {
+            // Left out (and optional), or a flag set to `false`, required or not.
+            let open = match arguments.get(key) {
+                None => !required.iter().any(|r| r.as_str() == Some(key)),
+                Some(given) => *given == Value::Bool(false),
+            };
+            if !open {
                 continue;
             }
             let Some((value, at)) = self.stated(key, schema) else { continue };
             if !self.belongs(at, &anchors, key, &value) {
                 continue;
             }
-            added.push(format!("{key} = {value}"));
-            arguments.insert(key.clone(), value);
+            match arguments.insert(key.clone(), value.clone()) {
+                Some(was) => added.push(format!("{key} = {value} (was {was})")),
+                None => added.push(format!("{key} = {value}")),
+            }
         }
         if added.is_empty() {
             return None;

@@ -87,6 +87,43 @@ fn issue_24_a_flag_whose_name_the_user_wrote_is_set() {
 }
 
 #[test]
+fn issue_24_a_flag_set_to_false_whose_words_the_user_wrote_is_set() {
+    let lookup = tool(
+        "cell_biology_function_lookup",
+        json!({"type": "object", "properties": {
+            "molecule": {"type": "string"},
+            "organelle": {"type": "string"},
+            "specific_function": {"type": "boolean"}
+        }, "required": ["molecule", "organelle", "specific_function"]}),
+    );
+    let message = "What is the function of ATP in the mitochondria and does it have a specific \
+        function within this organelle?";
+    let call = json!({"molecule": "ATP", "organelle": "mitochondria", "specific_function": false});
+    let (arguments, what) = Stated::of(message).fill(&lookup, &call.to_string()).unwrap();
+    assert_eq!(what, ["specific_function = true (was false)"]);
+    let arguments: Value = serde_json::from_str(&arguments).unwrap();
+    assert_eq!(arguments["specific_function"], true);
+    // `true` already, or not a flag: nothing to change.
+    let call = json!({"molecule": "ATP", "organelle": "mitochondria", "specific_function": true});
+    assert_eq!(added(message, &lookup, call), None);
+    // A required flag left out is the schema check's to ask for, not this one's to add.
+    let call = json!({"molecule": "ATP", "organelle": "mitochondria"});
+    assert_eq!(added(message, &lookup, call), None);
+    // "Few" takes it back.
+    let traits = tool(
+        "five_factor_model_analyse",
+        json!({"type": "object", "properties": {
+            "talkative": {"type": "boolean"}, "artistic_interests": {"type": "boolean"},
+            "lazy": {"type": "boolean"}
+        }, "required": ["talkative", "artistic_interests", "lazy"]}),
+    );
+    let message = "I'm talkative, have few artistic interests and tend to be lazy.";
+    let call = json!({"talkative": true, "artistic_interests": false, "lazy": false});
+    let expected = json!({"talkative": true, "artistic_interests": false, "lazy": true});
+    assert_eq!(added(message, &traits, call), Some(expected));
+}
+
+#[test]
 fn issue_24_a_negated_value_is_not_added() {
     let search = tool(
         "court_case_search",
