@@ -39,7 +39,7 @@ pub(crate) struct Grounding {
     /// The user's words alone (not the system prompt's), lowercased, for
     /// [`Grounding::names_tool`].
     said: String,
-    /// The user's last message, for [`Grounding::with_stated_options`].
+    /// The user's last message, for [`Grounding::settle_options`].
     stated: Stated,
 }
 
@@ -172,15 +172,28 @@ impl Grounding {
         Some((Value::Object(arguments).to_string(), removed))
     }
 
-    /// A call to `spec` with the optional values the user stated in their last message and
-    /// the call left out added ([`Stated::fill`]): the arguments rewritten and what was
-    /// added (`key = value`), or `None` when there is nothing to add.
-    pub(crate) fn with_stated_options(
+    /// A call to `spec` without its optional values given nowhere
+    /// ([`Grounding::without_guessed_options`]) and with the values the user stated in their
+    /// last message that it left out or set to `false` ([`Stated::fill`]): the arguments
+    /// rewritten and what changed (`took out key = value`, `set key = value`), or `None` when
+    /// nothing did.
+    pub(crate) fn settle_options(
         &self,
         spec: &ToolSpec,
         arguments: &str,
     ) -> Option<(String, Vec<String>)> {
-        self.stated.fill(spec, arguments)
+        let mut changed = Vec::new();
+        let mut rewritten = None;
+        if let Some((kept, removed)) = self.without_guessed_options(spec, arguments) {
+            changed.extend(removed.into_iter().map(|r| format!("took out {r}")));
+            rewritten = Some(kept);
+        }
+        let now = rewritten.as_deref().unwrap_or(arguments);
+        if let Some((filled, set)) = self.stated.fill(spec, now) {
+            changed.extend(set.into_iter().map(|s| format!("set {s}")));
+            rewritten = Some(filled);
+        }
+        rewritten.map(|arguments| (arguments, changed))
     }
 
     /// Whether a value holds a number or a short string given nowhere, at any depth.
@@ -250,7 +263,7 @@ impl Grounding {
         let properties = parameters.get("properties").and_then(Value::as_object);
         // An optional string may be a made-up name (`without_guessed_options`); an optional
         // string or boolean may be one the user stated and the model left out
-        // (`with_stated_options`).
+        // (`settle_options`).
         let string = |schema: &Value| {
             matches!(schema.get("type").and_then(Value::as_str), Some("string" | "boolean"))
         };

@@ -631,18 +631,10 @@ impl Shaper {
                 };
                 if guessed.is_empty() {
                     let spec = self.declared.specs.get(&call.name);
-                    let kept =
-                        spec.and_then(|s| grounding.without_guessed_options(s, &call.arguments));
-                    if let Some((arguments, removed)) = kept {
-                        tracing::info!(tool = %call.name, removed = %removed.join(", "),
-                            "took out optional arguments holding values given nowhere");
-                        call.arguments = arguments;
-                    }
-                    let filled =
-                        spec.and_then(|s| grounding.with_stated_options(s, &call.arguments));
-                    if let Some((arguments, added)) = filled {
-                        tracing::info!(tool = %call.name, added = %added.join(", "),
-                            "added optional arguments the user stated and the call left out");
+                    let settled = spec.and_then(|s| grounding.settle_options(s, &call.arguments));
+                    if let Some((arguments, changed)) = settled {
+                        tracing::info!(tool = %call.name, changed = %changed.join(", "),
+                            "took out optional values given nowhere, or set values the user stated");
                         call.arguments = arguments;
                     }
                     return true;

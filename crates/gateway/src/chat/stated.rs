@@ -10,8 +10,8 @@
 //! is set to `true` on the same terms, required or not: BFCL's answers want `true` for such
 //! a flag in almost every case.
 //!
-//! It is the counterpart of [`crate::chat::grounding::Grounding::without_guessed_options`],
-//! and as careful:
+//! It is the counterpart of [`crate::chat::grounding::Grounding::without_guessed_options`]
+//! (both run in [`crate::chat::grounding::Grounding::settle_options`]), and as careful:
 //! - only the user's last message counts (an earlier one asked for an earlier call);
 //! - nothing is added when the user wrote two values of the same `enum`;
 //! - nothing is added when a negation comes just before the words ("don't return the full

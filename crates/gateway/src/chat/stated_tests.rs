@@ -62,7 +62,6 @@ fn issue_24_a_flag_whose_name_the_user_wrote_is_set() {
     assert_eq!(added(message, &era, call.clone()).unwrap()["calculate_years_ago"], true);
     // Every word of the name must be written.
     assert_eq!(added("How long ago was the Ice age? Calculate it.", &era, call.clone()), None);
-    // Only the last message counts.
     let record = tool(
         "crime_record_get_record",
         json!({"type": "object", "properties": {
@@ -205,4 +204,22 @@ fn messages_are_split_at_sentences_clauses_and_joiners() {
     // Values are numbers and capitalized words after the first.
     let stated = Stated::of("Find 2 Vegan Salad recipes");
     assert_eq!(stated.parts[0].values, ["2", "vegan", "salad"]);
+}
+
+/// Only the user's last message counts: an earlier one asked for an earlier call.
+#[test]
+fn issue_24_only_the_users_last_message_states_values() {
+    use crate::chat::grounding::Grounding;
+    use crate::chat::types::{ChatRequest, Message};
+    let ask = |messages: Vec<Message>| {
+        let req = ChatRequest { messages, tools: vec![concerts()], ..ChatRequest::default() };
+        let call = json!({"genre": "jazz", "location": "Paris", "date": "today"});
+        Grounding::of(&req).settle_options(&concerts(), &call.to_string())
+    };
+    let cheap = Message::User("A jazz concert in Paris today with cheap tickets.".into());
+    let (_, changed) = ask(vec![cheap.clone()]).unwrap();
+    assert_eq!(changed, ["set price_range = \"cheap\""]);
+    let later = Message::User("And a jazz concert in Paris today?".into());
+    let earlier = Message::Assistant { text: "Found one.".into(), calls: Vec::new() };
+    assert_eq!(ask(vec![cheap, earlier, later]), None);
 }
