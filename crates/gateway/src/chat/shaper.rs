@@ -630,13 +630,7 @@ impl Shaper {
                     None => Vec::new(),
                 };
                 if guessed.is_empty() {
-                    let spec = self.declared.specs.get(&call.name);
-                    let settled = spec.and_then(|s| grounding.settle_options(s, &call.arguments));
-                    if let Some((arguments, changed)) = settled {
-                        tracing::info!(tool = %call.name, changed = %changed.join(", "),
-                            "took out optional values given nowhere, or set values the user stated");
-                        call.arguments = arguments;
-                    }
+                    settle(grounding, self.declared.specs.get(&call.name), call);
                     return true;
                 }
                 tracing::info!(tool = %call.name, guessed = %guessed.join(", "),
@@ -650,7 +644,8 @@ impl Shaper {
                 let next = Made::new(&call.name, &call.arguments);
                 match continuation::judge(&next, earlier, grounding) {
                     Ok(()) => {
-                        earlier.push(next);
+                        settle(grounding, self.declared.specs.get(&call.name), call);
+                        earlier.push(Made::new(&call.name, &call.arguments));
                         true
                     }
                     Err(stop) => {
@@ -764,6 +759,17 @@ impl Shaper {
             return Some(RetryReason::Empty);
         }
         looks_like_refusal(&self.text).then_some(RetryReason::Refusal)
+    }
+}
+
+/// A call kept by the judge, without its optional values given nowhere and with the values
+/// the user stated that it left out or set to `false` (`Grounding::settle_options`).
+fn settle(grounding: &Grounding, spec: Option<&ToolSpec>, call: &mut Pending) {
+    let settled = spec.and_then(|spec| grounding.settle_options(spec, &call.arguments));
+    if let Some((arguments, changed)) = settled {
+        tracing::info!(tool = %call.name, changed = %changed.join(", "),
+            "took out optional values given nowhere, or set values the user stated");
+        call.arguments = arguments;
     }
 }
 

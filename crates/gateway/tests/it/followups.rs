@@ -684,3 +684,33 @@ async fn issue_24_an_optional_value_the_user_stated_is_added_to_a_call_that_left
     let sent = concert_calls(Api::OpenAi, Mode::Emulate, true, negated, true, &written).await;
     assert_eq!(sent, vec![written]);
 }
+
+/// A continued call gets the values the user stated too: "with details" holds no value of
+/// either city's call, so both calls get `details`.
+#[tokio::test]
+async fn issue_24_a_continued_call_gets_the_values_the_user_stated() {
+    let gw = gateway(Mode::Auto, Engine::LlamaCpp).await;
+    let first = fenced("concert_search", json!({"genre": "jazz", "location": "Paris"}));
+    gw.upstream.push(Reply::text(first.clone()));
+    let rome = rest("concert_search", json!({"genre": "jazz", "location": "Rome"}));
+    let second = format!("{}{rome}", continued(&first));
+    gw.upstream.push(Reply::text(second.clone()));
+    let again = rest("concert_search", json!({"genre": "jazz", "location": "Paris"}));
+    gw.upstream.push(Reply::text(format!("{}{again}", continued(&second))));
+    let body = json!({"model": MODEL, "tools": [{"type": "function", "function": concert_tool()}],
+        "messages": [{"role": "user", "content": "Find jazz concerts in Paris and in Rome, with details."}]});
+    let completion = gw.complete(&body).await;
+    let with_details = |city: &str| json!({"genre": "jazz", "location": city, "details": true});
+    assert_eq!(
+        calls(&completion),
+        vec![
+            ("concert_search".to_owned(), with_details("Paris")),
+            ("concert_search".to_owned(), with_details("Rome"))
+        ],
+        "{completion:#}"
+    );
+    // What the model wrote is what it is continued from.
+    let requests = gw.upstream.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(last_message(&requests[2])["content"], json!(continued(&second)));
+}
