@@ -23,6 +23,8 @@
 //!   word after the first: "a Chicken Noodle Soup recipe and a Vegan Salad recipe" gives the
 //!   soup's call no `diet`).
 
+use std::collections::{HashMap, HashSet};
+
 use serde_json::{Map, Value};
 
 use crate::chat::types::ToolSpec;
@@ -50,10 +52,16 @@ const NEGATION_REACH: usize = 4;
 /// Words shorter than this in a boolean parameter's name are not looked for (`is`, `as`).
 const NAME_WORD: usize = 3;
 
+/// Where a word that opens a stated value is looked for: its first occurrences only, so
+/// that the work per value stays bounded however often the word recurs.
+const FIRST_OCCURRENCES: usize = 16;
+
 /// The user's last message, in parts.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Stated {
     parts: Vec<Part>,
+    /// Each word (lowercased) → where it stands: (part, word), in order.
+    at: HashMap<String, Vec<(usize, usize)>>,
 }
 
 /// A sentence or clause of the user's message.
@@ -70,6 +78,7 @@ impl Stated {
     /// The parts of `message` (the user's last message).
     pub(crate) fn of(message: &str) -> Stated {
         let mut parts = Vec::new();
+        let mut at: HashMap<String, Vec<(usize, usize)>> = HashMap::new();
         for part in split_parts(message) {
             let tokens = words_of(part);
             let mut words = Vec::with_capacity(tokens.len());
@@ -85,10 +94,13 @@ impl Stated {
                 words.push(lower);
             }
             if !words.is_empty() {
+                for (i, word) in words.iter().enumerate() {
+                    at.entry(word.clone()).or_default().push((parts.len(), i));
+                }
                 parts.push(Part { words, values });
             }
         }
-        Stated { parts }
+        Stated { parts, at }
     }
 
     /// A call to `spec` with the optional values the user stated and it left out added, and
@@ -107,6 +119,9 @@ impl Stated {
             return None;
         };
         let anchors = anchors(&arguments);
+        // The call's values that the message holds.
+        let anchored: HashSet<&str> =
+            anchors.iter().map(String::as_str).filter(|a| self.at.contains_key(*a)).collect();
         let mut added = Vec::new();
         for (key, schema) in properties {
             // Left out (and optional), or a flag set to `false`, required or not.
@@ -118,7 +133,7 @@ impl Stated {
                 continue;
             }
             let Some((value, at)) = self.stated(key, schema) else { continue };
-            if !self.belongs(at, &anchors, key, &value) {
+            if !self.belongs(at, &anchored, key, &value) {
                 continue;
             }
             match arguments.insert(key.clone(), value.clone()) {
@@ -163,17 +178,17 @@ impl Stated {
         }
     }
 
-    /// Where `words` (lowercased, not empty) stand together in the message, with no negation
-    /// just before them: the part and the word.
+    /// Where `words` (lowercased, not empty) first stand together in the message (among the
+    /// first [`FIRST_OCCURRENCES`] of the first word), with no negation just before them:
+    /// the part and the word.
     fn find(&self, words: &[String]) -> Option<(usize, usize)> {
-        if words.is_empty() {
-            return None;
-        }
-        for (at, part) in self.parts.iter().enumerate() {
-            let Some(start) = part.words.windows(words.len()).position(|w| w == words) else {
+        let first = words.first()?;
+        for &(at, start) in self.at.get(first)?.iter().take(FIRST_OCCURRENCES) {
+            let part = &self.parts.get(at)?.words;
+            if part.get(start..start + words.len()) != Some(words) {
                 continue;
-            };
-            let before = &part.words[start.saturating_sub(NEGATION_REACH)..start];
+            }
+            let before = part.get(start.saturating_sub(NEGATION_REACH)..start).unwrap_or_default();
             if before.iter().any(|w| NEGATIONS.contains(&w.as_str())) {
                 return None;
             }
@@ -184,13 +199,9 @@ impl Stated {
 
     /// Whether part `at` belongs to this call: it holds one of the call's values, or the
     /// call's values are nowhere in the message, or it holds no value of another call.
-    fn belongs(&self, at: usize, anchors: &[String], key: &str, value: &Value) -> bool {
+    fn belongs(&self, at: usize, anchored: &HashSet<&str>, key: &str, value: &Value) -> bool {
         let Some(part) = self.parts.get(at) else { return false };
-        let anchored: Vec<&String> = anchors
-            .iter()
-            .filter(|a| self.parts.iter().any(|p| p.words.iter().any(|w| w == *a)))
-            .collect();
-        if anchored.is_empty() || part.words.iter().any(|w| anchored.contains(&w)) {
+        if anchored.is_empty() || part.words.iter().any(|w| anchored.contains(w.as_str())) {
             return true;
         }
         let own: Vec<String> = match value {

@@ -223,3 +223,21 @@ fn issue_24_only_the_users_last_message_states_values() {
     let earlier = Message::Assistant { text: "Found one.".into(), calls: Vec::new() };
     assert_eq!(ask(vec![cheap, earlier, later]), None);
 }
+
+/// The work per value is bounded: a value is looked for at the first 16 places its first
+/// word stands, so a long message of that word costs no more than a short one (and a value
+/// written after them is not found).
+#[test]
+fn issue_24_a_value_is_looked_for_where_its_first_word_first_stands() {
+    let sorts = tool(
+        "search",
+        json!({"type": "object", "properties": {"q": {"type": "string"},
+            "order": {"type": "string", "enum": ["the newest", "the oldest"]}},
+            "required": ["q"]}),
+    );
+    let call = json!({"q": "jazz"});
+    let early = format!("Jazz, the newest first. {}", "And the rest. ".repeat(100_000));
+    assert_eq!(added(&early, &sorts, call.clone()).unwrap()["order"], "the newest");
+    let late = format!("Jazz. {}Sort by the newest first.", "And the rest. ".repeat(20));
+    assert_eq!(added(&late, &sorts, call), None);
+}
