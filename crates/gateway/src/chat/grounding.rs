@@ -264,7 +264,7 @@ impl Grounding {
         // An optional string may be a made-up name (`without_guessed_options`); an optional
         // string or boolean may be one the user stated and the model left out
         // (`settle_options`).
-        let string = |schema: &Value| {
+        let settled = |schema: &Value| {
             matches!(schema.get("type").and_then(Value::as_str), Some("string" | "boolean"))
         };
         let mut hold = Hold::No;
@@ -277,7 +277,7 @@ impl Grounding {
             }
         }
         let optional = properties.into_iter().flatten().any(|(key, schema)| {
-            string(schema) && !required.iter().any(|r| r.as_str() == Some(key))
+            settled(schema) && !required.iter().any(|r| r.as_str() == Some(key))
         });
         if optional { Hold::WhileShort } else { hold }
     }

@@ -6,6 +6,16 @@ fn tool(name: &str, parameters: Value) -> ToolSpec {
     ToolSpec::named(name, Some(parameters))
 }
 
+/// A tool whose `strings` are required strings and whose `flag` is an optional boolean.
+fn flagged(name: &str, strings: &[&str], flag: &str) -> ToolSpec {
+    let mut properties = serde_json::Map::new();
+    for key in strings {
+        properties.insert((*key).to_owned(), json!({"type": "string"}));
+    }
+    properties.insert(flag.to_owned(), json!({"type": "boolean"}));
+    tool(name, json!({"type": "object", "properties": properties, "required": strings}))
+}
+
 fn concerts() -> ToolSpec {
     tool(
         "concert_search",
@@ -50,26 +60,13 @@ fn issue_24_an_enum_value_the_user_wrote_is_added_when_left_out() {
 
 #[test]
 fn issue_24_a_flag_whose_name_the_user_wrote_is_set() {
-    let era = tool(
-        "geology_get_era",
-        json!({"type": "object", "properties": {
-            "era_name": {"type": "string"},
-            "calculate_years_ago": {"type": "boolean"}
-        }, "required": ["era_name"]}),
-    );
+    let era = flagged("geology_get_era", &["era_name"], "calculate_years_ago");
     let call = json!({"era_name": "Ice age"});
     let message = "Calculate how many years ago was the Ice age?";
     assert_eq!(added(message, &era, call.clone()).unwrap()["calculate_years_ago"], true);
     // Every word of the name must be written.
     assert_eq!(added("How long ago was the Ice age? Calculate it.", &era, call.clone()), None);
-    let record = tool(
-        "crime_record_get_record",
-        json!({"type": "object", "properties": {
-            "case_number": {"type": "string"},
-            "county": {"type": "string"},
-            "details": {"type": "boolean"}
-        }, "required": ["case_number", "county"]}),
-    );
+    let record = flagged("crime_record_get_record", &["case_number", "county"], "details");
     let call = json!({"case_number": "CA123456", "county": "San Diego County"});
     let message =
         "Look up details of a felony crime record for case number CA123456 in San Diego County";
@@ -87,14 +84,11 @@ fn issue_24_a_flag_whose_name_the_user_wrote_is_set() {
 
 #[test]
 fn issue_24_a_flag_set_to_false_whose_words_the_user_wrote_is_set() {
-    let lookup = tool(
-        "cell_biology_function_lookup",
-        json!({"type": "object", "properties": {
-            "molecule": {"type": "string"},
-            "organelle": {"type": "string"},
-            "specific_function": {"type": "boolean"}
-        }, "required": ["molecule", "organelle", "specific_function"]}),
-    );
+    let strings = ["molecule", "organelle"];
+    let mut lookup = flagged("cell_biology_function_lookup", &strings, "specific_function");
+    if let Some(parameters) = lookup.parameters.as_mut() {
+        parameters["required"] = json!(["molecule", "organelle", "specific_function"]);
+    }
     let message = "What is the function of ATP in the mitochondria and does it have a specific \
         function within this organelle?";
     let call = json!({"molecule": "ATP", "organelle": "mitochondria", "specific_function": false});
@@ -124,14 +118,7 @@ fn issue_24_a_flag_set_to_false_whose_words_the_user_wrote_is_set() {
 
 #[test]
 fn issue_24_a_negated_value_is_not_added() {
-    let search = tool(
-        "court_case_search",
-        json!({"type": "object", "properties": {
-            "docket_number": {"type": "string"},
-            "location": {"type": "string"},
-            "full_text": {"type": "boolean"}
-        }, "required": ["docket_number", "location"]}),
-    );
+    let search = flagged("court_case_search", &["docket_number", "location"], "full_text");
     let call = json!({"docket_number": "123456", "location": "Texas"});
     for message in [
         "Find the details of the court case 123456 in Texas. Don't return full text",
